@@ -1,0 +1,103 @@
+/**
+ * What the edge app is built from. Every runtime (Deno server, Cloudflare Worker, tests) builds
+ * these and hands them to `createApp` in `app.ts`; nothing in `src/proxy` reaches for globals.
+ */
+import type { PackStore } from "../storage/store.ts";
+
+/** A repository behind the edge. */
+export interface RepoRef {
+  /** Stable storage id derived from `originUrl` (hex). */
+  id: string;
+  /** The origin's repository URL, without a trailing slash, e.g. `https://git.example/x/y.git`. */
+  originUrl: string;
+  /** The path the client used at the edge, e.g. `x/y.git` (or `host/x/y.git` in multi-origin mode). */
+  path: string;
+}
+
+/** Credentials forwarded from a client to the origin. Held in memory only, never stored. */
+export interface OriginAuth {
+  headers: Record<string, string>;
+}
+
+/** One self-contained pack of a snapshot. */
+export interface SnapshotPack {
+  /** The pack's trailing SHA-1 (hex): what `packfile-uris` announces. */
+  hash: string;
+  /** Where it lives in the store. */
+  key: string;
+  /** Size in bytes. */
+  size: number;
+  /** Number of objects. */
+  objects: number;
+}
+
+/** A published snapshot: written last, after every pack it names. */
+export interface Manifest {
+  version: 1;
+  originUrl: string;
+  /** Ref name to object id at build time (branches and tags). */
+  tips: Record<string, string>;
+  /** Layers, oldest first; each layer is a list of packs. */
+  layers: SnapshotPack[][];
+  /** ms since epoch. */
+  builtAt: number;
+}
+
+export type SnapshotState = "none" | "building" | "ready";
+
+export interface SnapshotStatus {
+  state: SnapshotState;
+  tips: string[];
+  packs: { hash: string; bytes: number }[];
+  builtAt: number | null;
+  builds: number;
+  lastError: string | null;
+}
+
+/** Per-repository coordination: single-flight builds and the current manifest. */
+export interface Coordinator {
+  /** The ready manifest, or null. Cheap: called on every fetch. */
+  manifest(repo: RepoRef): Promise<Manifest | null>;
+  status(repo: RepoRef): Promise<SnapshotStatus>;
+  /** Starts a build or refresh in the background unless one runs; never waits for it. */
+  schedule(repo: RepoRef, auth: OriginAuth): Promise<void>;
+  /** Builds or refreshes now (joining a running build) and resolves when it is ready. */
+  warm(repo: RepoRef, auth: OriginAuth): Promise<SnapshotStatus>;
+}
+
+export type OriginFetch = (request: Request) => Promise<Response>;
+
+export interface Clock {
+  now(): number;
+}
+
+export interface EdgeConfig {
+  /** Single-origin mode: the origin base URL (edge path `/x/y.git` maps to `${origin}/x/y.git`). */
+  origin?: string;
+  /** Multi-origin mode: hosts that `/<host>/<path>` may reach over https. */
+  allowHosts?: string[];
+  /** Scheme used in multi-origin mode (https; tests use http). */
+  multiOriginScheme?: "https" | "http";
+  /** Base for pack URIs; derived from the request when absent. */
+  publicUrl?: string;
+  /** Max packs per snapshot layer. */
+  chunks: number;
+  /** Lifetime of a signed pack URL in seconds. */
+  urlTtlSeconds: number;
+  /** When set, `/_edge/warm` requires `Authorization: Bearer <adminToken>`. */
+  adminToken?: string;
+  /** Largest request body accepted from a client, in bytes. */
+  maxRequestBytes: number;
+}
+
+export interface EdgeDeps {
+  store: PackStore;
+  coordinator: Coordinator;
+  originFetch: OriginFetch;
+  clock: Clock;
+  /** HMAC key for signing pack URLs. */
+  signingKey: Uint8Array;
+  config: EdgeConfig;
+  /** Background work that must outlive the response (Workers: `ctx.waitUntil`). */
+  waitUntil?: (p: Promise<unknown>) => void;
+}

@@ -1,0 +1,63 @@
+/**
+ * The pack store: where snapshot packs and manifests live. Implementations: the filesystem
+ * (embedded default, `fs.ts`), R2 (`edge/r2_store.ts`), and memory (unit tests only).
+ *
+ * Keys are `/`-separated relative paths made of `[A-Za-z0-9._-]` segments.
+ */
+export interface StoredObject {
+  /** The object's bytes (the requested range when one was given). */
+  body: ReadableStream<Uint8Array>;
+  /** Size of the whole object in bytes. */
+  size: number;
+}
+
+export interface ObjectInfo {
+  key: string;
+  size: number;
+  /** When the object was written (ms since epoch). */
+  modified: number;
+}
+
+export interface ByteRange {
+  offset: number;
+  /** Bytes to read from `offset`; to the end when absent. */
+  length?: number;
+}
+
+export interface PackStore {
+  /**
+   * Streams `body` into `key`. The object becomes visible only once the whole body was written
+   * (atomic publish); a failed or cancelled body leaves nothing behind under `key`.
+   */
+  put(key: string, body: ReadableStream<Uint8Array>): Promise<{ size: number }>;
+  /** Reads `key` (or a range of it); `null` when there is no such object. */
+  get(key: string, range?: ByteRange): Promise<StoredObject | null>;
+  head(key: string): Promise<ObjectInfo | null>;
+  /** Removes `key`; removing a missing key is not an error. */
+  delete(key: string): Promise<void>;
+  /** Objects whose key starts with `prefix`. */
+  list(prefix: string): Promise<ObjectInfo[]>;
+}
+
+export class StoreError extends Error {
+  override name = "StoreError";
+}
+
+const KEY_RE = /^[A-Za-z0-9._-]+(\/[A-Za-z0-9._-]+)*$/;
+
+/** Throws unless `key` is a safe relative key (no `..`, no absolute paths, no odd bytes). */
+export function assertKey(key: string): void {
+  if (!KEY_RE.test(key) || key.split("/").some((s) => s === "." || s === "..")) {
+    throw new StoreError(`invalid store key: ${JSON.stringify(key)}`);
+  }
+}
+
+export async function putBytes(store: PackStore, key: string, bytes: Uint8Array): Promise<void> {
+  await store.put(key, new Blob([bytes]).stream());
+}
+
+export async function getBytes(store: PackStore, key: string): Promise<Uint8Array | null> {
+  const obj = await store.get(key);
+  if (!obj) return null;
+  return new Uint8Array(await new Response(obj.body).arrayBuffer());
+}

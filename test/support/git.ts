@@ -1,0 +1,66 @@
+/** Running real git from tests. */
+
+export interface GitOptions {
+  cwd?: string;
+  env?: Record<string, string>;
+  stdin?: Uint8Array;
+}
+
+export class GitCommandError extends Error {
+  override name = "GitCommandError";
+  constructor(readonly args: string[], readonly code: number, readonly stderr: string) {
+    super(`git ${args.join(" ")} exited with ${code}: ${stderr.trim()}`);
+  }
+}
+
+/** Environment that isolates git from the user's and system's configuration. */
+export const GIT_ENV: Record<string, string> = {
+  GIT_CONFIG_NOSYSTEM: "1",
+  GIT_CONFIG_GLOBAL: "/dev/null",
+  GIT_AUTHOR_NAME: "gitedge test",
+  GIT_AUTHOR_EMAIL: "test@gitedge.invalid",
+  GIT_COMMITTER_NAME: "gitedge test",
+  GIT_COMMITTER_EMAIL: "test@gitedge.invalid",
+  GIT_TERMINAL_PROMPT: "0",
+};
+
+/** Runs git and returns stdout as bytes; throws `GitCommandError` on a non-zero exit. */
+export async function gitBytes(args: string[], opts: GitOptions = {}): Promise<Uint8Array> {
+  const cmd = new Deno.Command("git", {
+    args,
+    cwd: opts.cwd,
+    env: { ...GIT_ENV, ...opts.env },
+    stdin: opts.stdin ? "piped" : "null",
+    stdout: "piped",
+    stderr: "piped",
+  });
+  const child = cmd.spawn();
+  if (opts.stdin) {
+    const w = child.stdin.getWriter();
+    await w.write(opts.stdin);
+    await w.close();
+  }
+  const out = await child.output();
+  if (!out.success) {
+    throw new GitCommandError(args, out.code, new TextDecoder().decode(out.stderr));
+  }
+  return out.stdout;
+}
+
+/** Runs git and returns stdout as text. */
+export async function git(args: string[], opts: GitOptions = {}): Promise<string> {
+  return new TextDecoder().decode(await gitBytes(args, opts));
+}
+
+/** A temporary directory removed on dispose (`await using dir = await tempDir()`). */
+export async function tempDir(
+  prefix = "gitedge-test-",
+): Promise<{ path: string } & AsyncDisposable> {
+  const path = await Deno.makeTempDir({ prefix });
+  return {
+    path,
+    async [Symbol.asyncDispose]() {
+      await Deno.remove(path, { recursive: true }).catch(() => {});
+    },
+  };
+}
