@@ -1,0 +1,111 @@
+/**
+ * Stream helpers for tests: cut a byte array into a stream at chosen
+ * boundaries, a small deterministic PRNG, and collect a stream into bytes.
+ *
+ * @module
+ */
+
+/** How {@link chunked} cuts its input. */
+export type ChunkPlan =
+  | number[]
+  | "bytewise"
+  | { seed: number; maxChunk?: number };
+
+/**
+ * A deterministic pseudo-random generator (mulberry32) returning floats in
+ * [0, 1). The same seed always yields the same sequence.
+ */
+export function seededRandom(seed: number): () => number {
+  let state = seed >>> 0;
+  return () => {
+    state = (state + 0x6d2b79f5) >>> 0;
+    let t = state;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/** A deterministic random integer in [0, n) drawn from `rand`. */
+export function randomInt(rand: () => number, n: number): number {
+  return Math.floor(rand() * n);
+}
+
+function chunkSizes(total: number, plan: ChunkPlan): number[] {
+  if (plan === "bytewise") return new Array(total).fill(1);
+  if (Array.isArray(plan)) {
+    for (const n of plan) {
+      if (!Number.isInteger(n) || n <= 0) throw new RangeError(`bad chunk size ${n}`);
+    }
+    const sizes: number[] = [];
+    let left = total;
+    let i = 0;
+    while (left > 0) {
+      // Sizes cycle when the list is shorter than the input.
+      const n = Math.min(plan.length ? plan[i++ % plan.length] : left, left);
+      sizes.push(n);
+      left -= n;
+    }
+    return sizes;
+  }
+  const rand = seededRandom(plan.seed);
+  const max = plan.maxChunk ?? 64;
+  const sizes: number[] = [];
+  let left = total;
+  while (left > 0) {
+    const n = Math.min(1 + randomInt(rand, max), left);
+    sizes.push(n);
+    left -= n;
+  }
+  return sizes;
+}
+
+/**
+ * A pull-based stream yielding `bytes` cut into chunks: explicit sizes (cycled
+ * when shorter than the input), `"bytewise"` (one byte each), or seeded random
+ * sizes in [1, maxChunk] (default 64). Each chunk is a fresh copy, so consumers
+ * may keep or mutate them.
+ */
+export function chunked(bytes: Uint8Array, plan: ChunkPlan): ReadableStream<Uint8Array> {
+  const sizes = chunkSizes(bytes.length, plan);
+  let offset = 0;
+  let index = 0;
+  return new ReadableStream<Uint8Array>({
+    pull(controller) {
+      if (index >= sizes.length) {
+        controller.close();
+        return;
+      }
+      const n = sizes[index++];
+      controller.enqueue(bytes.slice(offset, offset + n));
+      offset += n;
+    },
+  }, { highWaterMark: 0 });
+}
+
+/** Reads a stream to the end and returns all its bytes concatenated. */
+export async function collect(stream: ReadableStream<Uint8Array>): Promise<Uint8Array> {
+  const parts: Uint8Array[] = [];
+  let total = 0;
+  for await (const chunk of stream) {
+    parts.push(chunk);
+    total += chunk.length;
+  }
+  return concatBytes(parts, total);
+}
+
+/** Concatenates byte arrays. */
+export function concatBytes(parts: Uint8Array[], total?: number): Uint8Array {
+  const out = new Uint8Array(total ?? parts.reduce((n, p) => n + p.length, 0));
+  let at = 0;
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.length;
+  }
+  return out;
+}
+
+/** UTF-8 encodes a string (shorthand for tests). */
+export function utf8(text: string): Uint8Array {
+  return new TextEncoder().encode(text);
+}
