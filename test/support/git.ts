@@ -47,6 +47,29 @@ export async function gitBytes(args: string[], opts: GitOptions = {}): Promise<U
   return out.stdout;
 }
 
+/** Options for {@link spawnGit}. */
+export interface SpawnGitOptions {
+  cwd?: string;
+  env?: Record<string, string>;
+  stdin?: "piped" | "null";
+  stdout?: "piped" | "null";
+}
+
+/**
+ * Starts git with {@link GIT_ENV} for streaming use (e.g. `fast-import`, `pack-objects`); stderr is
+ * piped. The caller owns the child: feed/close stdin, read stdout and stderr, await its status.
+ */
+export function spawnGit(args: string[], opts: SpawnGitOptions = {}): Deno.ChildProcess {
+  return new Deno.Command("git", {
+    args,
+    cwd: opts.cwd,
+    env: { ...GIT_ENV, ...opts.env },
+    stdin: opts.stdin ?? "null",
+    stdout: opts.stdout ?? "piped",
+    stderr: "piped",
+  }).spawn();
+}
+
 /** Runs git and returns stdout as text. */
 export async function git(args: string[], opts: GitOptions = {}): Promise<string> {
   return new TextDecoder().decode(await gitBytes(args, opts));

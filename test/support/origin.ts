@@ -1,0 +1,326 @@
+/**
+ * A real Git smart-HTTP origin for tests: a Deno.serve server running `git http-backend` as CGI
+ * for every request, with optional Basic auth and byte counters.
+ */
+import { readCgiResponse } from "./cgi.ts";
+import { git, GIT_ENV } from "./git.ts";
+import { countingStream, TrafficCounter, type TrafficStats } from "./stats.ts";
+
+/** Counters the origin keeps; `bytesIn` is request body bytes received (as sent, e.g. gzipped). */
+export interface OriginStats extends TrafficStats {
+  bytesIn: number;
+}
+
+/** Options for {@link startOrigin}. */
+export interface OriginOptions {
+  /** Directory holding the bare repositories; a fresh temp dir (removed on stop) if omitted. */
+  root?: string;
+  /** Require HTTP Basic auth with these credentials on every request. */
+  requireAuth?: { user: string; password: string };
+}
+
+/** A running origin. */
+export interface Origin extends AsyncDisposable {
+  /** `http://127.0.0.1:PORT`, no trailing slash. */
+  url: string;
+  /** Directory of bare repositories (GIT_PROJECT_ROOT). */
+  root: string;
+  stats: OriginStats;
+  /** URL of repository `name` (a path relative to `root`, e.g. `x/y.git`). */
+  repoUrl(name: string): string;
+  /** Creates an empty bare repository `name` configured for push and filters; returns its path. */
+  createBare(name: string): Promise<string>;
+  /** Stops the server and kills running backends; idempotent. */
+  stop(): Promise<void>;
+}
+
+/** A repository name that is empty, absolute or escapes the origin root. */
+export class InvalidRepoNameError extends Error {
+  override name = "InvalidRepoNameError";
+  constructor(readonly repoName: string) {
+    super(`invalid repository name ${JSON.stringify(repoName)}: use a relative path without '..'`);
+  }
+}
+
+/** `git http-backend` failed in a way that broke a response already under way. */
+export class BackendError extends Error {
+  override name = "BackendError";
+  constructor(message: string, readonly stderr: string) {
+    super(stderr ? `${message}: ${stderr.trim()}` : message);
+  }
+}
+
+class OriginCounter extends TrafficCounter implements OriginStats {
+  bytesIn = 0;
+  override reset(): void {
+    super.reset();
+    this.bytesIn = 0;
+  }
+}
+
+/** Starts an origin on 127.0.0.1 with an ephemeral port. */
+export async function startOrigin(opts: OriginOptions = {}): Promise<Origin> {
+  const ownsRoot = opts.root === undefined;
+  const root = opts.root ?? await Deno.makeTempDir({ prefix: "gitedge-origin-" });
+  const stats = new OriginCounter();
+  const backends = new BackendSet();
+  const handler = (req: Request, info: Deno.ServeHandlerInfo<Deno.NetAddr>) =>
+    handle(req, info, { root, stats, backends, auth: opts.requireAuth });
+  const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, handler);
+  const url = `http://127.0.0.1:${server.addr.port}`;
+
+  let stopped: Promise<void> | undefined;
+  const stop = () =>
+    stopped ??= (async () => {
+      await backends.killAll();
+      await server.shutdown();
+      if (ownsRoot) await Deno.remove(root, { recursive: true });
+    })();
+
+  return {
+    url,
+    root,
+    stats,
+    repoUrl: (name) => `${url}/${checkName(name)}`,
+    createBare: (name) => createBare(root, name),
+    stop,
+    [Symbol.asyncDispose]: stop,
+  };
+}
+
+async function createBare(root: string, name: string): Promise<string> {
+  const path = `${root}/${checkName(name)}`;
+  await git(["init", "--quiet", "--bare", "--initial-branch=main", path]);
+  const config: [string, string][] = [
+    ["http.receivepack", "true"],
+    ["uploadpack.allowFilter", "true"],
+    ["uploadpack.allowAnySHA1InWant", "true"],
+  ];
+  for (const [key, value] of config) await git(["config", key, value], { cwd: path });
+  return path;
+}
+
+function checkName(name: string): string {
+  const parts = name.split("/");
+  if (name === "" || name.startsWith("/") || parts.some((p) => p === ".." || p === "")) {
+    throw new InvalidRepoNameError(name);
+  }
+  return name;
+}
+
+/** The http-backend processes currently running, so stop() can end them. */
+class BackendSet {
+  private readonly running = new Set<Backend>();
+  private closed = false;
+
+  /** Registers a started backend; kills it at once if the origin is already stopping. */
+  add(backend: Backend): void {
+    this.running.add(backend);
+    backend.child.status.finally(() => this.running.delete(backend));
+    if (this.closed) backend.kill();
+  }
+
+  /** Kills every running backend and waits for them to exit. */
+  async killAll(): Promise<void> {
+    this.closed = true;
+    const backends = [...this.running];
+    for (const backend of backends) backend.kill();
+    await Promise.all(backends.map((b) => b.child.status));
+  }
+}
+
+interface HandlerContext {
+  root: string;
+  stats: OriginCounter;
+  backends: BackendSet;
+  auth?: { user: string; password: string };
+}
+
+async function handle(
+  req: Request,
+  info: Deno.ServeHandlerInfo<Deno.NetAddr>,
+  ctx: HandlerContext,
+): Promise<Response> {
+  const url = new URL(req.url);
+  const key = ctx.stats.request(req.method, url.pathname);
+  const user = ctx.auth ? authenticatedUser(req, ctx.auth) : undefined;
+  if (ctx.auth && user === undefined) {
+    return new Response("authentication required\n", {
+      status: 401,
+      headers: { "WWW-Authenticate": 'Basic realm="origin"' },
+    });
+  }
+  const backend = spawnBackend(req, cgiEnv(req, url, info, ctx.root, user));
+  ctx.backends.add(backend);
+  // A client that goes away before the response is delivered must not leave a backend running.
+  info.completed.catch(() => backend.kill());
+  backend.feed(req.body, (n) => ctx.stats.bytesIn += n);
+
+  let cgi;
+  try {
+    cgi = await readCgiResponse(backend.child.stdout);
+  } catch (e) {
+    const stderr = await backend.finish().then(() => "", (err: BackendError) => err.stderr);
+    return new Response(`http-backend failed: ${(e as Error).message}\n${stderr}`, { status: 500 });
+  }
+  const body = countingStream(
+    finishing(cgi.body, backend.finish),
+    (n) => ctx.stats.sent(key, n),
+    () => backend.kill(),
+  );
+  return new Response(body, {
+    status: cgi.status,
+    statusText: cgi.statusText,
+    headers: cgi.headers,
+  });
+}
+
+function authenticatedUser(
+  req: Request,
+  auth: { user: string; password: string },
+): string | undefined {
+  const header = req.headers.get("authorization") ?? "";
+  const m = /^Basic\s+(\S+)$/i.exec(header);
+  if (!m) return undefined;
+  let decoded: string;
+  try {
+    decoded = atob(m[1]);
+  } catch {
+    return undefined; // not base64: same as wrong credentials
+  }
+  return decoded === `${auth.user}:${auth.password}` ? auth.user : undefined;
+}
+
+function cgiEnv(
+  req: Request,
+  url: URL,
+  info: Deno.ServeHandlerInfo<Deno.NetAddr>,
+  root: string,
+  user: string | undefined,
+): Record<string, string> {
+  const env: Record<string, string> = {
+    ...GIT_ENV,
+    PATH: Deno.env.get("PATH") ?? "/usr/bin:/bin",
+    HOME: root,
+    GIT_PROJECT_ROOT: root,
+    GIT_HTTP_EXPORT_ALL: "1",
+    GIT_HTTP_MAX_REQUEST_BUFFER: "100M",
+    GATEWAY_INTERFACE: "CGI/1.1",
+    SERVER_PROTOCOL: "HTTP/1.1",
+    REQUEST_METHOD: req.method,
+    PATH_INFO: decodeURIComponent(url.pathname),
+    QUERY_STRING: url.search.replace(/^\?/, ""),
+    REMOTE_ADDR: info.remoteAddr.hostname,
+  };
+  const optional: [string, string | null | undefined][] = [
+    ["CONTENT_TYPE", req.headers.get("content-type")],
+    ["CONTENT_LENGTH", req.headers.get("content-length")],
+    ["HTTP_CONTENT_ENCODING", req.headers.get("content-encoding")],
+    ["GIT_PROTOCOL", req.headers.get("git-protocol")],
+    ["HTTP_GIT_PROTOCOL", req.headers.get("git-protocol")],
+    ["REMOTE_USER", user],
+  ];
+  for (const [name, value] of optional) if (value) env[name] = value;
+  return env;
+}
+
+interface Backend {
+  child: Deno.ChildProcess;
+  /** Streams the request body into the backend's stdin, counting bytes. */
+  feed(body: ReadableStream<Uint8Array> | null, onBytes: (n: number) => void): void;
+  /** Ends the backend; its exit is then not reported as a failure. */
+  kill(): void;
+  /**
+   * Resolves when the backend exited cleanly or was killed on purpose; rejects with
+   * {@link BackendError} otherwise.
+   */
+  finish(): Promise<void>;
+}
+
+function spawnBackend(req: Request, env: Record<string, string>): Backend {
+  const hasBody = req.body !== null;
+  const child = new Deno.Command("git", {
+    args: ["http-backend"],
+    env,
+    clearEnv: true,
+    stdin: hasBody ? "piped" : "null",
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  const stderr = collectText(child.stderr, 8192);
+  let feeding: Promise<void> = Promise.resolve();
+  let finished: Promise<void> | undefined;
+  let killed = false;
+  return {
+    child,
+    kill() {
+      killed = true;
+      try {
+        child.kill("SIGTERM");
+      } catch (e) {
+        // Only "already exited" is expected here.
+        if (!(e instanceof TypeError)) throw e;
+      }
+    },
+    feed(body, onBytes) {
+      if (!body) return;
+      const counter = new TransformStream<Uint8Array, Uint8Array>({
+        transform(chunk, controller) {
+          onBytes(chunk.byteLength);
+          controller.enqueue(chunk);
+        },
+      });
+      feeding = body.pipeThrough(counter).pipeTo(child.stdin).catch((e) => {
+        // The backend may answer (e.g. 404) without reading its input: that is not a failure.
+        if (!(e instanceof Deno.errors.BrokenPipe)) throw e;
+      });
+    },
+    finish() {
+      return finished ??= (async () => {
+        const [status, text] = await Promise.all([child.status, stderr]);
+        try {
+          await feeding;
+        } catch (e) {
+          throw new BackendError(`feeding the request body failed: ${(e as Error).message}`, text);
+        }
+        if (!status.success && !killed) {
+          throw new BackendError(
+            `git http-backend exited with ${status.signal ?? status.code}`,
+            text,
+          );
+        }
+      })();
+    },
+  };
+}
+
+/** Passes `body` through, then errors the stream if `finish` rejects once the body has ended. */
+function finishing(
+  body: ReadableStream<Uint8Array>,
+  finish: () => Promise<void>,
+): ReadableStream<Uint8Array> {
+  const reader = body.getReader();
+  return new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      const { done, value } = await reader.read();
+      if (!done) {
+        controller.enqueue(value);
+        return;
+      }
+      await finish();
+      controller.close();
+    },
+    cancel(reason) {
+      return reader.cancel(reason);
+    },
+  }, { highWaterMark: 0 });
+}
+
+async function collectText(stream: ReadableStream<Uint8Array>, limit: number): Promise<string> {
+  const decoder = new TextDecoder();
+  let text = "";
+  for await (const chunk of stream) {
+    if (text.length < limit) text += decoder.decode(chunk, { stream: true });
+  }
+  return text.slice(0, limit);
+}
