@@ -1,0 +1,102 @@
+/**
+ * Re-chunks a byte stream into fixed-size parts, as R2 multipart uploads require (every part
+ * but the last has the same size). Pulls from the source only when the consumer asks for the
+ * next part, so at most one part is held in memory at a time.
+ */
+
+/** One re-chunked part of a stream. */
+export interface Part {
+  /** Exactly `size` bytes, except for the last part, which may be shorter (or empty). */
+  bytes: Uint8Array;
+  /** True for the final part: the source ended right after it. */
+  last: boolean;
+}
+
+/** Thrown for a part size that is not a positive integer. */
+export class PartSizeError extends RangeError {
+  override name = "PartSizeError";
+  constructor(size: number) {
+    super(`part size must be a positive integer, got ${size}`);
+  }
+}
+
+/** First allocation for a part; parts grow by doubling, so small bodies stay small. */
+const INITIAL_CAPACITY = 64 * 1024;
+
+/** A byte buffer that grows by doubling up to a fixed limit. */
+class PartBuffer {
+  #bytes: Uint8Array;
+  #filled = 0;
+
+  constructor(readonly limit: number) {
+    this.#bytes = new Uint8Array(Math.min(limit, INITIAL_CAPACITY));
+  }
+
+  get room(): number {
+    return this.limit - this.#filled;
+  }
+
+  /** Appends as much of `chunk` as fits; returns what did not fit (possibly empty). */
+  append(chunk: Uint8Array): Uint8Array {
+    const take = Math.min(this.room, chunk.byteLength);
+    const needed = this.#filled + take;
+    if (needed > this.#bytes.byteLength) {
+      let capacity = this.#bytes.byteLength;
+      while (capacity < needed) capacity *= 2;
+      const grown = new Uint8Array(Math.min(capacity, this.limit));
+      grown.set(this.#bytes.subarray(0, this.#filled));
+      this.#bytes = grown;
+    }
+    this.#bytes.set(chunk.subarray(0, take), this.#filled);
+    this.#filled = needed;
+    return chunk.subarray(take);
+  }
+
+  bytes(): Uint8Array {
+    return this.#bytes.subarray(0, this.#filled);
+  }
+}
+
+/**
+ * Yields `source` as consecutive parts of `size` bytes. An empty source yields one empty last
+ * part. Errors from the source propagate; a consumer that stops early cancels the source.
+ */
+export async function* fixedSizeParts(
+  source: ReadableStream<Uint8Array>,
+  size: number,
+): AsyncGenerator<Part, void, undefined> {
+  if (!Number.isInteger(size) || size <= 0) throw new PartSizeError(size);
+  const reader = source.getReader();
+  let pending: Uint8Array = new Uint8Array(0);
+  let finished = false;
+  let failed = false;
+  try {
+    while (true) {
+      const part = new PartBuffer(size);
+      pending = part.append(pending);
+      while (part.room > 0) {
+        const r = await reader.read();
+        if (r.done) {
+          finished = true;
+          break;
+        }
+        pending = part.append(r.value);
+      }
+      while (!finished && pending.byteLength === 0) {
+        // The part is full: look ahead to learn whether it is also the last one.
+        const r = await reader.read();
+        if (r.done) finished = true;
+        else pending = r.value;
+      }
+      yield { bytes: part.bytes(), last: finished };
+      if (finished) return;
+    }
+  } catch (error) {
+    failed = true;
+    throw error;
+  } finally {
+    // A consumer that stops early releases the source instead of leaving it pending.
+    if (!finished && !failed) await reader.cancel();
+    reader.releaseLock();
+  }
+}
