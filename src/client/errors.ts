@@ -1,0 +1,98 @@
+/**
+ * Typed errors raised by the gitedge client. Each carries the facts a caller needs to decide what
+ * to do (retry, report, pick an exit code) without parsing messages. URLs are redacted before they
+ * reach a message, so credentials never end up in output.
+ */
+import { redactUrl } from "./redact.ts";
+
+/** An HTTP response whose status the client cannot use. */
+export class HttpStatusError extends Error {
+  override name = "HttpStatusError";
+  constructor(readonly url: string, readonly status: number, detail = "") {
+    super(`HTTP ${status} from ${redactUrl(url)}${detail ? `: ${detail}` : ""}`);
+  }
+}
+
+/** No bytes arrived within the idle timeout (headers or body). */
+export class StallError extends Error {
+  override name = "StallError";
+  constructor(readonly url: string, readonly timeoutMs: number) {
+    super(`no data from ${redactUrl(url)} for ${timeoutMs} ms`);
+  }
+}
+
+/** The body ended before the advertised length was received. */
+export class TruncatedBodyError extends Error {
+  override name = "TruncatedBodyError";
+  constructor(readonly url: string, readonly received: number, readonly expected: number) {
+    super(`body from ${redactUrl(url)} ended after ${received} of ${expected} bytes`);
+  }
+}
+
+/** A ranged request was answered with something that cannot continue the bytes already received. */
+export class RangeMismatchError extends Error {
+  override name = "RangeMismatchError";
+  constructor(readonly url: string, readonly expectedStart: number, detail: string) {
+    super(`cannot resume ${redactUrl(url)} at byte ${expectedStart}: ${detail}`);
+  }
+}
+
+/** `git index-pack` rejected the stream (corrupt, truncated or otherwise invalid pack). */
+export class IndexPackError extends Error {
+  override name = "IndexPackError";
+  constructor(readonly code: number | null, readonly stderr: string, options?: ErrorOptions) {
+    super(
+      `git index-pack failed${code === null ? "" : ` (exit ${code})`}: ${
+        stderr.trim() || "no message"
+      }`,
+      options,
+    );
+  }
+}
+
+/** A pack was indexed but its checksum is not the one the server advertised. */
+export class VerificationError extends Error {
+  override name = "VerificationError";
+  constructor(readonly uri: string, readonly expected: string, readonly actual: string) {
+    super(`pack downloaded from ${redactUrl(uri)} has hash ${actual}, expected ${expected}`);
+  }
+}
+
+/** A packfile URI could not be downloaded after every attempt. */
+export class PackfileDownloadError extends Error {
+  override name = "PackfileDownloadError";
+  constructor(readonly uri: string, readonly attempts: number, readonly lastCause: unknown) {
+    super(
+      `failed to download ${redactUrl(uri)} after ${attempts} attempt${
+        attempts === 1 ? "" : "s"
+      }: ${lastCause instanceof Error ? lastCause.message : String(lastCause)}`,
+      { cause: lastCause },
+    );
+  }
+}
+
+/** A git subprocess used by the client failed. */
+export class GitProcessError extends Error {
+  override name = "GitProcessError";
+  constructor(readonly args: string[], readonly code: number, readonly stderr: string) {
+    super(`git ${args.join(" ")} exited with ${code}: ${stderr.trim() || "no message"}`);
+  }
+}
+
+/** The server spoke something other than what the protocol allows. */
+export class ProtocolError extends Error {
+  override name = "ProtocolError";
+}
+
+/** The server refused our credentials (or we had none to offer). */
+export class AuthenticationError extends Error {
+  override name = "AuthenticationError";
+  constructor(readonly url: string) {
+    super(`authentication failed for ${redactUrl(url)}`);
+  }
+}
+
+/** The command line could not be understood. */
+export class UsageError extends Error {
+  override name = "UsageError";
+}

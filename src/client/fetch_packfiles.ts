@@ -1,0 +1,96 @@
+/**
+ * Parallel packfile-URI downloads: every URI streams into its own `git index-pack`, at most
+ * `jobs` at a time, with resumable retries. The first URI that cannot be fetched aborts the rest.
+ */
+import { downloadPackfile, type PackfileResult, type PackfileUri } from "./packfile_download.ts";
+import { runPool } from "./pool.ts";
+import type { ProgressEvent } from "./progress.ts";
+
+/** Options for {@link fetchPackfiles}. */
+export interface FetchPackfilesOptions {
+  /** The repository the packs go into (its `objects/pack` is created if missing). */
+  gitDir: string;
+  /** Parallel downloads; 0 or absent means min(8, number of URIs). */
+  jobs?: number;
+  /** Extra attempts per URI after the first (default 4). */
+  retries?: number;
+  /** Idle timeout per request: no headers or bytes for this long fails the attempt (default 30 s). */
+  timeoutMs?: number;
+  /** Base of the exponential backoff between attempts (default 250 ms). */
+  backoffMs?: number;
+  /** Headers sent with every request (e.g. `Authorization`). */
+  headers?: Record<string, string>;
+  /** Extra `git index-pack` arguments (e.g. `--strict`). */
+  indexPackArgs?: string[];
+  /** Receives progress events; called synchronously, so keep it cheap. */
+  onProgress?: (event: ProgressEvent) => void;
+  /** Aborts every download (already installed packs stay). */
+  signal?: AbortSignal;
+  /** The fetch implementation (defaults to the global one). */
+  fetch?: typeof fetch;
+}
+
+/** Default parallelism cap when `jobs` is 0 or absent. */
+export const DEFAULT_MAX_JOBS = 8;
+
+/**
+ * Downloads every URI into `options.gitDir` and resolves with one result per URI, in input order.
+ * Rejects with the first failure: `PackfileDownloadError` (names the URI, attempts and last
+ * cause) or `VerificationError` (checksum mismatch).
+ */
+export async function fetchPackfiles(
+  uris: readonly PackfileUri[],
+  options: FetchPackfilesOptions,
+): Promise<PackfileResult[]> {
+  for (const { hash, uri } of uris) validateEntry(hash, uri);
+  if (uris.length === 0) return [];
+  await Deno.mkdir(`${options.gitDir}/objects/pack`, { recursive: true });
+  const settings = {
+    gitDir: options.gitDir,
+    retries: nonNegative(options.retries, 4, "retries"),
+    timeoutMs: positive(options.timeoutMs, 30_000, "timeoutMs"),
+    backoffMs: nonNegative(options.backoffMs, 250, "backoffMs"),
+    headers: options.headers ?? {},
+    indexPackArgs: options.indexPackArgs ?? [],
+    onProgress: options.onProgress ?? (() => {}),
+    fetch: options.fetch ?? fetch,
+  };
+  const tasks = uris.map((entry) => (signal: AbortSignal) =>
+    downloadPackfile(entry, settings, signal)
+  );
+  return await runPool(tasks, {
+    concurrency: resolveJobs(options.jobs, uris.length),
+    signal: options.signal,
+  });
+}
+
+/** The number of parallel downloads for `count` URIs: `jobs`, or min(8, count) when 0/absent. */
+export function resolveJobs(jobs: number | undefined, count: number): number {
+  if (jobs === undefined || jobs === 0) return Math.max(1, Math.min(DEFAULT_MAX_JOBS, count));
+  if (!Number.isInteger(jobs) || jobs < 0) {
+    throw new RangeError(`jobs must be a non-negative integer, got ${jobs}`);
+  }
+  return jobs;
+}
+
+function validateEntry(hash: string, uri: string): void {
+  if (!/^(?:[0-9a-fA-F]{40}|[0-9a-fA-F]{64})$/.test(hash)) {
+    throw new TypeError(`invalid pack hash ${JSON.stringify(hash)}`);
+  }
+  const protocol = URL.parse(uri)?.protocol;
+  if (protocol !== "http:" && protocol !== "https:") {
+    throw new TypeError(`packfile URI must be http(s), got ${JSON.stringify(uri)}`);
+  }
+}
+
+function nonNegative(value: number | undefined, fallback: number, name: string): number {
+  if (value === undefined) return fallback;
+  if (!Number.isFinite(value) || value < 0) throw new RangeError(`${name} must be >= 0`);
+  return value;
+}
+
+function positive(value: number | undefined, fallback: number, name: string): number {
+  if (value === undefined) return fallback;
+  if (!Number.isFinite(value) || value <= 0) throw new RangeError(`${name} must be > 0`);
+  return value;
+}

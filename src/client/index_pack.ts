@@ -1,0 +1,160 @@
+/**
+ * Streaming a pack into `git index-pack --stdin` while it downloads, so fetching and indexing
+ * overlap and no temporary copy of the pack is kept. The pack is staged under a unique name in
+ * `objects/pack/` and only renamed to `pack-<hash>.{pack,idx}` once the caller has checked the
+ * hash; every failure path removes the staged files and reaps the child process.
+ */
+import { IndexPackError } from "./errors.ts";
+
+/** Options for {@link PackIndexer.start}. */
+export interface PackIndexerOptions {
+  /** The repository's git directory (`GIT_DIR`). */
+  gitDir: string;
+  /** Extra `index-pack` arguments, e.g. `--fix-thin` or `--strict`. */
+  args?: string[];
+}
+
+type State = "running" | "indexed" | "installed" | "discarded";
+
+/** One running `git index-pack --stdin` fed by the caller. */
+export class PackIndexer {
+  readonly #child: Deno.ChildProcess;
+  readonly #writer: WritableStreamDefaultWriter<Uint8Array>;
+  readonly #stdout: Promise<string>;
+  readonly #stderr: Promise<string>;
+  readonly #packDir: string;
+  readonly #stagedPack: string;
+  readonly #stagedIdx: string;
+  #exited = false;
+  #state: State = "running";
+  #hash: string | null = null;
+
+  private constructor(options: PackIndexerOptions) {
+    this.#packDir = `${options.gitDir}/objects/pack`;
+    const stem = `${this.#packDir}/tmp_gitedge_${crypto.randomUUID()}`;
+    this.#stagedPack = `${stem}.pack`;
+    this.#stagedIdx = `${stem}.idx`;
+    const args = [
+      "index-pack",
+      "--stdin",
+      ...(options.args ?? []),
+      "-o",
+      this.#stagedIdx,
+      this.#stagedPack,
+    ];
+    this.#child = new Deno.Command("git", {
+      args,
+      env: { GIT_DIR: options.gitDir },
+      stdin: "piped",
+      stdout: "piped",
+      stderr: "piped",
+    }).spawn();
+    this.#child.status.then(() => (this.#exited = true));
+    this.#writer = this.#child.stdin.getWriter();
+    this.#stdout = new Response(this.#child.stdout).text();
+    this.#stderr = new Response(this.#child.stderr).text();
+  }
+
+  /** Starts `git index-pack --stdin` for a repository whose `objects/pack` directory exists. */
+  static start(options: PackIndexerOptions): PackIndexer {
+    return new PackIndexer(options);
+  }
+
+  /**
+   * Feeds the next bytes of the pack, resolving once the pipe has taken them (backpressure). If
+   * index-pack has given up on the stream, rejects with its {@link IndexPackError}.
+   */
+  async write(chunk: Uint8Array): Promise<void> {
+    this.#expect("running");
+    try {
+      await this.#writer.ready;
+      await this.#writer.write(chunk);
+    } catch (error) {
+      throw await this.#failure(error);
+    }
+  }
+
+  /**
+   * Ends the input and waits for index-pack. Resolves with the pack's checksum (hex) as
+   * index-pack reports it; the pack stays staged until {@link install} or {@link discard}.
+   */
+  async finish(): Promise<string> {
+    this.#expect("running");
+    try {
+      await this.#writer.close();
+    } catch (error) {
+      throw await this.#failure(error);
+    }
+    const status = await this.#child.status;
+    if (!status.success) throw await this.#failure(undefined);
+    const stdout = await this.#stdout;
+    const match = /^(?:pack|keep)\t([0-9a-f]{40}|[0-9a-f]{64})\n?$/.exec(stdout);
+    if (!match) {
+      await this.discard();
+      throw new IndexPackError(status.code, `unexpected output ${JSON.stringify(stdout)}`);
+    }
+    this.#state = "indexed";
+    this.#hash = match[1];
+    return match[1];
+  }
+
+  /**
+   * Moves the staged pack into place as `pack-<hash>.pack` / `.idx` (index last, as git does, so
+   * readers never see an index without its pack). Returns the final pack path.
+   */
+  async install(): Promise<string> {
+    this.#expect("indexed");
+    const packPath = `${this.#packDir}/pack-${this.#hash}.pack`;
+    const idxPath = `${this.#packDir}/pack-${this.#hash}.idx`;
+    try {
+      await Deno.rename(this.#stagedPack, packPath);
+      await Deno.rename(this.#stagedIdx, idxPath);
+    } catch (error) {
+      await this.discard();
+      throw error;
+    }
+    this.#state = "installed";
+    return packPath;
+  }
+
+  /** Kills index-pack if it still runs, waits for it, and removes anything staged. Idempotent. */
+  async discard(): Promise<void> {
+    if (this.#state === "installed" || this.#state === "discarded") return;
+    this.#state = "discarded";
+    if (!this.#exited) {
+      try {
+        this.#child.kill("SIGKILL");
+      } catch (error) {
+        // The child may exit between the check and the kill; anything else is real.
+        if (!this.#exited) throw error;
+      }
+    }
+    await this.#writer.abort().catch(() => {/* the pipe is already broken: nothing to abort */});
+    await this.#child.status;
+    await Promise.all([this.#stdout, this.#stderr]);
+    await Promise.all([removeIfPresent(this.#stagedPack), removeIfPresent(this.#stagedIdx)]);
+  }
+
+  /** Reaps the child, removes staged files and builds the error describing why it stopped. */
+  async #failure(cause: unknown): Promise<IndexPackError> {
+    const status = await this.#child.status;
+    const stderr = await this.#stderr;
+    await this.discard();
+    return new IndexPackError(status.code, stderr, cause === undefined ? undefined : { cause });
+  }
+
+  #expect(state: State): void {
+    if (this.#state !== state) {
+      throw new Error(`PackIndexer is ${this.#state}, expected ${state}`);
+    }
+  }
+}
+
+/** Removes a file, treating "already gone" as success. */
+async function removeIfPresent(path: string): Promise<void> {
+  try {
+    await Deno.remove(path);
+  } catch (error) {
+    if (!(error instanceof Deno.errors.NotFound)) throw error;
+  }
+}

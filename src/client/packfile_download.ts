@@ -1,0 +1,251 @@
+/**
+ * Downloading one packfile URI into a repository: the body streams into `git index-pack`, broken
+ * transfers resume with `Range` into the same index-pack, anything that cannot continue starts
+ * over with a fresh one, and the pack is installed only when its checksum matches the advertised
+ * hash.
+ */
+import { backoffDelay, sleep } from "./backoff.ts";
+import {
+  HttpStatusError,
+  IndexPackError,
+  PackfileDownloadError,
+  RangeMismatchError,
+  StallError,
+  TruncatedBodyError,
+  VerificationError,
+} from "./errors.ts";
+import { IdleWatchdog } from "./idle_watchdog.ts";
+import { PackIndexer } from "./index_pack.ts";
+import type { ProgressEvent } from "./progress.ts";
+import { planResponse } from "./ranged_response.ts";
+
+/** A packfile URI as announced in a `packfiles` section. */
+export interface PackfileUri {
+  /** The pack's checksum (hex). */
+  hash: string;
+  uri: string;
+}
+
+/** What one downloaded pack cost and where it landed. */
+export interface PackfileResult {
+  hash: string;
+  uri: string;
+  /** Size of the pack in bytes. */
+  bytes: number;
+  /** Wall-clock time from the first request to the installed pack. */
+  seconds: number;
+  /** Attempts beyond the first. */
+  retries: number;
+  /** Path of the installed `pack-<hash>.pack`. */
+  packPath: string;
+}
+
+/** Fully resolved settings for {@link downloadPackfile}. */
+export interface DownloadSettings {
+  gitDir: string;
+  retries: number;
+  timeoutMs: number;
+  backoffMs: number;
+  headers: Record<string, string>;
+  indexPackArgs: string[];
+  onProgress: (event: ProgressEvent) => void;
+  fetch: typeof fetch;
+}
+
+/**
+ * Downloads, indexes, verifies and installs one pack. Rejects with {@link VerificationError} on a
+ * checksum mismatch, {@link PackfileDownloadError} once every attempt failed, or the signal's
+ * reason when aborted; in every case nothing staged is left behind and index-pack is reaped.
+ */
+export function downloadPackfile(
+  entry: PackfileUri,
+  settings: DownloadSettings,
+  signal: AbortSignal,
+): Promise<PackfileResult> {
+  return new PackfileDownload(entry, settings, signal).run();
+}
+
+class PackfileDownload {
+  #indexer: PackIndexer | null = null;
+  #received = 0;
+  #total: number | undefined;
+
+  constructor(
+    readonly entry: PackfileUri,
+    readonly settings: DownloadSettings,
+    readonly signal: AbortSignal,
+  ) {}
+
+  async run(): Promise<PackfileResult> {
+    const started = performance.now();
+    this.#emit({ type: "start", hash: this.entry.hash, bytes: 0 });
+    try {
+      for (let attempt = 1;; attempt++) {
+        try {
+          const packPath = await this.#attempt();
+          const seconds = (performance.now() - started) / 1000;
+          this.#emit({ type: "done", hash: this.entry.hash, bytes: this.#received, seconds });
+          return { ...this.entry, bytes: this.#received, seconds, retries: attempt - 1, packPath };
+        } catch (error) {
+          if (this.signal.aborted) throw this.signal.reason;
+          if (error instanceof VerificationError) throw error;
+          if (!isRetryable(error) || attempt > this.settings.retries) {
+            throw new PackfileDownloadError(this.entry.uri, attempt, error);
+          }
+          await this.#waitBeforeRetry(attempt + 1, error);
+        }
+      }
+    } finally {
+      await this.#indexer?.discard();
+    }
+  }
+
+  /** One request: resumes or restarts, streams the body, then verifies and installs. */
+  async #attempt(): Promise<string> {
+    const { uri } = this.entry;
+    using watchdog = new IdleWatchdog(uri, this.settings.timeoutMs, this.signal);
+    try {
+      const response = await this.settings.fetch(uri, {
+        headers: this.#requestHeaders(),
+        signal: watchdog.signal,
+      });
+      watchdog.touch();
+      const plan = planOrDiscard(uri, response, this.#received);
+      if (plan.mode === "restart") await this.#restart();
+      this.#total = plan.total ?? this.#total;
+      if (response.body) await this.#pump(response.body, watchdog);
+    } catch (error) {
+      throw watchdog.stalled ? new StallError(uri, this.settings.timeoutMs) : error;
+    }
+    if (this.#total !== undefined && this.#received < this.#total) {
+      throw new TruncatedBodyError(uri, this.#received, this.#total);
+    }
+    return await this.#verifyAndInstall();
+  }
+
+  #requestHeaders(): Headers {
+    const headers = new Headers(this.settings.headers);
+    headers.set("accept-encoding", "identity");
+    if (this.#received > 0) headers.set("range", `bytes=${this.#received}-`);
+    return headers;
+  }
+
+  /** Drops any partial state and starts a fresh index-pack. */
+  async #restart(): Promise<void> {
+    await this.#indexer?.discard();
+    this.#indexer = null;
+    this.#received = 0;
+    this.#total = undefined;
+    this.#indexer = PackIndexer.start({
+      gitDir: this.settings.gitDir,
+      args: this.settings.indexPackArgs,
+    });
+  }
+
+  /** Copies the body into index-pack, one chunk at a time (each write waits for the pipe). */
+  async #pump(body: ReadableStream<Uint8Array>, watchdog: IdleWatchdog): Promise<void> {
+    const indexer = this.#requireIndexer();
+    const reader = body.getReader();
+    let finished = false;
+    try {
+      while (true) {
+        const { done, value } = await reader.read();
+        if (done) {
+          finished = true;
+          return;
+        }
+        watchdog.touch();
+        await indexer.write(value);
+        watchdog.touch();
+        this.#received += value.byteLength;
+        this.#emit({
+          type: "progress",
+          hash: this.entry.hash,
+          bytes: this.#received,
+          total: this.#total,
+        });
+      }
+    } finally {
+      if (!finished) await cancelQuietly(reader);
+      reader.releaseLock();
+    }
+  }
+
+  async #verifyAndInstall(): Promise<string> {
+    const indexer = this.#requireIndexer();
+    const actual = await indexer.finish();
+    if (actual !== this.entry.hash.toLowerCase()) {
+      await indexer.discard();
+      this.#indexer = null;
+      throw new VerificationError(this.entry.uri, this.entry.hash, actual);
+    }
+    const packPath = await indexer.install();
+    this.#indexer = null;
+    return packPath;
+  }
+
+  /** Decides between resuming and starting over, reports the retry and backs off. */
+  async #waitBeforeRetry(nextAttempt: number, error: unknown): Promise<void> {
+    const resume = this.#indexer !== null && this.#received > 0 && canResumeAfter(error);
+    if (!resume) {
+      await this.#indexer?.discard();
+      this.#indexer = null;
+      this.#received = 0;
+    }
+    const delayMs = backoffDelay(nextAttempt - 1, this.settings.backoffMs);
+    this.#emit({
+      type: "retry",
+      hash: this.entry.hash,
+      bytes: this.#received,
+      total: this.#total,
+      attempt: nextAttempt,
+      delayMs,
+      resume,
+      reason: error instanceof Error ? error.message : String(error),
+    });
+    await sleep(delayMs, this.signal);
+  }
+
+  #requireIndexer(): PackIndexer {
+    if (this.#indexer === null) throw new Error("internal: no index-pack for this download");
+    return this.#indexer;
+  }
+
+  #emit(event: ProgressEvent): void {
+    this.settings.onProgress(event);
+  }
+}
+
+/** Plans the response; on rejection the body is released before the error propagates. */
+function planOrDiscard(uri: string, response: Response, received: number) {
+  try {
+    return planResponse(uri, response, received);
+  } catch (error) {
+    if (response.body) void cancelQuietly(response.body.getReader());
+    throw error;
+  }
+}
+
+/**
+ * Cancels a body we are abandoning. The transfer has already failed or been rejected for a reason
+ * we are reporting; a failure to cancel it adds nothing, so it is deliberately not propagated.
+ */
+async function cancelQuietly(reader: ReadableStreamDefaultReader<Uint8Array>): Promise<void> {
+  try {
+    await reader.cancel();
+  } catch {
+    // See above: the original error is the one worth reporting.
+  }
+}
+
+/** Errors after which another attempt can help. */
+function isRetryable(error: unknown): boolean {
+  if (error instanceof HttpStatusError) return error.status !== 401 && error.status !== 403;
+  if (error instanceof Deno.errors.NotFound) return false; // git itself is missing
+  return true;
+}
+
+/** Whether the bytes already fed to index-pack can be kept after `error`. */
+function canResumeAfter(error: unknown): boolean {
+  return !(error instanceof IndexPackError || error instanceof RangeMismatchError);
+}

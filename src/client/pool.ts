@@ -1,0 +1,64 @@
+/**
+ * A promise pool: runs tasks with at most N in flight. Workers pull the next task when one
+ * finishes (no polling). The first failure aborts the signal handed to every task, waits for the
+ * ones in flight to settle (so nothing keeps running behind the caller's back), then rejects with
+ * that first error.
+ */
+
+/** One unit of work; it should stop promptly when `signal` aborts. */
+export type PoolTask<T> = (signal: AbortSignal) => Promise<T>;
+
+/** Options for {@link runPool}. */
+export interface PoolOptions {
+  /** Maximum number of tasks in flight (at least 1). */
+  concurrency: number;
+  /** Aborting it stops starting tasks and aborts those in flight. */
+  signal?: AbortSignal;
+}
+
+/**
+ * Runs every task with at most `concurrency` in flight and resolves with their results in task
+ * order. Rejects with the first task error (or the caller's abort reason).
+ */
+export async function runPool<T>(
+  tasks: readonly PoolTask<T>[],
+  options: PoolOptions,
+): Promise<T[]> {
+  const concurrency = Math.max(1, Math.floor(options.concurrency));
+  const controller = new AbortController();
+  const outer = options.signal;
+  const onOuterAbort = () => controller.abort(outer?.reason);
+  if (outer?.aborted) onOuterAbort();
+  outer?.addEventListener("abort", onOuterAbort, { once: true });
+
+  const results = new Array<T>(tasks.length);
+  let next = 0;
+  let failed = false;
+  let firstError: unknown;
+
+  const worker = async (): Promise<void> => {
+    while (!controller.signal.aborted && next < tasks.length) {
+      const index = next++;
+      try {
+        results[index] = await tasks[index](controller.signal);
+      } catch (error) {
+        if (!failed) {
+          failed = true;
+          firstError = error;
+          controller.abort(error);
+        }
+        return;
+      }
+    }
+  };
+
+  try {
+    const workers = Array.from({ length: Math.min(concurrency, tasks.length) }, worker);
+    await Promise.all(workers);
+  } finally {
+    outer?.removeEventListener("abort", onOuterAbort);
+  }
+  if (failed) throw firstError;
+  if (controller.signal.aborted) throw controller.signal.reason;
+  return results;
+}
