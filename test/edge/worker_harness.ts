@@ -1,0 +1,137 @@
+/**
+ * Running Workers in workerd from Deno tests: bundle the entry with `deno bundle` (the same
+ * resolver and import map as the rest of the project), then start it with Miniflare, which
+ * drives the real workerd binary with local R2 and Durable Objects (in memory, per instance).
+ *
+ * `startWorkerEdge` mirrors `startDenoEdge` (edge/deno.ts) so one end-to-end suite can take
+ * either runtime: both resolve to `{ url, stop() }`.
+ */
+import { Log, LogLevel, Miniflare } from "miniflare";
+import type { EdgeConfig } from "../../src/proxy/deps.ts";
+
+/** `deno bundle` failed. */
+export class WorkerBundleError extends Error {
+  override name = "WorkerBundleError";
+  constructor(entry: string, readonly stderr: string) {
+    super(`bundling ${entry} failed: ${stderr.trim()}`);
+  }
+}
+
+/** Compatibility date the tests run the Worker with (matches wrangler.toml). */
+export const COMPATIBILITY_DATE = "2025-09-01";
+
+/** Bundles `entry` (a path relative to the repository root or absolute) into `outFile`. */
+export async function bundleWorker(entry: string, outFile: string): Promise<void> {
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: ["bundle", "--quiet", "--platform=browser", "--format=esm", "-o", outFile, entry],
+    cwd: new URL("../../", import.meta.url).pathname,
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  if (!out.success) throw new WorkerBundleError(entry, new TextDecoder().decode(out.stderr));
+}
+
+export interface StartWorkerOptions {
+  /** Entry module, relative to the repository root (e.g. `edge/worker.ts`). */
+  entry: string;
+  /** Plain-text vars and secrets. */
+  bindings?: Record<string, string>;
+  /** R2 bucket binding names. */
+  r2Buckets?: string[];
+  /** Durable Object bindings: binding name to exported class name (SQLite-backed). */
+  durableObjects?: Record<string, string>;
+  /** Forward the Worker's console output and runtime warnings to stderr. */
+  verbose?: boolean;
+}
+
+/** A Worker running in workerd. */
+export interface RunningWorker extends AsyncDisposable {
+  /** `http://127.0.0.1:PORT`, no trailing slash. */
+  url: string;
+  miniflare: Miniflare;
+  /** Disposes workerd and the bundle; idempotent. */
+  stop(): Promise<void>;
+}
+
+/** Bundles and starts a Worker on 127.0.0.1 with a free port. */
+export async function startWorker(opts: StartWorkerOptions): Promise<RunningWorker> {
+  const dir = await Deno.makeTempDir({ prefix: "gitedge-worker-" });
+  const scriptPath = `${dir}/worker.js`;
+  try {
+    await bundleWorker(opts.entry, scriptPath);
+    const durableObjects = Object.fromEntries(
+      Object.entries(opts.durableObjects ?? {}).map(([binding, className]) => [
+        binding,
+        { className, useSQLite: true },
+      ]),
+    );
+    const miniflare = new Miniflare({
+      modules: true,
+      scriptPath,
+      modulesRoot: dir,
+      compatibilityDate: COMPATIBILITY_DATE,
+      bindings: opts.bindings ?? {},
+      r2Buckets: opts.r2Buckets ?? [],
+      durableObjects,
+      // No network lookups: use the placeholder `request.cf` instead of fetching a real one.
+      cf: false,
+      host: "127.0.0.1",
+      port: 0,
+      log: new Log(opts.verbose ? LogLevel.DEBUG : LogLevel.WARN),
+    });
+    const ready = await miniflare.ready;
+    let stopped: Promise<void> | null = null;
+    const stop = () =>
+      stopped ??= miniflare.dispose().finally(() => Deno.remove(dir, { recursive: true }));
+    return {
+      url: ready.origin,
+      miniflare,
+      stop,
+      [Symbol.asyncDispose]: stop,
+    };
+  } catch (error) {
+    await Deno.remove(dir, { recursive: true });
+    throw error;
+  }
+}
+
+export interface WorkerEdgeOptions {
+  /** Edge configuration, as for `startDenoEdge`; turned into the Worker's vars. */
+  config: Partial<EdgeConfig>;
+  /** URL-signing key; a random one when absent. */
+  signingKey?: Uint8Array;
+  /** Extra vars (e.g. `R2_PART_MIB`, `REFRESH_SECONDS`). */
+  vars?: Record<string, string>;
+  verbose?: boolean;
+}
+
+/** The gitedge Worker (`edge/worker.ts`) in workerd, with local R2 and Durable Objects. */
+export async function startWorkerEdge(opts: WorkerEdgeOptions): Promise<RunningWorker> {
+  return await startWorker({
+    entry: "edge/worker.ts",
+    bindings: { ...workerVars(opts.config, opts.signingKey), ...opts.vars },
+    r2Buckets: ["PACKS"],
+    durableObjects: { REPO_COORDINATOR: "RepoCoordinator" },
+    verbose: opts.verbose,
+  });
+}
+
+/** The Worker vars and secrets (see `edge/env.ts`) that express `config`. */
+export function workerVars(
+  config: Partial<EdgeConfig>,
+  signingKey?: Uint8Array,
+): Record<string, string> {
+  const key = signingKey ?? crypto.getRandomValues(new Uint8Array(32));
+  const vars: Record<string, string> = {
+    EDGE_SIGNING_KEY: Array.from(key, (b) => b.toString(16).padStart(2, "0")).join(""),
+  };
+  if (config.origin !== undefined) vars.ORIGIN = config.origin;
+  if (config.allowHosts !== undefined) vars.ALLOW_HOSTS = config.allowHosts.join(",");
+  if (config.multiOriginScheme !== undefined) vars.MULTI_ORIGIN_SCHEME = config.multiOriginScheme;
+  if (config.publicUrl !== undefined) vars.PUBLIC_URL = config.publicUrl;
+  if (config.chunks !== undefined) vars.CHUNKS = String(config.chunks);
+  if (config.urlTtlSeconds !== undefined) vars.URL_TTL_SECONDS = String(config.urlTtlSeconds);
+  if (config.maxRequestBytes !== undefined) vars.MAX_REQUEST_BYTES = String(config.maxRequestBytes);
+  if (config.adminToken !== undefined) vars.ADMIN_TOKEN = config.adminToken;
+  return vars;
+}
