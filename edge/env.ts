@@ -1,0 +1,135 @@
+/**
+ * The Worker's bindings (`Env`) and how they become the edge's configuration. Vars come from
+ * `wrangler.toml` `[vars]`, secrets from `wrangler secret put`; both arrive as strings.
+ */
+import type { EdgeConfig } from "../src/proxy/deps.ts";
+import type { DurableObjectNamespace, R2Bucket } from "./worker_types.ts";
+
+/** Everything the Worker and its Durable Object are bound to. */
+export interface Env {
+  /** R2 bucket holding snapshot packs (and the builder's manifest copies). */
+  PACKS: R2Bucket;
+  /** One `RepoCoordinator` Durable Object per repository. */
+  REPO_COORDINATOR: DurableObjectNamespace;
+  /** Secret: HMAC key for pack URLs, hex, at least 32 digits. */
+  EDGE_SIGNING_KEY: string;
+  /** Single-origin mode: origin base URL. Exclusive with `ALLOW_HOSTS`. */
+  ORIGIN?: string;
+  /** Multi-origin mode: comma-separated hosts reachable as `/<host>/<path>`. */
+  ALLOW_HOSTS?: string;
+  /** Scheme for multi-origin mode: `https` (default) or `http` (local tests only). */
+  MULTI_ORIGIN_SCHEME?: string;
+  /** Base URL for pack URIs (e.g. the route's public https URL); derived per request if unset. */
+  PUBLIC_URL?: string;
+  /** Max packs per snapshot layer (default 4). */
+  CHUNKS?: string;
+  /** Lifetime of signed pack URLs in seconds (default 3600). */
+  URL_TTL_SECONDS?: string;
+  /** Largest accepted request body in bytes (default 64 MiB). */
+  MAX_REQUEST_BYTES?: string;
+  /** Secret: when set, `/_edge/warm` requires `Authorization: Bearer <token>`. */
+  ADMIN_TOKEN?: string;
+  /** R2 multipart part size in MiB (default 8, at least 5). */
+  R2_PART_MIB?: string;
+  /** When set, a repository whose snapshot needs no credentials is refreshed this often. */
+  REFRESH_SECONDS?: string;
+}
+
+/** A binding is missing or malformed; the message names it. */
+export class WorkerConfigError extends Error {
+  override name = "WorkerConfigError";
+}
+
+const DEFAULTS = { chunks: 4, urlTtlSeconds: 3600, maxRequestBytes: 64 << 20, partMiB: 8 };
+
+/** Builds the edge configuration from the Worker's vars and secrets. */
+export function edgeConfigFromEnv(env: Env): EdgeConfig {
+  const origin = optional(env.ORIGIN);
+  const allowHosts = optional(env.ALLOW_HOSTS)?.split(",").map((h) => h.trim().toLowerCase())
+    .filter((h) => h !== "");
+  if (origin === undefined && !allowHosts?.length) {
+    throw new WorkerConfigError("set the ORIGIN var (single origin) or ALLOW_HOSTS (multi-origin)");
+  }
+  if (origin !== undefined && allowHosts?.length) {
+    throw new WorkerConfigError("ORIGIN and ALLOW_HOSTS are exclusive: set only one");
+  }
+  const config: EdgeConfig = {
+    chunks: integer(env, "CHUNKS", 1) ?? DEFAULTS.chunks,
+    urlTtlSeconds: integer(env, "URL_TTL_SECONDS", 60) ?? DEFAULTS.urlTtlSeconds,
+    maxRequestBytes: integer(env, "MAX_REQUEST_BYTES", 1024) ?? DEFAULTS.maxRequestBytes,
+  };
+  if (origin !== undefined) config.origin = httpUrl("ORIGIN", origin);
+  if (allowHosts?.length) config.allowHosts = allowHosts;
+  const scheme = optional(env.MULTI_ORIGIN_SCHEME);
+  if (scheme !== undefined) {
+    if (scheme !== "https" && scheme !== "http") {
+      throw new WorkerConfigError(`MULTI_ORIGIN_SCHEME must be https or http, got '${scheme}'`);
+    }
+    config.multiOriginScheme = scheme;
+  }
+  const publicUrl = optional(env.PUBLIC_URL);
+  if (publicUrl !== undefined) config.publicUrl = httpUrl("PUBLIC_URL", publicUrl);
+  const adminToken = optional(env.ADMIN_TOKEN);
+  if (adminToken !== undefined) config.adminToken = adminToken;
+  return config;
+}
+
+/** Decodes the `EDGE_SIGNING_KEY` secret (hex, at least 16 bytes). */
+export function signingKeyFromEnv(env: Env): Uint8Array {
+  const hex = optional(env.EDGE_SIGNING_KEY);
+  if (hex === undefined) {
+    throw new WorkerConfigError(
+      "the EDGE_SIGNING_KEY secret is not set (openssl rand -hex 32 | wrangler secret put EDGE_SIGNING_KEY)",
+    );
+  }
+  if (!/^([0-9a-f]{2}){16,}$/i.test(hex)) {
+    throw new WorkerConfigError("EDGE_SIGNING_KEY must be at least 32 hex digits");
+  }
+  return Uint8Array.from(hex.match(/../g) ?? [], (pair) => parseInt(pair, 16));
+}
+
+/** R2 multipart part size in bytes, from `R2_PART_MIB`. */
+export function partBytesFromEnv(env: Env): number {
+  return (integer(env, "R2_PART_MIB", 5) ?? DEFAULTS.partMiB) * 1024 * 1024;
+}
+
+/** Snapshot refresh period in ms from `REFRESH_SECONDS`, or null when refreshes are off. */
+export function refreshMsFromEnv(env: Env): number | null {
+  const seconds = integer(env, "REFRESH_SECONDS", 60);
+  return seconds === undefined ? null : seconds * 1000;
+}
+
+function optional(value: string | undefined): string | undefined {
+  const trimmed = value?.trim();
+  return trimmed ? trimmed : undefined;
+}
+
+type NumericVar =
+  | "CHUNKS"
+  | "URL_TTL_SECONDS"
+  | "MAX_REQUEST_BYTES"
+  | "R2_PART_MIB"
+  | "REFRESH_SECONDS";
+
+function integer(env: Env, name: NumericVar, min: number): number | undefined {
+  const raw = optional(env[name]);
+  if (raw === undefined) return undefined;
+  const n = Number(raw);
+  if (!Number.isSafeInteger(n) || n < min) {
+    throw new WorkerConfigError(`${name} must be an integer >= ${min}, got '${raw}'`);
+  }
+  return n;
+}
+
+function httpUrl(name: string, value: string): string {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw new WorkerConfigError(`${name} must be a URL, got '${value}'`);
+  }
+  if (url.protocol !== "https:" && url.protocol !== "http:") {
+    throw new WorkerConfigError(`${name} must be an http(s) URL, got '${value}'`);
+  }
+  return value.replace(/\/+$/, "");
+}

@@ -1,0 +1,90 @@
+/**
+ * `RepoCoordinator`: the Durable Object that coordinates one repository's snapshots.
+ *
+ * Cloudflare runs exactly one instance per repository id, so the in-memory single-flight of
+ * `RepoSnapshots` is single-flight across every Worker isolate. The manifest and build counters
+ * live in the DO's own storage (strongly consistent, survives eviction); packs go to R2 through
+ * the shared `SnapshotBuilder`. With `REFRESH_SECONDS` set, snapshots that need no credentials
+ * are refreshed by the DO's alarm. Credentials are used in memory only, never stored.
+ */
+import type { RepoRef } from "../src/proxy/deps.ts";
+import { readManifest, SnapshotBuilder } from "../src/proxy/snapshot.ts";
+import {
+  type CoordinatorCall,
+  CoordinatorProtocolError,
+  type CoordinatorReplies,
+  decodeCall,
+  jsonResponse,
+} from "./coordinator_protocol.ts";
+import { edgeConfigFromEnv, type Env, partBytesFromEnv, refreshMsFromEnv } from "./env.ts";
+import { R2PackStore } from "./r2_store.ts";
+import { RepoMismatchError, RepoSnapshots } from "./repo_snapshots.ts";
+import type { DurableObjectState } from "./worker_types.ts";
+
+/** The Durable Object class bound as `REPO_COORDINATOR` (one instance per repository id). */
+export class RepoCoordinator {
+  readonly #snapshots: RepoSnapshots;
+
+  constructor(state: DurableObjectState, env: Env) {
+    const config = edgeConfigFromEnv(env);
+    const store = new R2PackStore(env.PACKS, { partBytes: partBytesFromEnv(env) });
+    const clock = { now: () => Date.now() };
+    this.#snapshots = new RepoSnapshots({
+      storage: state.storage,
+      builder: new SnapshotBuilder({
+        store,
+        originFetch: (request) => fetch(request),
+        clock,
+        chunks: config.chunks,
+      }),
+      clock,
+      seedManifest: (repo) => readManifest(store, repo),
+      refreshMs: refreshMsFromEnv(env),
+      onBackgroundError: reportBackgroundFailure,
+    });
+  }
+
+  /** Serves one `Coordinator` call (see `coordinator_protocol.ts`). */
+  async fetch(request: Request): Promise<Response> {
+    let call: CoordinatorCall;
+    try {
+      call = await decodeCall(request);
+    } catch (error) {
+      if (!(error instanceof CoordinatorProtocolError)) throw error;
+      return jsonResponse({ error: error.message }, 400);
+    }
+    try {
+      return jsonResponse(await this.#serve(call));
+    } catch (error) {
+      const status = error instanceof RepoMismatchError ? 409 : 500;
+      return jsonResponse(
+        { error: error instanceof Error ? error.message : String(error) },
+        status,
+      );
+    }
+  }
+
+  /** The refresh alarm; a failed build throws, so the runtime retries it with backoff. */
+  async alarm(): Promise<void> {
+    await this.#snapshots.refresh();
+  }
+
+  async #serve(call: CoordinatorCall): Promise<CoordinatorReplies[typeof call.op]> {
+    const { repo, auth } = call;
+    switch (call.op) {
+      case "manifest":
+        return { manifest: await this.#snapshots.manifest(repo) };
+      case "status":
+        return { status: await this.#snapshots.status(repo) };
+      case "schedule":
+        this.#snapshots.schedule(repo, auth);
+        return { scheduled: true };
+      case "warm":
+        return { status: await this.#snapshots.warm(repo, auth) };
+    }
+  }
+}
+
+function reportBackgroundFailure(repo: RepoRef, error: unknown): void {
+  console.error(`gitedge: background snapshot build for ${repo.path} failed:`, error);
+}

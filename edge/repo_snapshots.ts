@@ -1,0 +1,151 @@
+/**
+ * The snapshot coordination one `RepoCoordinator` Durable Object performs for its repository:
+ * a single-flight over the snapshot builder, with the manifest and build counters kept in
+ * durable storage. Runtime-free (the DO class wires it to `DurableObjectState` and R2), so it is
+ * tested directly with an in-memory storage.
+ */
+import type { Clock, Manifest, OriginAuth, RepoRef, SnapshotStatus } from "../src/proxy/deps.ts";
+import type { DurableObjectStorage } from "./worker_types.ts";
+
+/** The part of Durable Object storage this needs. */
+export type SnapshotStorage = Pick<DurableObjectStorage, "get" | "put" | "setAlarm">;
+
+/** Builds or refreshes a snapshot (implemented by `SnapshotBuilder`). */
+export interface Builder {
+  build(repo: RepoRef, auth: OriginAuth, previous: Manifest | null): Promise<Manifest>;
+}
+
+export interface RepoSnapshotsDeps {
+  storage: SnapshotStorage;
+  builder: Builder;
+  clock: Clock;
+  /** The manifest to start from when storage has none (the copy the builder left in the store). */
+  seedManifest: (repo: RepoRef) => Promise<Manifest | null>;
+  /** Refresh period for snapshots built without credentials; null disables refreshes. */
+  refreshMs: number | null;
+  /** Where failures of builds nobody awaits are reported. */
+  onBackgroundError: (repo: RepoRef, error: unknown) => void;
+}
+
+/** What is kept in storage besides the manifest. */
+export interface SnapshotMeta {
+  /** The repository served (alarms arrive without a request naming it). */
+  repo: RepoRef;
+  builds: number;
+  lastError: string | null;
+}
+
+interface Snapshot {
+  meta: SnapshotMeta;
+  manifest: Manifest | null;
+}
+
+export const META_KEY = "meta";
+export const MANIFEST_KEY = "manifest";
+
+/** A call named a different repository than the one this coordinator serves. */
+export class RepoMismatchError extends Error {
+  override name = "RepoMismatchError";
+  constructor(readonly expected: string, readonly got: string) {
+    super(`this coordinator serves repository ${expected}, not ${got}`);
+  }
+}
+
+/** Single-flight snapshot builds and durable snapshot state for one repository. */
+export class RepoSnapshots {
+  readonly #deps: RepoSnapshotsDeps;
+  #snapshot: Promise<Snapshot> | null = null;
+  #building: Promise<Manifest> | null = null;
+
+  constructor(deps: RepoSnapshotsDeps) {
+    this.#deps = deps;
+  }
+
+  /** The ready manifest, or null. */
+  async manifest(repo: RepoRef): Promise<Manifest | null> {
+    return (await this.#load(repo)).manifest;
+  }
+
+  async status(repo: RepoRef): Promise<SnapshotStatus> {
+    const { meta, manifest } = await this.#load(repo);
+    return {
+      state: this.#building ? "building" : manifest ? "ready" : "none",
+      tips: manifest ? [...new Set(Object.values(manifest.tips))] : [],
+      packs: manifest ? manifest.layers.flat().map((p) => ({ hash: p.hash, bytes: p.size })) : [],
+      builtAt: manifest?.builtAt ?? null,
+      builds: meta.builds,
+      lastError: meta.lastError,
+    };
+  }
+
+  /** Starts a build unless one runs; its failure goes to `onBackgroundError` and `lastError`. */
+  schedule(repo: RepoRef, auth: OriginAuth): void {
+    this.#build(repo, auth).catch((error) => this.#deps.onBackgroundError(repo, error));
+  }
+
+  /** Builds now, joining a running build, and returns the resulting status. */
+  async warm(repo: RepoRef, auth: OriginAuth): Promise<SnapshotStatus> {
+    await this.#build(repo, auth);
+    return await this.status(repo);
+  }
+
+  /** The periodic refresh (alarm): rebuilds without credentials; throws when the build fails. */
+  async refresh(): Promise<void> {
+    if (this.#deps.refreshMs === null) return;
+    const meta = await this.#deps.storage.get<SnapshotMeta>(META_KEY);
+    if (meta === undefined) return;
+    await this.#build(meta.repo, { headers: {} });
+  }
+
+  #build(repo: RepoRef, auth: OriginAuth): Promise<Manifest> {
+    this.#building ??= this.#runBuild(repo, auth).finally(() => {
+      this.#building = null;
+    });
+    return this.#building;
+  }
+
+  async #runBuild(repo: RepoRef, auth: OriginAuth): Promise<Manifest> {
+    const { storage, builder, clock, refreshMs } = this.#deps;
+    const snapshot = await this.#load(repo);
+    snapshot.meta.builds++;
+    await storage.put(META_KEY, snapshot.meta);
+    let manifest: Manifest;
+    try {
+      manifest = await builder.build(repo, auth, snapshot.manifest);
+    } catch (error) {
+      snapshot.meta.lastError = error instanceof Error ? error.message : String(error);
+      await storage.put(META_KEY, snapshot.meta);
+      throw error;
+    }
+    snapshot.manifest = manifest;
+    snapshot.meta.lastError = null;
+    await storage.put<SnapshotMeta | Manifest>({
+      [META_KEY]: snapshot.meta,
+      [MANIFEST_KEY]: manifest,
+    });
+    if (refreshMs !== null && Object.keys(auth.headers).length === 0) {
+      await storage.setAlarm(clock.now() + refreshMs);
+    }
+    return manifest;
+  }
+
+  /** The state, read from storage once per instance and cached; checks the repository. */
+  async #load(repo: RepoRef): Promise<Snapshot> {
+    this.#snapshot ??= this.#read(repo).catch((error) => {
+      this.#snapshot = null;
+      throw error;
+    });
+    const snapshot = await this.#snapshot;
+    if (snapshot.meta.repo.id !== repo.id) {
+      throw new RepoMismatchError(snapshot.meta.repo.id, repo.id);
+    }
+    return snapshot;
+  }
+
+  async #read(repo: RepoRef): Promise<Snapshot> {
+    const { storage, seedManifest } = this.#deps;
+    const meta = await storage.get<SnapshotMeta>(META_KEY) ?? { repo, builds: 0, lastError: null };
+    const manifest = await storage.get<Manifest>(MANIFEST_KEY) ?? await seedManifest(repo);
+    return { meta, manifest };
+  }
+}

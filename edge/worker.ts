@@ -1,0 +1,31 @@
+/**
+ * The Cloudflare Worker entry: a thin adapter that builds the edge app's dependencies from the
+ * Worker's bindings and hands every request to `createApp` (the same app the Deno server runs).
+ * Packs live in R2; each repository's snapshot builds are coordinated by its `RepoCoordinator`
+ * Durable Object, exported here so the runtime can instantiate it.
+ */
+import { createApp } from "../src/proxy/app.ts";
+import type { EdgeDeps } from "../src/proxy/deps.ts";
+import { type Env, WorkerConfigError } from "./env.ts";
+import { edgeDepsFromEnv } from "./worker_deps.ts";
+import type { ExecutionContext, ExportedHandler } from "./worker_types.ts";
+
+export { RepoCoordinator } from "./repo_coordinator_do.ts";
+export type { Env } from "./env.ts";
+
+async function handleFetch(request: Request, env: Env, ctx: ExecutionContext): Promise<Response> {
+  let deps: EdgeDeps;
+  try {
+    deps = edgeDepsFromEnv(env, ctx);
+  } catch (error) {
+    if (!(error instanceof WorkerConfigError)) throw error;
+    console.error(`gitedge: misconfigured Worker: ${error.message}`);
+    return new Response(`gitedge: misconfigured edge: ${error.message}\n`, {
+      status: 500,
+      headers: { "content-type": "text/plain; charset=utf-8" },
+    });
+  }
+  return await createApp(deps).fetch(request);
+}
+
+export default { fetch: handleFetch } satisfies ExportedHandler<Env>;

@@ -1,0 +1,174 @@
+/**
+ * `RepoSnapshots` (the Durable Object's coordination logic) with an in-memory storage and a
+ * controllable builder: single-flight, durable state across instances, failures, alarms.
+ * The end-to-end behaviour inside workerd with real git is in `worker_edge_test.ts`.
+ */
+import assert from "node:assert/strict";
+import type { Manifest, OriginAuth, RepoRef } from "../../src/proxy/deps.ts";
+import {
+  type Builder,
+  MANIFEST_KEY,
+  RepoMismatchError,
+  RepoSnapshots,
+  type SnapshotStorage,
+} from "../../edge/repo_snapshots.ts";
+
+/** Durable Object storage semantics that matter here: structured-cloned values, one alarm. */
+class MemoryStorage implements SnapshotStorage {
+  readonly values = new Map<string, unknown>();
+  alarm: number | null = null;
+
+  get<T>(key: string): Promise<T | undefined> {
+    return Promise.resolve(structuredClone(this.values.get(key)) as T | undefined);
+  }
+
+  put<T>(keyOrEntries: string | Record<string, T>, value?: T): Promise<void> {
+    const entries = typeof keyOrEntries === "string" ? { [keyOrEntries]: value } : keyOrEntries;
+    for (const [k, v] of Object.entries(entries)) this.values.set(k, structuredClone(v));
+    return Promise.resolve();
+  }
+
+  setAlarm(time: number | Date): Promise<void> {
+    this.alarm = typeof time === "number" ? time : time.getTime();
+    return Promise.resolve();
+  }
+}
+
+/** A builder whose builds finish only when the test releases them. */
+class GatedBuilder implements Builder {
+  readonly calls: { auth: OriginAuth; previous: Manifest | null }[] = [];
+  #release = Promise.withResolvers<void>();
+  failWith: Error | null = null;
+
+  async build(repo: RepoRef, auth: OriginAuth, previous: Manifest | null): Promise<Manifest> {
+    this.calls.push({ auth, previous });
+    await this.#release.promise;
+    if (this.failWith) throw this.failWith;
+    const n = this.calls.length;
+    return {
+      version: 1,
+      originUrl: repo.originUrl,
+      tips: { "refs/heads/main": String(n).repeat(40) },
+      layers: [[{
+        hash: `${n}`.repeat(40),
+        key: `repos/${repo.id}/packs/${n}.pack`,
+        size: 100 * n,
+        objects: n,
+      }]],
+      builtAt: 1000 * n,
+    };
+  }
+
+  release(): void {
+    this.#release.resolve();
+    this.#release = Promise.withResolvers<void>();
+  }
+}
+
+const REPO: RepoRef = { id: "ab".repeat(16), originUrl: "http://origin.test/x.git", path: "x.git" };
+const NO_AUTH: OriginAuth = { headers: {} };
+
+function setup(storage = new MemoryStorage(), refreshMs: number | null = null) {
+  const builder = new GatedBuilder();
+  const backgroundErrors: unknown[] = [];
+  const snapshots = new RepoSnapshots({
+    storage,
+    builder,
+    clock: { now: () => 5_000 },
+    seedManifest: () => Promise.resolve(null),
+    refreshMs,
+    onBackgroundError: (_repo, error) => backgroundErrors.push(error),
+  });
+  return { storage, builder, snapshots, backgroundErrors };
+}
+
+/** Lets pending promise callbacks run. */
+const settle = () => new Promise((resolve) => setTimeout(resolve, 0));
+
+Deno.test("concurrent warms and schedules share one build", async () => {
+  const { builder, snapshots } = setup();
+  assert.equal((await snapshots.status(REPO)).state, "none");
+  const warms = [snapshots.warm(REPO, NO_AUTH), snapshots.warm(REPO, NO_AUTH)];
+  snapshots.schedule(REPO, NO_AUTH);
+  await settle();
+  assert.equal((await snapshots.status(REPO)).state, "building");
+  builder.release();
+  const statuses = await Promise.all(warms);
+  assert.equal(builder.calls.length, 1);
+  for (const status of statuses) {
+    assert.equal(status.state, "ready");
+    assert.equal(status.builds, 1);
+    assert.deepEqual(status.packs, [{ hash: "1".repeat(40), bytes: 100 }]);
+  }
+});
+
+Deno.test("the manifest and counters survive a new instance over the same storage", async () => {
+  const first = setup();
+  const warmed = first.snapshots.warm(REPO, NO_AUTH);
+  await settle();
+  first.builder.release();
+  await warmed;
+  const second = setup(first.storage);
+  const manifest = await second.snapshots.manifest(REPO);
+  assert.equal(manifest?.builtAt, 1000);
+  const refreshed = second.snapshots.warm(REPO, NO_AUTH);
+  await settle();
+  second.builder.release();
+  const status = await refreshed;
+  assert.equal(status.builds, 2);
+  assert.equal(
+    second.builder.calls[0].previous?.builtAt,
+    1000,
+    "refresh starts from the stored manifest",
+  );
+});
+
+Deno.test("a failed build keeps the old manifest and reports lastError", async () => {
+  const { builder, snapshots, backgroundErrors } = setup();
+  const warmed = snapshots.warm(REPO, NO_AUTH);
+  await settle();
+  builder.release();
+  await warmed;
+  builder.failWith = new Error("origin answered 500");
+  snapshots.schedule(REPO, NO_AUTH);
+  await settle();
+  builder.release();
+  await settle();
+  assert.equal(backgroundErrors.length, 1);
+  const status = await snapshots.status(REPO);
+  assert.equal(status.state, "ready");
+  assert.equal(status.lastError, "origin answered 500");
+  assert.equal(status.builtAt, 1000);
+  const failing = snapshots.warm(REPO, NO_AUTH);
+  await settle();
+  builder.release();
+  await assert.rejects(failing, /origin answered 500/);
+});
+
+Deno.test("credential-free builds arm the refresh alarm; the alarm rebuilds", async () => {
+  const { storage, builder, snapshots } = setup(new MemoryStorage(), 60_000);
+  const withAuth = snapshots.warm(REPO, { headers: { authorization: "Basic eDp5" } });
+  await settle();
+  builder.release();
+  await withAuth;
+  assert.equal(storage.alarm, null, "credentialed snapshots are not refreshed without a client");
+  assert.ok(!JSON.stringify([...storage.values]).includes("Basic"), "credentials are not stored");
+  const open = snapshots.warm(REPO, NO_AUTH);
+  await settle();
+  builder.release();
+  await open;
+  assert.equal(storage.alarm, 65_000);
+  const refresh = snapshots.refresh();
+  await settle();
+  builder.release();
+  await refresh;
+  assert.equal(builder.calls.length, 3);
+  assert.deepEqual(builder.calls[2].auth, NO_AUTH);
+  assert.ok(storage.values.has(MANIFEST_KEY));
+});
+
+Deno.test("calls naming another repository are refused", async () => {
+  const { snapshots } = setup();
+  await snapshots.status(REPO);
+  await assert.rejects(snapshots.status({ ...REPO, id: "cd".repeat(16) }), RepoMismatchError);
+});
