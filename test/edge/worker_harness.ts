@@ -8,6 +8,7 @@
  */
 import { Log, LogLevel, Miniflare } from "miniflare";
 import type { EdgeConfig } from "../../src/proxy/deps.ts";
+import type { EdgeFactory } from "../support/edge.ts";
 
 /** `deno bundle` failed. */
 export class WorkerBundleError extends Error {
@@ -134,4 +135,41 @@ export function workerVars(
   if (config.maxRequestBytes !== undefined) vars.MAX_REQUEST_BYTES = String(config.maxRequestBytes);
   if (config.adminToken !== undefined) vars.ADMIN_TOKEN = config.adminToken;
   return vars;
+}
+
+/**
+ * `EdgeFactory` for the shared end-to-end suite: the Worker in workerd, with the suite's store
+ * hooks reaching into Miniflare's local R2 bucket.
+ */
+export const workerEdgeFactory: EdgeFactory = async (opts) => {
+  const worker = await startWorkerEdge({
+    config: {
+      origin: opts.origin,
+      chunks: opts.chunks ?? 3,
+      urlTtlSeconds: opts.urlTtlSeconds ?? 3600,
+      adminToken: opts.adminToken,
+      ...(opts.maxRequestBytes ? { maxRequestBytes: opts.maxRequestBytes } : {}),
+    },
+  });
+  return {
+    runtime: "worker",
+    url: worker.url,
+    deleteStored: async (key) => await (await worker.miniflare.getR2Bucket("PACKS")).delete(key),
+    listStored: (prefix) => listBucket(worker, prefix),
+    stop: worker.stop,
+    [Symbol.asyncDispose]: worker.stop,
+  };
+};
+
+/** Keys under `prefix` in the Worker's local `PACKS` bucket, sorted. */
+export async function listBucket(worker: RunningWorker, prefix: string): Promise<string[]> {
+  const bucket = await worker.miniflare.getR2Bucket("PACKS");
+  const keys: string[] = [];
+  let cursor: string | undefined;
+  do {
+    const page = await bucket.list({ prefix, cursor });
+    keys.push(...page.objects.map((o) => o.key));
+    cursor = page.truncated ? page.cursor : undefined;
+  } while (cursor !== undefined);
+  return keys.sort();
 }

@@ -1,0 +1,101 @@
+/**
+ * Warm clone through the Worker (workerd via Miniflare, local R2 and Durable Objects) versus
+ * through the Deno server (filesystem store), same origin and repository, side by side.
+ *
+ *   deno run --allow-all bench/worker_vs_deno.ts [--mib N] [--runs N]
+ *
+ * Prints per-run times, medians and the Worker/Deno ratio, and writes bench/out/worker_vs_deno.json.
+ * Both edges are warmed first; every measured clone uses `fetch.uriProtocols=http`, so it is the
+ * packfile-URI path: a small rewritten fetch through the edge plus the packs from the store.
+ */
+import { startDenoEdge } from "../edge/deno.ts";
+import { startWorkerEdge } from "../test/edge/worker_harness.ts";
+import { makeRepo } from "../test/support/fixtures.ts";
+import { git, tempDir } from "../test/support/git.ts";
+import { startOrigin } from "../test/support/origin.ts";
+
+interface Edge {
+  name: string;
+  url: string;
+}
+
+function flag(args: string[], name: string, fallback: number): number {
+  const i = args.indexOf(name);
+  if (i < 0) return fallback;
+  const n = Number(args[i + 1]);
+  if (!Number.isInteger(n) || n < 1) throw new RangeError(`${name} needs a positive integer`);
+  return n;
+}
+
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  const mid = Math.floor(s.length / 2);
+  return s.length % 2 ? s[mid] : (s[mid - 1] + s[mid]) / 2;
+}
+
+async function warm(edge: Edge, repo: string): Promise<void> {
+  const res = await fetch(`${edge.url}/_edge/warm/${repo}`, { method: "POST" });
+  const body = await res.text();
+  if (!res.ok) throw new Error(`warming ${edge.name} failed (${res.status}): ${body}`);
+}
+
+async function timedClone(edge: Edge, repo: string, dest: string): Promise<number> {
+  const start = performance.now();
+  await git([
+    "-c",
+    "fetch.uriProtocols=http",
+    "clone",
+    "-q",
+    "--bare",
+    `${edge.url}/${repo}`,
+    dest,
+  ]);
+  const ms = performance.now() - start;
+  await Deno.remove(dest, { recursive: true });
+  return ms;
+}
+
+async function main(args: string[]): Promise<void> {
+  const mib = flag(args, "--mib", 32);
+  const runs = flag(args, "--runs", 5);
+  const repo = "bench/repo.git";
+  await using origin = await startOrigin();
+  await makeRepo(origin, repo, { commits: 40, targetBytes: mib << 20, seed: 11 });
+  await using work = await tempDir("gitedge-bench-");
+  await using deno = await startDenoEdge({
+    store: `${work.path}/store`,
+    config: { origin: origin.url, chunks: 4 },
+  });
+  await using worker = await startWorkerEdge({ config: { origin: origin.url, chunks: 4 } });
+  const edges: Edge[] = [{ name: "deno", url: deno.url }, { name: "worker", url: worker.url }];
+  for (const edge of edges) await warm(edge, repo);
+
+  const times: Record<string, number[]> = { deno: [], worker: [] };
+  for (let run = 0; run < runs; run++) {
+    // Alternate the order so neither edge always runs on a warmer page cache.
+    const order = run % 2 === 0 ? edges : [...edges].reverse();
+    for (const edge of order) {
+      times[edge.name].push(await timedClone(edge, repo, `${work.path}/clone-${edge.name}`));
+    }
+  }
+  const result = {
+    repoMiB: mib,
+    runs,
+    ms: times,
+    medianMs: { deno: median(times.deno), worker: median(times.worker) },
+    ratioWorkerOverDeno: median(times.worker) / median(times.deno),
+  };
+  for (const edge of edges) {
+    const list = times[edge.name].map((t) => t.toFixed(0)).join(", ");
+    console.log(
+      `${edge.name.padEnd(6)} median ${median(times[edge.name]).toFixed(0)} ms  [${list}]`,
+    );
+  }
+  console.log(
+    `worker / deno: ${result.ratioWorkerOverDeno.toFixed(2)}x  (${mib} MiB repo, ${runs} runs)`,
+  );
+  await Deno.mkdir("bench/out", { recursive: true });
+  await Deno.writeTextFile("bench/out/worker_vs_deno.json", JSON.stringify(result, null, 2) + "\n");
+}
+
+if (import.meta.main) await main(Deno.args);

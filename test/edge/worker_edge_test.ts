@@ -1,0 +1,94 @@
+/**
+ * The gitedge Worker end to end in workerd (Miniflare: local R2, Durable Objects), in front of a
+ * real `git http-backend` origin, cloned with real git. One workerd for the whole file.
+ */
+import assert from "node:assert/strict";
+import type { SnapshotStatus } from "../../src/proxy/deps.ts";
+import { assertSameClone, makeRepo } from "../support/fixtures.ts";
+import { git, spawnGit, tempDir } from "../support/git.ts";
+import { startOrigin } from "../support/origin.ts";
+import { listBucket, startWorkerEdge } from "./worker_harness.ts";
+
+/** Clones `url` into `dest` with `-c` options; returns git's stderr (trace output included). */
+async function cloneTraced(url: string, dest: string, config: string[] = []): Promise<string> {
+  const args = [...config.flatMap((c) => ["-c", c]), "clone", "-q", url, dest];
+  const child = spawnGit(args, { env: { GIT_TRACE: "1" }, stdout: "null" });
+  const out = await child.output();
+  const stderr = new TextDecoder().decode(out.stderr);
+  if (!out.success) throw new Error(`git ${args.join(" ")} failed (${out.code}):\n${stderr}`);
+  return stderr;
+}
+
+async function edgeJson(url: string, init?: RequestInit): Promise<{ snapshot: SnapshotStatus }> {
+  const res = await fetch(url, init);
+  const text = await res.text();
+  assert.equal(res.status, 200, `${init?.method ?? "GET"} ${url}: ${text}`);
+  return JSON.parse(text);
+}
+
+Deno.test("gitedge Worker in workerd", async (t) => {
+  await using origin = await startOrigin();
+  const app = await makeRepo(origin, "team/app.git", { commits: 16, binaryBytes: 512 * 1024 });
+  const big = await makeRepo(origin, "team/big.git", {
+    commits: 24,
+    binaryBytes: 3 << 20,
+    seed: 5,
+  });
+  await using worker = await startWorkerEdge({ config: { origin: origin.url, chunks: 3 } });
+  await using dir = await tempDir();
+  const direct = (name: string) => `${dir.path}/direct-${name}`;
+  await git(["clone", "-q", app.url, direct("app")]);
+  await git(["clone", "-q", big.url, direct("big")]);
+
+  await t.step("a stock git clone through the Worker equals a direct clone", async () => {
+    const dest = `${dir.path}/stock`;
+    const trace = await cloneTraced(`${worker.url}/team/app.git`, dest);
+    assert.doesNotMatch(trace, /_edge\/packs/);
+    await assertSameClone(direct("app"), dest);
+  });
+
+  await t.step("after warm, a packfile-uris clone fetches its packs from R2", async () => {
+    const warmed = await edgeJson(`${worker.url}/_edge/warm/team/app.git`, { method: "POST" });
+    assert.equal(warmed.snapshot.state, "ready");
+    assert.equal(warmed.snapshot.builds, 1);
+    assert.ok(warmed.snapshot.packs.length >= 1);
+    const stored = (await listBucket(worker, "repos/")).filter((k) => k.endsWith(".pack"));
+    assert.equal(stored.length, warmed.snapshot.packs.length);
+    const packBytes = warmed.snapshot.packs.reduce((sum, p) => sum + p.bytes, 0);
+
+    origin.stats.reset();
+    const dest = `${dir.path}/uris`;
+    const trace = await cloneTraced(`${worker.url}/team/app.git`, dest, [
+      "fetch.uriProtocols=http",
+    ]);
+    const fetched = trace.split("\n").filter((l) =>
+      /http-fetch/.test(l) && /_edge\/packs\//.test(l)
+    );
+    assert.equal(fetched.length, warmed.snapshot.packs.length, trace);
+    await assertSameClone(direct("app"), dest);
+    assert.ok(
+      origin.stats.bytesOut < packBytes / 4,
+      `origin served ${origin.stats.bytesOut} bytes; the snapshot holds ${packBytes}`,
+    );
+  });
+
+  await t.step("concurrent clones and warms during a build trigger exactly one build", async () => {
+    const url = `${worker.url}/team/big.git`;
+    const clones = [1, 2, 3].map((i) =>
+      cloneTraced(url, `${dir.path}/big-${i}`, ["fetch.uriProtocols=http"])
+    );
+    const warms = [1, 2].map(() =>
+      edgeJson(`${worker.url}/_edge/warm/team/big.git`, { method: "POST" })
+    );
+    const statuses = await Promise.all(warms);
+    await Promise.all(clones);
+    for (const { snapshot } of statuses) {
+      assert.equal(snapshot.state, "ready");
+      assert.equal(snapshot.builds, 1);
+    }
+    const after = await edgeJson(`${worker.url}/_edge/status/team/big.git`);
+    assert.equal(after.snapshot.builds, 1);
+    assert.equal(after.snapshot.lastError, null);
+    for (const i of [1, 2, 3]) await assertSameClone(direct("big"), `${dir.path}/big-${i}`);
+  });
+});
