@@ -96,3 +96,27 @@ export class AuthenticationError extends Error {
 export class UsageError extends Error {
   override name = "UsageError";
 }
+
+/** A request could not be completed at the network level (DNS, refused, reset, TLS). */
+export class NetworkError extends Error {
+  override name = "NetworkError";
+  constructor(readonly url: string, cause: unknown) {
+    super(
+      `cannot reach ${redactUrl(url)}: ${cause instanceof Error ? cause.message : String(cause)}`,
+      { cause },
+    );
+  }
+}
+
+/** The objects received do not connect every ref to complete history. */
+export class ConnectivityError extends Error {
+  override name = "ConnectivityError";
+  constructor(readonly stderr: string) {
+    super(`received objects are incomplete: ${stderr.trim() || "connectivity check failed"}`);
+  }
+}
+
+/** The clone cannot proceed for a reason that is neither network nor verification. */
+export class CloneError extends Error {
+  override name = "CloneError";
+}

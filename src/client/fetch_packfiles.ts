@@ -20,6 +20,8 @@ export interface FetchPackfilesOptions {
   backoffMs?: number;
   /** Headers sent with every request (e.g. `Authorization`). */
   headers?: Record<string, string>;
+  /** Extra headers per URI (e.g. credentials only for the repository's own origin). */
+  headersFor?: (uri: string) => Record<string, string>;
   /** Extra `git index-pack` arguments (e.g. `--strict`). */
   indexPackArgs?: string[];
   /** Receives progress events; called synchronously, so keep it cheap. */
@@ -50,7 +52,7 @@ export async function fetchPackfiles(
     retries: nonNegative(options.retries, 4, "retries"),
     timeoutMs: positive(options.timeoutMs, 30_000, "timeoutMs"),
     backoffMs: nonNegative(options.backoffMs, 250, "backoffMs"),
-    headers: options.headers ?? {},
+    headersFor: (uri: string) => ({ ...options.headers, ...options.headersFor?.(uri) }),
     indexPackArgs: options.indexPackArgs ?? [],
     onProgress: options.onProgress ?? (() => {}),
     fetch: options.fetch ?? fetch,

@@ -46,7 +46,8 @@ export interface DownloadSettings {
   retries: number;
   timeoutMs: number;
   backoffMs: number;
-  headers: Record<string, string>;
+  /** Request headers for a URI. */
+  headersFor: (uri: string) => Record<string, string>;
   indexPackArgs: string[];
   onProgress: (event: ProgressEvent) => void;
   fetch: typeof fetch;
@@ -124,7 +125,7 @@ class PackfileDownload {
   }
 
   #requestHeaders(): Headers {
-    const headers = new Headers(this.settings.headers);
+    const headers = new Headers(this.settings.headersFor(this.entry.uri));
     headers.set("accept-encoding", "identity");
     if (this.#received > 0) headers.set("range", `bytes=${this.#received}-`);
     return headers;

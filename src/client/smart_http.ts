@@ -1,0 +1,117 @@
+/**
+ * The HTTP side of Git's smart protocol v2 for `git-upload-pack`: the capability advertisement
+ * (`GET info/refs?service=git-upload-pack`) and command requests (`POST git-upload-pack`), with
+ * credentials retried once after a 401. Parsing what flows over it lives in `src/git`.
+ */
+import type { CredentialManager } from "./credentials.ts";
+import { AuthenticationError, HttpStatusError, NetworkError, ProtocolError } from "./errors.ts";
+
+const SERVICE = "git-upload-pack";
+
+/** Options for {@link SmartHttpClient}. */
+export interface SmartHttpOptions {
+  credentials: CredentialManager;
+  fetch?: typeof fetch;
+  /** Sent as `User-Agent`. */
+  userAgent?: string;
+  signal?: AbortSignal;
+}
+
+/** Talks protocol v2 over HTTP to one repository. */
+export class SmartHttpClient {
+  readonly #credentials: CredentialManager;
+  readonly #fetch: typeof fetch;
+  readonly #userAgent: string;
+  readonly #signal?: AbortSignal;
+  #base: string;
+
+  constructor(options: SmartHttpOptions) {
+    this.#credentials = options.credentials;
+    this.#fetch = options.fetch ?? fetch;
+    this.#userAgent = options.userAgent ?? "git/2.39-gitedge";
+    this.#signal = options.signal;
+    this.#base = options.credentials.url.toString().replace(/\/+$/, "");
+  }
+
+  /** The repository URL requests go to (after any redirect of the advertisement). */
+  get baseUrl(): string {
+    return this.#base;
+  }
+
+  /**
+   * Fetches the v2 capability advertisement and returns its body (pkt-lines). Follows redirects
+   * and keeps using the redirected base URL, as git does. Rejects with {@link ProtocolError} when
+   * the server does not answer as a smart HTTP server.
+   */
+  async advertisement(): Promise<ReadableStream<Uint8Array>> {
+    const url = `${this.#base}/info/refs?service=${SERVICE}`;
+    const response = await this.#send(url, { method: "GET" });
+    const suffix = `/info/refs?service=${SERVICE}`;
+    if (response.redirected && response.url.endsWith(suffix)) {
+      this.#base = response.url.slice(0, -suffix.length);
+    }
+    expectContentType(response, `application/x-${SERVICE}-advertisement`, url);
+    return bodyOf(response, url);
+  }
+
+  /** Sends one command request (already serialized pkt-lines) and returns the response body. */
+  async command(request: Uint8Array<ArrayBuffer>): Promise<ReadableStream<Uint8Array>> {
+    const url = `${this.#base}/${SERVICE}`;
+    const response = await this.#send(url, {
+      method: "POST",
+      body: request,
+      headers: {
+        "content-type": `application/x-${SERVICE}-request`,
+        accept: `application/x-${SERVICE}-result`,
+      },
+    });
+    expectContentType(response, `application/x-${SERVICE}-result`, url);
+    return bodyOf(response, url);
+  }
+
+  /** Sends with protocol and auth headers; after a 401 renews credentials and tries again. */
+  async #send(url: string, init: RequestInit): Promise<Response> {
+    while (true) {
+      const headers = new Headers(init.headers);
+      headers.set("git-protocol", "version=2");
+      headers.set("user-agent", this.#userAgent);
+      const authorization = this.#credentials.authorization;
+      if (authorization) headers.set("authorization", authorization);
+      let response: Response;
+      try {
+        response = await this.#fetch(url, { ...init, headers, signal: this.#signal });
+      } catch (error) {
+        if (this.#signal?.aborted) throw this.#signal.reason;
+        throw new NetworkError(url, error);
+      }
+      if (response.status === 401) {
+        await response.body?.cancel();
+        if (await this.#credentials.renew()) continue;
+        throw new AuthenticationError(url);
+      }
+      if (!response.ok) {
+        await response.body?.cancel();
+        throw new HttpStatusError(url, response.status, response.statusText);
+      }
+      await this.#credentials.confirm();
+      return response;
+    }
+  }
+}
+
+function expectContentType(response: Response, expected: string, url: string): void {
+  const actual = response.headers.get("content-type")?.split(";")[0].trim();
+  if (actual !== expected) {
+    void response.body?.cancel();
+    throw new ProtocolError(
+      `${url} answered with content type ${
+        JSON.stringify(actual ?? null)
+      }, not ${expected}: not a smart HTTP git server?`,
+    );
+  }
+}
+
+function bodyOf(response: Response, url: string): ReadableStream<Uint8Array> {
+  if (!response.body) throw new ProtocolError(`empty response from ${url}`);
+  return response.body;
+}
