@@ -1,4 +1,13 @@
 /** Tests of the test harness itself: the origin, fixtures, the file server and the relay. */
+import { cachedEntry } from "./fixture_cache.ts";
+import {
+  addCommits,
+  assertSameClone,
+  CloneMismatchError,
+  makePackFixtures,
+  makeRepo,
+  refsOf,
+} from "./fixtures.ts";
 import { git, GitCommandError, tempDir } from "./git.ts";
 import { startOrigin } from "./origin.ts";
 
@@ -177,4 +186,155 @@ Deno.test("origin: stop() mid-response kills backends and is idempotent", async 
   await reader.cancel().catch(() => {}); // the connection is gone; only the cleanup matters
   assertEquals(await processesWithEnv(marker), [], "no backend or git child left after stop()");
   await origin.stop();
+});
+
+Deno.test("fixtures: default repo has the promised shape and is deterministic", async () => {
+  await using origin = await startOrigin();
+  const started = performance.now();
+  const info = await makeRepo(origin, "fx/default.git");
+  const elapsed = performance.now() - started;
+  assert(elapsed < 2000, `default fixture made in ${elapsed.toFixed(0)} ms`);
+  assertEquals(info.url, origin.repoUrl("fx/default.git"));
+  assertEquals(
+    Object.keys(info.refs).sort(),
+    [
+      "HEAD",
+      "refs/heads/feature-0",
+      "refs/heads/feature-1",
+      "refs/heads/main",
+      "refs/tags/v1.0",
+      "refs/tags/v1.1",
+    ],
+  );
+  const g = (args: string[]) => git(args, { cwd: info.bare }).then((s) => s.trim());
+  assertEquals(await g(["cat-file", "-t", "v1.0"]), "tag", "annotated tags");
+  assertEquals(await g(["rev-list", "--count", "--merges", "main"]), "2", "feature merges");
+  assertEquals(await g(["rev-list", "--count", "main", "--", "history.log"]), "10", "revisions");
+  assertEquals(await g(["log", "-1", "--format=%ct", "main"]), String(1_700_000_000 + 14 * 60));
+  const packed = Number(/size-pack: (\d+)/.exec(await g(["count-objects", "-v"]))![1]);
+  assert(packed > 256 && packed < 1024, `a few hundred KiB, got ${packed} KiB`);
+
+  const again = await makeRepo(origin, "fx/again.git");
+  assertEquals(again.refs, info.refs, "same seed, same object ids");
+  const other = await makeRepo(origin, "fx/other.git", { seed: 2 });
+  assert(other.refs.HEAD !== info.refs.HEAD, "another seed gives other content");
+});
+
+Deno.test("fixtures: deep delta chains from deltaFileRevisions", async () => {
+  await using origin = await startOrigin();
+  await using dir = await tempDir();
+  const info = await makeRepo(origin, "deltas.git", {
+    commits: 1,
+    branches: 0,
+    tags: 0,
+    binaryBytes: 0,
+    deltaFileRevisions: 40,
+  });
+  await git(["clone", "-q", "--bare", info.url, `${dir.path}/c.git`]);
+  const packDir = `${dir.path}/c.git/objects/pack`;
+  const idx = [...Deno.readDirSync(packDir)].find((e) => e.name.endsWith(".idx"))!;
+  const stats = await git(["verify-pack", "-s", `${packDir}/${idx.name}`]);
+  const depths = [...stats.matchAll(/chain length = (\d+)/g)].map((m) => Number(m[1]));
+  assert(Math.max(...depths) >= 20, `delta chains reach depth ${Math.max(...depths)}`);
+});
+
+Deno.test("fixtures: addCommits moves the origin, assertSameClone compares clones", async () => {
+  await using origin = await startOrigin();
+  await using dir = await tempDir();
+  const info = await makeRepo(origin, "moving.git", { binaryBytes: 10_000 });
+  const a = `${dir.path}/a`;
+  const b = `${dir.path}/b`;
+  await git(["clone", "-q", info.url, a]);
+  await git(["-c", "protocol.version=0", "clone", "-q", info.url, b]);
+  await assertSameClone(a, b);
+
+  const added = await addCommits(origin, "moving.git", { commits: 3, tag: "v2.0" });
+  assertEquals(
+    (await git(["rev-list", "--count", `${info.refs["refs/heads/main"]}..${added.tip}`], {
+      cwd: info.bare,
+    })).trim(),
+    "3",
+  );
+  assertEquals(added.refs["refs/heads/main"], added.tip);
+  assertEquals(
+    (await git(["rev-parse", "v2.0^{commit}"], { cwd: info.bare })).trim(),
+    added.tip,
+    "tag on the new tip",
+  );
+  assertEquals(added.refs["refs/heads/feature-0"], info.refs["refs/heads/feature-0"]);
+
+  await git(["fetch", "-q", "--tags"], { cwd: a });
+  const err = await assertRejects(() => assertSameClone(a, b), CloneMismatchError);
+  assert(
+    (err as CloneMismatchError).differences.some((d) => d.startsWith("refs/remotes/origin/main")),
+    "reports the moved remote-tracking ref",
+  );
+  await git(["fetch", "-q", "--tags"], { cwd: b });
+  await git(["merge", "-q", "--ff-only", "origin/main"], { cwd: a });
+  await git(["merge", "-q", "--ff-only", "origin/main"], { cwd: b });
+  await assertSameClone(a, b);
+  assertEquals((await refsOf(a)).HEAD, added.tip);
+
+  await Deno.writeTextFile(`${b}/README.md`, "changed\n");
+  await assertRejects(() => assertSameClone(a, b), CloneMismatchError);
+});
+
+Deno.test("fixtures: makePackFixtures writes self-contained, disjoint, named packs", async () => {
+  await using dir = await tempDir();
+  const packs = await makePackFixtures(`${dir.path}/packs`, {
+    count: 3,
+    bytesEach: 300_000,
+    seed: 7,
+  });
+  assertEquals(packs.length, 3);
+  const seen = new Set<string>();
+  for (const pack of packs) {
+    assertEquals(pack.path, `${dir.path}/packs/pack-${pack.hash}.pack`);
+    assert(Math.abs(pack.size - 300_000) < 3_000, `size ${pack.size} near 300000`);
+    // A fresh repository can index it on its own: no thin-pack bases are missing.
+    const repo = `${dir.path}/check-${pack.hash}`;
+    await git(["init", "-q", "--bare", repo]);
+    const out = await git(["index-pack", "--stdin", "--strict"], {
+      cwd: repo,
+      stdin: await Deno.readFile(pack.path),
+    });
+    assertEquals(out.trim(), `pack\t${pack.hash}`);
+    const idx = `${repo}/objects/pack/pack-${pack.hash}.idx`;
+    for (
+      const line of (await git(["show-index"], { stdin: await Deno.readFile(idx) })).split("\n")
+    ) {
+      const id = line.split(" ")[1];
+      if (!id) continue;
+      assert(!seen.has(id), `object ${id} appears in two packs`);
+      seen.add(id);
+    }
+  }
+  const again = await makePackFixtures(`${dir.path}/again`, {
+    count: 3,
+    bytesEach: 300_000,
+    seed: 7,
+  });
+  assertEquals(again.map((p) => p.hash), packs.map((p) => p.hash), "deterministic");
+});
+
+Deno.test("fixtures: the disk cache builds an entry once, even when asked twice at once", async () => {
+  await using dir = await tempDir();
+  let builds = 0;
+  const build = async (d: string) => {
+    builds++;
+    await Deno.writeTextFile(`${d}/content`, "built");
+  };
+  const [e1, e2] = await Promise.all([
+    cachedEntry("k1", build, dir.path),
+    cachedEntry("k1", build, dir.path),
+  ]);
+  assertEquals(e1, e2);
+  assertEquals(await Deno.readTextFile(`${e1}/content`), "built");
+  await cachedEntry("k1", build, dir.path);
+  assert(builds <= 2, `built ${builds} times`);
+  const before = builds;
+  await cachedEntry("k1", build, dir.path);
+  assertEquals(builds, before, "a finished entry is reused");
+  const leftovers = [...Deno.readDirSync(dir.path)].map((e) => e.name);
+  assertEquals(leftovers, ["k1"], "no temp build dirs left");
 });
