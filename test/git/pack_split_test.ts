@@ -1,0 +1,161 @@
+import assert from "node:assert/strict";
+import {
+  OBJ_BLOB,
+  OBJ_OFS_DELTA,
+  OBJ_REF_DELTA,
+  type PackEntry,
+  PackFormatError,
+} from "../../src/git/pack.ts";
+import { scanPack } from "../../src/git/pack_reader.ts";
+import { planSplit, splitPack, splitPackBytes } from "../../src/git/pack_split.ts";
+import { tempDir } from "../support/git.ts";
+import { chunked } from "../support/streams.ts";
+import { buildRepo, packObjects, verifyPack } from "./pack_fixtures.ts";
+
+/** Synthetic entries: `spec[i]` is [bytes, base index or -1]. */
+function entries(spec: [number, number][]): PackEntry[] {
+  const out: PackEntry[] = [];
+  let offset = 12;
+  spec.forEach(([bytes, base], index) => {
+    const entry: PackEntry = {
+      index,
+      offset,
+      type: base < 0 ? OBJ_BLOB : OBJ_OFS_DELTA,
+      size: bytes,
+      headerLength: 2,
+      compressedLength: bytes - 2,
+      end: offset + bytes,
+    };
+    if (base >= 0) entry.baseOffset = out[base].offset;
+    out.push(entry);
+    offset += bytes;
+  });
+  return out;
+}
+
+Deno.test("planSplit keeps delta families together and balances them", () => {
+  // Families: {0,2,5} = 600 bytes, {1,4} = 500, {3} = 100, {6} = 50.
+  const list = entries([[100, -1], [300, -1], [200, 0], [100, -1], [200, 1], [300, 2], [50, -1]]);
+  const plan = planSplit(list, 2);
+  assert.equal(plan.families, 4);
+  assert.equal(plan.parts.length, 2);
+  const partOf = (i: number) => plan.assignment[i];
+  assert.equal(partOf(0), partOf(2));
+  assert.equal(partOf(2), partOf(5));
+  assert.equal(partOf(1), partOf(4));
+  assert.notEqual(partOf(0), partOf(1));
+  assert.deepEqual(plan.parts.map((p) => p.bytes).sort(), [600, 650]);
+  assert.deepEqual(plan.parts.map((p) => p.objects).sort(), [3, 4]);
+  assert.equal(plan.note, undefined);
+
+  const many = planSplit(list, 8);
+  assert.equal(many.parts.length, 4, "never more parts than families");
+  assert.ok(many.parts.every((p) => p.objects > 0));
+  assert.match(many.note!, /only 4 delta families/);
+
+  const one = planSplit(list, 1);
+  assert.deepEqual(one.parts, [{ objects: 7, bytes: 1250 }]);
+  assert.ok(one.assignment.every((p) => p === 0));
+
+  const withRef = list.map((e) => ({ ...e }));
+  withRef[4] = {
+    ...withRef[4],
+    type: OBJ_REF_DELTA,
+    baseOffset: undefined,
+    baseId: "ab".repeat(20),
+  };
+  const refPlan = planSplit(withRef, 4);
+  assert.equal(refPlan.parts.length, 1);
+  assert.match(refPlan.note!, /REF_DELTA/);
+
+  assert.deepEqual(planSplit([], 3).parts, [{ objects: 0, bytes: 0 }]);
+  assert.throws(() => planSplit(list, 0), RangeError);
+});
+
+Deno.test("pack splitter", async (t) => {
+  await using dir = await tempDir();
+  const repo = `${dir.path}/repo`;
+  await buildRepo(repo);
+  const pack = await packObjects(repo);
+  const original = await verifyPack(dir.path, "original", pack);
+  const allIds = original.map((o) => o.id).sort();
+  const summary = await scanPack(chunked(pack, [65536]));
+
+  for (const parts of [1, 2, 3, 8]) {
+    await t.step(
+      `${parts} part(s): each passes index-pack and verify-pack; ids partition the input`,
+      async () => {
+        const outputs = await splitPackBytes(pack, parts);
+        const plan = planSplit(summary.entries, parts);
+        assert.equal(outputs.length, Math.min(parts, plan.families));
+        const ids: string[] = [];
+        for (const [i, output] of outputs.entries()) {
+          // index-pack fails on a delta whose base is not in the pack: each part is self-contained.
+          const objects = await verifyPack(dir.path, `split${parts}-${i}`, output);
+          assert.equal(objects.length, plan.parts[i].objects);
+          assert.ok(objects.length > 0);
+          ids.push(...objects.map((o) => o.id));
+        }
+        assert.deepEqual(ids.sort(), allIds, "union equals the input, with no duplicates");
+        if (parts === 1) assert.deepEqual(outputs[0], pack, "one part is the input, byte for byte");
+        // Largest-first greedy bound: no part exceeds the mean by more than the largest family.
+        const largestFamily = Math.max(
+          ...planSplit(summary.entries, 1e6).parts.map((p) => p.bytes),
+        );
+        const total = plan.parts.reduce((n, p) => n + p.bytes, 0);
+        const biggest = Math.max(...plan.parts.map((p) => p.bytes));
+        assert.ok(biggest <= total / plan.parts.length + largestFamily);
+        const sizes = outputs.map((o) => o.length);
+        console.log(
+          `    ${parts} parts: bytes max ${Math.max(...sizes)} min ${Math.min(...sizes)}`,
+        );
+      },
+    );
+  }
+
+  await t.step("streams from chunked input into file sinks", async () => {
+    const plan = planSplit(summary.entries, 3);
+    const files = await Promise.all(
+      plan.parts.map((_, i) =>
+        Deno.open(`${dir.path}/file-${i}.pack`, { write: true, create: true })
+      ),
+    );
+    const results = await splitPack(
+      chunked(pack, { seed: 3, maxChunk: 50_000 }),
+      summary,
+      plan,
+      files.map((f) => f.writable),
+    );
+    const expected = await splitPackBytes(pack, 3);
+    for (const [i, result] of results.entries()) {
+      const written = await Deno.readFile(`${dir.path}/file-${i}.pack`);
+      assert.deepEqual(written, expected[i]);
+      assert.equal(result.size, written.length);
+      assert.equal(result.objects, plan.parts[i].objects);
+      assert.equal(result.hash, (await scanPack(chunked(written, [1 << 20]))).checksum);
+    }
+  });
+
+  await t.step("a REF_DELTA pack is kept whole and stays valid", async () => {
+    const refPack = await packObjects(repo, { ofsDelta: false, revs: ["small"] });
+    const refSummary = await scanPack(chunked(refPack, [4096]));
+    assert.ok(refSummary.entries.some((e) => e.type === OBJ_REF_DELTA));
+    const plan = planSplit(refSummary.entries, 4);
+    assert.equal(plan.parts.length, 1);
+    assert.match(plan.note!, /REF_DELTA/);
+    assert.deepEqual(await splitPackBytes(refPack, 4), [refPack]);
+  });
+
+  await t.step("a source shorter than the scan fails and aborts every sink", async () => {
+    const plan = planSplit(summary.entries, 2);
+    const aborted: unknown[] = [];
+    const sinks = plan.parts.map(() =>
+      new WritableStream<Uint8Array>({ abort: (reason) => void aborted.push(reason) })
+    );
+    await assert.rejects(
+      splitPack(chunked(pack.subarray(0, pack.length - 30), [65536]), summary, plan, sinks),
+      (e) => e instanceof PackFormatError && e.code === "truncated",
+    );
+    assert.equal(aborted.length, 2);
+  });
+});
