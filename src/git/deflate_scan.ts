@@ -254,6 +254,8 @@ export class DeflateScanner {
     let count = this.#bitCount;
     let state = this.#state;
     let out = this.#inflated;
+    let pendingLength = this.#pendingLength;
+    let pendingDistance = this.#pendingDistance;
     try {
       outer: for (;;) {
         // Top up the bit buffer to at least 25 bits (up to 32) when input allows.
@@ -303,7 +305,7 @@ export class DeflateScanner {
                 if (index >= 29) throw new ZlibFormatError("invalid literal/length symbol");
                 const extra = LENGTH_EXTRA[index];
                 if (len + extra > count) break outer;
-                this.#pendingLength = LENGTH_BASE[index] +
+                pendingLength = LENGTH_BASE[index] +
                   ((bits >>> len) & ((1 << extra) - 1));
                 bits = (bits >>> (len + extra)) | 0;
                 count -= len + extra;
@@ -324,21 +326,21 @@ export class DeflateScanner {
                 if (symbol >= 30) throw new ZlibFormatError("invalid distance symbol");
                 bits = (bits >>> len) | 0;
                 count -= len;
-                this.#pendingDistance = symbol;
+                pendingDistance = symbol;
                 state = S_DISTANCE_EXTRA;
                 while (count <= 24 && pos < end) {
                   bits |= input[pos++] << count;
                   count += 8;
                 }
               }
-              const symbol = this.#pendingDistance;
+              const symbol = pendingDistance;
               const extra = DIST_EXTRA[symbol];
               if (extra > count) break outer;
               const distance = DIST_BASE[symbol] + (bits & ((1 << extra) - 1));
               if (distance > out) throw new ZlibFormatError("distance too far back");
               bits = (bits >>> extra) | 0;
               count -= extra;
-              out += this.#pendingLength;
+              out += pendingLength;
               state = S_LITLEN;
             }
           }
@@ -504,6 +506,8 @@ export class DeflateScanner {
       this.#bitCount = count;
       this.#state = state;
       this.#inflated = out;
+      this.#pendingLength = pendingLength;
+      this.#pendingDistance = pendingDistance;
       this.#consumed += pos - start;
     }
     return pos;
