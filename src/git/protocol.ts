@@ -1,0 +1,717 @@
+/**
+ * Git protocol v2 messages (see gitprotocol-v2): the capability
+ * advertisement, command requests, `fetch` and `ls-refs` arguments, and the
+ * sectioned `fetch` response including `packfile-uris`.
+ *
+ * Lines are handled without their trailing `"\n"`. Serializers add newlines
+ * exactly where Git 2.39 itself writes them, so a request or advertisement
+ * produced by git round-trips byte for byte.
+ *
+ * @module
+ */
+
+import { GitFormatError } from "./errors.ts";
+import {
+  concat,
+  DELIM_PKT,
+  encodePkt,
+  FLUSH_PKT,
+  type Pkt,
+  pktBytes,
+  PktLineReader,
+  pktText,
+} from "./pktline.ts";
+import { type DemuxOptions, demuxSideband, readSidebandPkt } from "./sideband.ts";
+
+const encoder = new TextEncoder();
+
+/** A protocol v2 message had the wrong structure; `code` says which part. */
+export class ProtocolError extends GitFormatError {
+  override name = "ProtocolError";
+}
+
+/** The server sent an `ERR <message>` packet. */
+export class ProtocolRemoteError extends GitFormatError {
+  override name = "ProtocolRemoteError";
+  /** The server's message. */
+  readonly remoteMessage: string;
+
+  constructor(remoteMessage: string) {
+    super("remote-error", `remote error: ${remoteMessage}`);
+    this.remoteMessage = remoteMessage;
+  }
+}
+
+function textLine(line: string): Uint8Array {
+  return encodePkt(line + "\n");
+}
+
+/** Throws {@link ProtocolRemoteError} if `line` is an `ERR` packet. */
+function rejectErrLine(line: string): void {
+  if (line.startsWith("ERR ")) throw new ProtocolRemoteError(line.slice(4));
+}
+
+// ---------------------------------------------------------------------------
+// Object ids
+
+const OID_RE = /^(?:[0-9a-f]{40}|[0-9a-f]{64})$/;
+
+/** True for a full lower-case SHA-1 (40) or SHA-256 (64) hex object id. */
+export function isObjectId(s: string): boolean {
+  return OID_RE.test(s);
+}
+
+function requireOid(s: string, context: string): string {
+  if (!isObjectId(s)) {
+    throw new ProtocolError("bad-oid", `${context}: "${s}" is not a 40 or 64 digit hex object id`);
+  }
+  return s;
+}
+
+// ---------------------------------------------------------------------------
+// Capability advertisement
+
+/** One advertised capability: `key` or `key=value`. */
+export interface Capability {
+  key: string;
+  value?: string;
+}
+
+/** A protocol v2 capability advertisement (the lines after `version 2`). */
+export interface CapabilityAdvertisement {
+  capabilities: Capability[];
+}
+
+function parseCapability(line: string): Capability {
+  if (line === "") throw new ProtocolError("bad-advertisement", "empty capability line");
+  const eq = line.indexOf("=");
+  return eq < 0 ? { key: line } : { key: line.slice(0, eq), value: line.slice(eq + 1) };
+}
+
+function formatCapability(c: Capability): string {
+  return c.value === undefined ? c.key : `${c.key}=${c.value}`;
+}
+
+/**
+ * Reads a capability advertisement: `version 2`, capability lines, flush.
+ * A leading smart-HTTP `# service=...` line and its flush are skipped.
+ *
+ * @throws {ProtocolError} `"bad-advertisement"` if the first line is not
+ * `version 2` or the message does not end in a flush.
+ */
+export async function readCapabilityAdvertisement(
+  reader: PktLineReader,
+): Promise<CapabilityAdvertisement> {
+  let first = await requireDataLine(reader, "bad-advertisement", "capability advertisement");
+  if (first.startsWith("# service=")) {
+    const flush = await reader.read();
+    if (flush?.type !== "flush") {
+      throw new ProtocolError("bad-advertisement", "expected a flush after the service line");
+    }
+    first = await requireDataLine(reader, "bad-advertisement", "capability advertisement");
+  }
+  if (first !== "version 2") {
+    throw new ProtocolError(
+      "bad-advertisement",
+      `capability advertisement must start with "version 2", got "${first}"`,
+    );
+  }
+  const capabilities: Capability[] = [];
+  for (;;) {
+    const pkt = await reader.read();
+    if (pkt?.type === "flush") return { capabilities };
+    if (pkt?.type !== "data") {
+      throw new ProtocolError(
+        "bad-advertisement",
+        `capability advertisement ended with ${pkt ? `a ${pkt.type} packet` : "end of stream"}`,
+      );
+    }
+    capabilities.push(parseCapability(pktText(pkt)));
+  }
+}
+
+async function requireDataLine(
+  reader: PktLineReader,
+  code: string,
+  what: string,
+): Promise<string> {
+  const pkt = await reader.read();
+  if (pkt === null || pkt.type !== "data") {
+    throw new ProtocolError(code, `${what}: expected a data line, got ${describe(pkt)}`);
+  }
+  const line = pktText(pkt);
+  rejectErrLine(line);
+  return line;
+}
+
+function describe(pkt: Pkt | null): string {
+  return pkt === null ? "end of stream" : `a ${pkt.type} packet`;
+}
+
+/** Parses a complete capability advertisement from packets or raw bytes. */
+export async function parseCapabilityAdvertisement(
+  input: Uint8Array | readonly Pkt[],
+): Promise<CapabilityAdvertisement> {
+  return await readCapabilityAdvertisement(new PktLineReader(sourceOf(input)));
+}
+
+function sourceOf(input: Uint8Array | readonly Pkt[]): ReadableStream<Uint8Array> {
+  const bytes = input instanceof Uint8Array ? input : concat(input.map(pktBytes));
+  return new ReadableStream<Uint8Array>({
+    start(controller) {
+      if (bytes.length > 0) controller.enqueue(bytes);
+      controller.close();
+    },
+  });
+}
+
+/** Encodes an advertisement the way `git upload-pack` does, final flush included. */
+export function serializeCapabilityAdvertisement(adv: CapabilityAdvertisement): Uint8Array {
+  return concat([
+    textLine("version 2"),
+    ...adv.capabilities.map((c) => textLine(formatCapability(c))),
+    FLUSH_PKT,
+  ]);
+}
+
+/** The value of capability `key` (`""` when present without a value), or `undefined`. */
+export function capabilityValue(adv: CapabilityAdvertisement, key: string): string | undefined {
+  const c = adv.capabilities.find((c) => c.key === key);
+  return c === undefined ? undefined : c.value ?? "";
+}
+
+/** True if the `fetch` capability lists `feature` among its space-separated values. */
+export function hasFetchFeature(adv: CapabilityAdvertisement, feature: string): boolean {
+  const value = capabilityValue(adv, "fetch");
+  return value !== undefined && value.split(" ").includes(feature);
+}
+
+/**
+ * A copy of `adv` whose `fetch` capability also lists `feature`. Unchanged if
+ * the feature is already there or there is no `fetch` capability.
+ */
+export function withFetchFeature(
+  adv: CapabilityAdvertisement,
+  feature: string,
+): CapabilityAdvertisement {
+  return {
+    capabilities: adv.capabilities.map((c) => {
+      if (c.key !== "fetch") return { ...c };
+      const features = c.value ? c.value.split(" ") : [];
+      if (features.includes(feature)) return { ...c };
+      return { key: "fetch", value: [...features, feature].join(" ") };
+    }),
+  };
+}
+
+// ---------------------------------------------------------------------------
+// Command requests
+
+/** A protocol v2 command request, lines without trailing newlines. */
+export interface CommandRequest {
+  /** The command name, e.g. `"fetch"` or `"ls-refs"`. */
+  command: string;
+  /** Lines between `command=` and the delimiter, e.g. `"agent=git/2.39.5"`. */
+  capabilities: string[];
+  /** Lines after the delimiter. */
+  args: string[];
+}
+
+/**
+ * Reads one command request: `command=<name>`, capability lines, optional
+ * delimiter and argument lines, flush.
+ *
+ * @returns `null` when the stream ends cleanly before the request starts.
+ * @throws {ProtocolError} `"bad-request"` for a missing `command=` line, a
+ * second delimiter, or a request cut off before its flush.
+ */
+export async function readCommandRequest(reader: PktLineReader): Promise<CommandRequest | null> {
+  const first = await reader.read();
+  if (first === null) return null;
+  if (first.type !== "data") {
+    throw new ProtocolError(
+      "bad-request",
+      `request must start with "command=", got ${describe(first)}`,
+    );
+  }
+  const line = pktText(first);
+  if (!line.startsWith("command=") || line.length === "command=".length) {
+    throw new ProtocolError(
+      "bad-request",
+      `request must start with "command=<name>", got "${line}"`,
+    );
+  }
+  const request: CommandRequest = { command: line.slice(8), capabilities: [], args: [] };
+  let target = request.capabilities;
+  for (;;) {
+    const pkt = await reader.read();
+    if (pkt === null) {
+      throw new ProtocolError("bad-request", `request "${request.command}" ended before its flush`);
+    }
+    if (pkt.type === "flush") return request;
+    if (pkt.type === "delim") {
+      if (target === request.args) {
+        throw new ProtocolError("bad-request", "request has more than one delimiter packet");
+      }
+      target = request.args;
+      continue;
+    }
+    if (pkt.type === "response-end") {
+      throw new ProtocolError("bad-request", "unexpected response-end packet in a request");
+    }
+    target.push(pktText(pkt));
+  }
+}
+
+/** Parses one complete command request from bytes. */
+export async function parseCommandRequest(bytes: Uint8Array): Promise<CommandRequest> {
+  const request = await readCommandRequest(new PktLineReader(sourceOf(bytes)));
+  if (request === null) throw new ProtocolError("bad-request", "empty request");
+  return request;
+}
+
+/** Commands whose request git always sends with a delimiter. */
+const ALWAYS_DELIMITED = new Set(["fetch", "ls-refs", "object-info", "bundle-uri"]);
+
+/** Argument keywords after which git 2.39 writes a newline in a `fetch` request. */
+const FETCH_NEWLINE_ARGS = new Set(["want", "want-ref", "have", "done", "deepen-relative"]);
+
+function argKeyword(arg: string): string {
+  const space = arg.indexOf(" ");
+  return space < 0 ? arg : arg.slice(0, space);
+}
+
+/** Whether git terminates this request line with a newline. */
+function gitWritesNewline(command: string, part: "command" | "capability" | "arg", line: string) {
+  if (command !== "ls-refs" && command !== "fetch") return false;
+  if (part === "command") return command === "ls-refs";
+  if (part === "capability") return false;
+  return command === "ls-refs" || FETCH_NEWLINE_ARGS.has(argKeyword(line));
+}
+
+/**
+ * Encodes a request the way git 2.39 does, flush included: the delimiter is
+ * written when there are arguments and always for fetch/ls-refs; newlines
+ * follow git's own (inconsistent) habits per line.
+ */
+export function serializeCommandRequest(req: CommandRequest): Uint8Array {
+  const line = (part: "command" | "capability" | "arg", text: string) =>
+    encodePkt(gitWritesNewline(req.command, part, text) ? text + "\n" : text);
+  const parts = [
+    line("command", `command=${req.command}`),
+    ...req.capabilities.map((c) => line("capability", c)),
+  ];
+  if (req.args.length > 0 || ALWAYS_DELIMITED.has(req.command)) parts.push(DELIM_PKT);
+  for (const a of req.args) parts.push(line("arg", a));
+  parts.push(FLUSH_PKT);
+  return concat(parts);
+}
+
+// ---------------------------------------------------------------------------
+// fetch arguments
+
+/** The arguments of a `fetch` command. */
+export interface FetchArgs {
+  wants: string[];
+  haves: string[];
+  done: boolean;
+  thinPack: boolean;
+  ofsDelta: boolean;
+  noProgress: boolean;
+  includeTag: boolean;
+  sidebandAll: boolean;
+  /** Protocols from `packfile-uris <p1>,<p2>`; `null` when the client did not ask. */
+  packfileUris: string[] | null;
+  /** Object ids from `shallow` lines. */
+  shallow: string[];
+  deepen: number | null;
+  deepenRelative: boolean;
+  /** Seconds since the epoch. */
+  deepenSince: number | null;
+  deepenNot: string[];
+  filter: string | null;
+  wantRefs: string[];
+  waitForDone: boolean;
+  /** Unrecognised argument lines, kept verbatim and in order. */
+  other: string[];
+}
+
+/** A `FetchArgs` with nothing requested. */
+export function emptyFetchArgs(): FetchArgs {
+  return {
+    wants: [],
+    haves: [],
+    done: false,
+    thinPack: false,
+    ofsDelta: false,
+    noProgress: false,
+    includeTag: false,
+    sidebandAll: false,
+    packfileUris: null,
+    shallow: [],
+    deepen: null,
+    deepenRelative: false,
+    deepenSince: null,
+    deepenNot: [],
+    filter: null,
+    wantRefs: [],
+    waitForDone: false,
+    other: [],
+  };
+}
+
+type FlagKey =
+  | "done"
+  | "thinPack"
+  | "ofsDelta"
+  | "noProgress"
+  | "includeTag"
+  | "sidebandAll"
+  | "deepenRelative"
+  | "waitForDone";
+
+const FETCH_FLAGS: Record<string, FlagKey> = {
+  "done": "done",
+  "thin-pack": "thinPack",
+  "ofs-delta": "ofsDelta",
+  "no-progress": "noProgress",
+  "include-tag": "includeTag",
+  "sideband-all": "sidebandAll",
+  "deepen-relative": "deepenRelative",
+  "wait-for-done": "waitForDone",
+};
+
+function parseCount(value: string, context: string, min: number): number {
+  if (!/^[0-9]+$/.test(value) || Number(value) < min || !Number.isSafeInteger(Number(value))) {
+    throw new ProtocolError("bad-fetch-arg", `${context}: "${value}" is not a valid number`);
+  }
+  return Number(value);
+}
+
+function requireValue(value: string, context: string): string {
+  if (value === "") throw new ProtocolError("bad-fetch-arg", `${context}: missing value`);
+  return value;
+}
+
+/**
+ * Interprets `fetch` argument lines.
+ *
+ * @throws {ProtocolError} `"bad-oid"` for malformed object ids, `"bad-fetch-arg"`
+ * for malformed numbers or missing values.
+ */
+export function parseFetchArgs(args: readonly string[]): FetchArgs {
+  const f = emptyFetchArgs();
+  for (const line of args) {
+    const flag = FETCH_FLAGS[line];
+    if (flag !== undefined) {
+      f[flag] = true;
+      continue;
+    }
+    const keyword = argKeyword(line);
+    const value = line.slice(keyword.length + 1);
+    switch (keyword) {
+      case "want":
+        f.wants.push(requireOid(value, "want"));
+        break;
+      case "have":
+        f.haves.push(requireOid(value, "have"));
+        break;
+      case "shallow":
+        f.shallow.push(requireOid(value, "shallow"));
+        break;
+      case "deepen":
+        f.deepen = parseCount(value, "deepen", 1);
+        break;
+      case "deepen-since":
+        f.deepenSince = parseCount(value, "deepen-since", 0);
+        break;
+      case "deepen-not":
+        f.deepenNot.push(requireValue(value, "deepen-not"));
+        break;
+      case "filter":
+        f.filter = requireValue(value, "filter");
+        break;
+      case "want-ref":
+        f.wantRefs.push(requireValue(value, "want-ref"));
+        break;
+      case "packfile-uris":
+        f.packfileUris = requireValue(value, "packfile-uris").split(",");
+        break;
+      default:
+        f.other.push(line);
+    }
+  }
+  return f;
+}
+
+/**
+ * `fetch` argument lines in the order git 2.39 writes them: wait-for-done,
+ * thin-pack, no-progress, include-tag, ofs-delta, sideband-all, shallow,
+ * deepen, deepen-since, deepen-not, deepen-relative, filter, packfile-uris,
+ * want, want-ref, have, then unrecognised lines, then done.
+ */
+export function serializeFetchArgs(f: FetchArgs): string[] {
+  const out: string[] = [];
+  const flag = (on: boolean, line: string) => on && out.push(line);
+  flag(f.waitForDone, "wait-for-done");
+  flag(f.thinPack, "thin-pack");
+  flag(f.noProgress, "no-progress");
+  flag(f.includeTag, "include-tag");
+  flag(f.ofsDelta, "ofs-delta");
+  flag(f.sidebandAll, "sideband-all");
+  for (const oid of f.shallow) out.push(`shallow ${oid}`);
+  if (f.deepen !== null) out.push(`deepen ${f.deepen}`);
+  if (f.deepenSince !== null) out.push(`deepen-since ${f.deepenSince}`);
+  for (const rev of f.deepenNot) out.push(`deepen-not ${rev}`);
+  flag(f.deepenRelative, "deepen-relative");
+  if (f.filter !== null) out.push(`filter ${f.filter}`);
+  if (f.packfileUris !== null) out.push(`packfile-uris ${f.packfileUris.join(",")}`);
+  for (const oid of f.wants) out.push(`want ${oid}`);
+  for (const ref of f.wantRefs) out.push(`want-ref ${ref}`);
+  for (const oid of f.haves) out.push(`have ${oid}`);
+  out.push(...f.other);
+  flag(f.done, "done");
+  return out;
+}
+
+// ---------------------------------------------------------------------------
+// ls-refs
+
+/** The arguments of an `ls-refs` command. */
+export interface LsRefsArgs {
+  symrefs: boolean;
+  peel: boolean;
+  unborn: boolean;
+  refPrefixes: string[];
+  /** Unrecognised argument lines, kept verbatim. */
+  other: string[];
+}
+
+/** Interprets `ls-refs` argument lines. */
+export function parseLsRefsArgs(args: readonly string[]): LsRefsArgs {
+  const a: LsRefsArgs = { symrefs: false, peel: false, unborn: false, refPrefixes: [], other: [] };
+  for (const line of args) {
+    if (line === "symrefs") a.symrefs = true;
+    else if (line === "peel") a.peel = true;
+    else if (line === "unborn") a.unborn = true;
+    else if (line.startsWith("ref-prefix ")) a.refPrefixes.push(line.slice(11));
+    else a.other.push(line);
+  }
+  return a;
+}
+
+/** `ls-refs` argument lines in git's order: peel, symrefs, unborn, ref-prefix…, others. */
+export function serializeLsRefsArgs(a: LsRefsArgs): string[] {
+  const out: string[] = [];
+  if (a.peel) out.push("peel");
+  if (a.symrefs) out.push("symrefs");
+  if (a.unborn) out.push("unborn");
+  for (const p of a.refPrefixes) out.push(`ref-prefix ${p}`);
+  out.push(...a.other);
+  return out;
+}
+
+/** One line of an `ls-refs` response. */
+export interface LsRefsLine {
+  /** The object id, or `null` for an unborn ref (`unborn HEAD ...`). */
+  oid: string | null;
+  name: string;
+  symrefTarget?: string;
+  peeled?: string;
+}
+
+/**
+ * Parses `<oid> <name> [symref-target:<t>] [peeled:<oid>]` or
+ * `unborn <name> [symref-target:<t>]`.
+ *
+ * @throws {ProtocolError} `"bad-ls-refs"` for malformed lines, `"bad-oid"` for bad ids.
+ */
+export function parseLsRefsLine(line: string): LsRefsLine {
+  const [head, name, ...attrs] = line.split(" ");
+  if (name === undefined || name === "") {
+    throw new ProtocolError("bad-ls-refs", `malformed ls-refs line "${line}"`);
+  }
+  const ref: LsRefsLine = { oid: head === "unborn" ? null : requireOid(head, "ls-refs"), name };
+  for (const attr of attrs) {
+    if (attr.startsWith("symref-target:")) ref.symrefTarget = attr.slice(14);
+    else if (attr.startsWith("peeled:")) ref.peeled = requireOid(attr.slice(7), "ls-refs peeled");
+    else throw new ProtocolError("bad-ls-refs", `unknown ls-refs attribute "${attr}" in "${line}"`);
+  }
+  return ref;
+}
+
+/** Formats an `ls-refs` response line (without newline). */
+export function formatLsRefsLine(ref: LsRefsLine): string {
+  let line = `${ref.oid ?? "unborn"} ${ref.name}`;
+  if (ref.symrefTarget !== undefined) line += ` symref-target:${ref.symrefTarget}`;
+  if (ref.peeled !== undefined) line += ` peeled:${ref.peeled}`;
+  return line;
+}
+
+// ---------------------------------------------------------------------------
+// fetch response
+
+/** Names of the line-oriented sections of a `fetch` response, in Git's order. */
+export type FetchSectionName = "acknowledgments" | "shallow-info" | "wanted-refs" | "packfile-uris";
+
+/** One section of a `fetch` response. */
+export type FetchResponsePart =
+  | { section: FetchSectionName; lines: string[] }
+  | { section: "packfile"; pack: ReadableStream<Uint8Array> };
+
+/** Options for {@link readFetchResponse}. */
+export interface FetchResponseOptions extends DemuxOptions {
+  /** The request carried `sideband-all`: every line is wrapped in band 1. */
+  sidebandAll?: boolean;
+}
+
+const SECTION_ORDER = [
+  "acknowledgments",
+  "shallow-info",
+  "wanted-refs",
+  "packfile-uris",
+  "packfile",
+] as const;
+
+/** Markers for special packets, distinct from any text line. */
+const FLUSH = Symbol("flush");
+const DELIM = Symbol("delim");
+const END = Symbol("end");
+type Marker = typeof FLUSH | typeof DELIM | typeof END;
+
+/** Reads the next protocol line, unwrapping band 1 when `sidebandAll` is on. */
+async function nextLine(
+  reader: PktLineReader,
+  opts: FetchResponseOptions,
+): Promise<string | Marker> {
+  let pkt: Pkt | null;
+  if (opts.sidebandAll) {
+    const got = await readSidebandPkt(reader, opts);
+    pkt = got instanceof Uint8Array ? { type: "data", data: got } : got;
+  } else {
+    pkt = await reader.read();
+  }
+  if (pkt === null) return END;
+  if (pkt.type === "flush") return FLUSH;
+  if (pkt.type === "delim") return DELIM;
+  if (pkt.type === "response-end") return END;
+  const line = pktText(pkt);
+  rejectErrLine(line);
+  return line;
+}
+
+/**
+ * Reads a `fetch` response section by section.
+ *
+ * Line sections are yielded whole. The `packfile` part, always last, yields
+ * a stream of the demultiplexed pack bytes; consume or cancel it before
+ * resuming the generator. A response whose acknowledgments end in a flush
+ * (no `ready`) ends without a packfile.
+ *
+ * @throws {ProtocolError} `"bad-response"` for unknown or out-of-order
+ * sections or a response cut short; {@link ProtocolRemoteError} for `ERR`.
+ */
+export async function* readFetchResponse(
+  reader: PktLineReader,
+  opts: FetchResponseOptions = {},
+): AsyncGenerator<FetchResponsePart> {
+  let last = -1;
+  for (;;) {
+    const header = await nextLine(reader, opts);
+    if (typeof header !== "string") {
+      throw new ProtocolError(
+        "bad-response",
+        `expected a section header, got ${markerName(header)}`,
+      );
+    }
+    const index = SECTION_ORDER.indexOf(header as (typeof SECTION_ORDER)[number]);
+    if (index < 0) throw new ProtocolError("bad-response", `unknown response section "${header}"`);
+    if (index <= last) {
+      throw new ProtocolError("bad-response", `response section "${header}" is out of order`);
+    }
+    last = index;
+    if (header === "packfile") {
+      yield { section: "packfile", pack: demuxSideband(reader, opts) };
+      return;
+    }
+    const section = header as FetchSectionName;
+    const lines: string[] = [];
+    let end: string | Marker;
+    while (typeof (end = await nextLine(reader, opts)) === "string") lines.push(end);
+    if (end === END) {
+      throw new ProtocolError("bad-response", `response ended inside section "${section}"`);
+    }
+    yield { section, lines };
+    if (end === FLUSH) {
+      if (section !== "acknowledgments") {
+        throw new ProtocolError(
+          "bad-response",
+          `section "${section}" ended the response without a packfile`,
+        );
+      }
+      return;
+    }
+  }
+}
+
+function markerName(m: Marker): string {
+  return m === FLUSH ? "flush" : m === DELIM ? "delim" : "response-end";
+}
+
+/**
+ * Encodes one line section of a `fetch` response: header, lines, delimiter.
+ * With `sidebandAll` each line is wrapped in band 1, as upload-pack does.
+ */
+export function encodeFetchSection(
+  name: FetchSectionName | "packfile",
+  lines: readonly string[],
+  sidebandAll = false,
+): Uint8Array {
+  const wrap = (text: string) => {
+    const bytes = encoder.encode(text + "\n");
+    if (!sidebandAll) return encodePkt(bytes);
+    const banded = new Uint8Array(bytes.length + 1);
+    banded[0] = 1;
+    banded.set(bytes, 1);
+    return encodePkt(banded);
+  };
+  const parts = [wrap(name), ...lines.map(wrap)];
+  if (name !== "packfile") parts.push(DELIM_PKT);
+  return concat(parts);
+}
+
+/** One line of a `packfile-uris` section. */
+export interface PackfileUri {
+  /** SHA-1 of the pack (its trailer checksum), 40 lower-case hex digits. */
+  hash: string;
+  uri: string;
+}
+
+/**
+ * Parses `<40-hex pack hash> <uri>`.
+ *
+ * @throws {ProtocolError} `"bad-packfile-uri"` when malformed.
+ */
+export function parsePackfileUriLine(line: string): PackfileUri {
+  const hash = line.slice(0, 40);
+  const uri = line.slice(41);
+  if (!/^[0-9a-f]{40}$/.test(hash) || line[40] !== " " || uri === "") {
+    throw new ProtocolError("bad-packfile-uri", `expected "<40-hex hash> <uri>", got "${line}"`);
+  }
+  return { hash, uri };
+}
+
+/**
+ * Formats a `packfile-uris` line.
+ *
+ * @throws {ProtocolError} `"bad-packfile-uri"` for a bad hash or a URI containing whitespace.
+ */
+export function formatPackfileUriLine(hash: string, uri: string): string {
+  if (!/^[0-9a-f]{40}$/.test(hash)) {
+    throw new ProtocolError("bad-packfile-uri", `pack hash "${hash}" is not 40 hex digits`);
+  }
+  if (uri === "" || /\s/.test(uri)) {
+    throw new ProtocolError("bad-packfile-uri", `packfile URI "${uri}" is empty or has whitespace`);
+  }
+  return `${hash} ${uri}`;
+}
