@@ -53,7 +53,7 @@ export function assertKey(key: string): void {
 }
 
 export async function putBytes(store: PackStore, key: string, bytes: Uint8Array): Promise<void> {
-  await store.put(key, new Blob([bytes]).stream());
+  await store.put(key, new Blob([bytes as Uint8Array<ArrayBuffer>]).stream());
 }
 
 export async function getBytes(store: PackStore, key: string): Promise<Uint8Array | null> {

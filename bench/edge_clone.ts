@@ -1,0 +1,141 @@
+/**
+ * Edge clone bench: on a generated repository (≥ 200 MB by default), side by side in one run:
+ *   - direct clone from the origin,
+ *   - cold clone through the edge (no URIs; pure proxy overhead), with the edge's peak memory,
+ *   - warm clone through the edge with packfile URIs (wall time and origin bytes).
+ * The edge runs as its own process (`src/cli.ts serve`) so its peak RSS can be read.
+ *
+ *   deno run -A bench/edge_clone.ts [--mb 200] [--runs 3] [--chunks 4]
+ */
+import { git, tempDir } from "../test/support/git.ts";
+import { startOrigin } from "../test/support/origin.ts";
+import { makeRepo } from "../test/support/fixtures.ts";
+
+function flag(name: string, fallback: number): number {
+  const i = Deno.args.indexOf(`--${name}`);
+  return i >= 0 ? Number(Deno.args[i + 1]) : fallback;
+}
+
+const MB = flag("mb", 200);
+const RUNS = flag("runs", 3);
+const CHUNKS = flag("chunks", 4);
+
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)];
+}
+
+async function timed(fn: () => Promise<unknown>): Promise<number> {
+  const t0 = performance.now();
+  await fn();
+  return (performance.now() - t0) / 1000;
+}
+
+async function startEdgeProcess(origin: string, store: string) {
+  const child = new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "-A",
+      new URL("../src/cli.ts", import.meta.url).pathname,
+      "serve",
+      "--port",
+      "0",
+      "--origin",
+      origin,
+      "--store",
+      store,
+      "--chunks",
+      String(CHUNKS),
+    ],
+    stdout: "piped",
+    stderr: "inherit",
+  }).spawn();
+  const reader = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
+  let out = "";
+  while (!/listening on (\S+)/.test(out)) {
+    const { value, done } = await reader.read();
+    if (done) throw new Error(`edge exited: ${out}`);
+    out += value;
+  }
+  const url = /listening on (\S+)/.exec(out)![1];
+  const peakRssMiB = async () => {
+    const status = await Deno.readTextFile(`/proc/${child.pid}/status`);
+    return Number(/VmHWM:\s+(\d+) kB/.exec(status)![1]) / 1024;
+  };
+  return {
+    url,
+    peakRssMiB,
+    stop: async () => {
+      child.kill("SIGTERM");
+      await child.status;
+      reader.releaseLock();
+    },
+  };
+}
+
+await using origin = await startOrigin();
+await using work = await tempDir("gitedge-bench-");
+console.log(`making a ~${MB} MB repository…`);
+await makeRepo(origin, "big.git", { targetBytes: MB * 1024 * 1024, commits: 60, seed: 7 });
+const repoBytes = Number(
+  (await git(["count-objects", "-v"], { cwd: `${origin.root}/big.git` })).match(
+    /size-pack: (\d+)/,
+  )![1],
+) * 1024;
+console.log(`repository packs: ${(repoBytes / 1e6).toFixed(1)} MB`);
+
+const edge = await startEdgeProcess(origin.url, `${work.path}/store`);
+let n = 0;
+const clone = (url: string, extra: string[] = []) =>
+  git([...extra, "clone", "-q", "--bare", url, `${work.path}/c${n++}`]);
+
+const direct: number[] = [], cold: number[] = [], warm: number[] = [];
+const directBytes: number[] = [], warmBytes: number[] = [];
+for (let i = 0; i < RUNS; i++) {
+  origin.stats.reset();
+  direct.push(await timed(() => clone(origin.repoUrl("big.git"))));
+  directBytes.push(origin.stats.bytesOut);
+  cold.push(await timed(() => clone(`${edge.url}/big.git`)));
+}
+const coldPeak = await edge.peakRssMiB();
+const warmSeconds = await timed(async () => {
+  const res = await fetch(`${edge.url}/_edge/warm/big.git`, { method: "POST" });
+  if (!res.ok) throw new Error(`warm failed: ${await res.text()}`);
+  await res.body?.cancel();
+});
+for (let i = 0; i < RUNS; i++) {
+  origin.stats.reset();
+  warm.push(await timed(() => clone(`${edge.url}/big.git`, ["-c", "fetch.uriProtocols=http"])));
+  warmBytes.push(origin.stats.bytesOut);
+}
+const peak = await edge.peakRssMiB();
+await edge.stop();
+
+const d = median(direct), c = median(cold), w = median(warm);
+console.log(
+  `\nedge clone bench: ${(repoBytes / 1e6).toFixed(0)} MB repository, ${RUNS} runs, medians`,
+);
+console.log(
+  `  direct clone                 ${d.toFixed(2)} s   origin bytes ${
+    (median(directBytes) / 1e6).toFixed(1)
+  } MB`,
+);
+console.log(
+  `  cold clone through edge      ${c.toFixed(2)} s   overhead ratio ${(c / d).toFixed(2)}x`,
+);
+console.log(`  snapshot build (warm)        ${warmSeconds.toFixed(2)} s   ${CHUNKS} chunks`);
+console.log(
+  `  warm clone with URIs         ${w.toFixed(2)} s   wall ratio direct/warm ${
+    (d / w).toFixed(2)
+  }x`,
+);
+console.log(
+  `  origin bytes, warm clone     ${(median(warmBytes) / 1e6).toFixed(3)} MB   ratio direct/warm ${
+    (median(directBytes) / Math.max(1, median(warmBytes))).toFixed(0)
+  }x`,
+);
+console.log(
+  `  edge peak RSS                ${coldPeak.toFixed(0)} MiB after cold clones, ${
+    peak.toFixed(0)
+  } MiB overall`,
+);

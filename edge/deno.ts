@@ -1,0 +1,104 @@
+/**
+ * The Deno runtime entry: the edge app on `Deno.serve`, with the filesystem pack store and an
+ * in-process coordinator. `gitedge serve` (src/cli.ts) and the tests start it through here.
+ */
+import { createApp } from "../src/proxy/app.ts";
+import type { EdgeConfig } from "../src/proxy/deps.ts";
+import { LocalCoordinator } from "../src/proxy/coordinator.ts";
+import { Metrics } from "../src/proxy/metrics.ts";
+import { SnapshotBuilder } from "../src/proxy/snapshot.ts";
+import { FsPackStore } from "../src/storage/fs.ts";
+
+export interface DenoEdgeOptions {
+  store: string;
+  host?: string;
+  /** 0 picks a free port. */
+  port?: number;
+  config: Partial<EdgeConfig>;
+  /** URL-signing key; read from (or created in) `<store>/signing.key` when absent. */
+  signingKey?: Uint8Array;
+  /** Where background-build failures go (default: stderr). */
+  onBuildError?: (repoPath: string, err: unknown) => void;
+}
+
+export interface RunningEdge {
+  url: string;
+  port: number;
+  metrics: Metrics;
+  coordinator: LocalCoordinator;
+  stop(): Promise<void>;
+  [Symbol.asyncDispose](): Promise<void>;
+}
+
+export const DEFAULT_CONFIG: EdgeConfig = {
+  chunks: 4,
+  urlTtlSeconds: 3600,
+  maxRequestBytes: 64 << 20,
+};
+
+/** The store's signing key, created with 0600 permissions on first use. */
+async function loadSigningKey(storeDir: string): Promise<Uint8Array> {
+  const path = `${storeDir}/signing.key`;
+  try {
+    return await Deno.readFile(path);
+  } catch (err) {
+    if (!(err instanceof Deno.errors.NotFound)) throw err;
+  }
+  const key = crypto.getRandomValues(new Uint8Array(32));
+  await Deno.mkdir(storeDir, { recursive: true });
+  try {
+    await Deno.writeFile(path, key, { createNew: true, mode: 0o600 });
+    return key;
+  } catch (err) {
+    if (err instanceof Deno.errors.AlreadyExists) return await Deno.readFile(path);
+    throw err;
+  }
+}
+
+export async function startDenoEdge(opts: DenoEdgeOptions): Promise<RunningEdge> {
+  const config: EdgeConfig = { ...DEFAULT_CONFIG, ...opts.config };
+  if (!config.origin && !config.allowHosts?.length) {
+    throw new Error("configure an origin (--origin) or allowed hosts (--allow-host)");
+  }
+  const store = new FsPackStore(opts.store);
+  const metrics = new Metrics();
+  const clock = { now: () => Date.now() };
+  const originFetch = (req: Request) => fetch(req);
+  const builder = new SnapshotBuilder({ store, originFetch, clock, chunks: config.chunks });
+  const onBuildError = opts.onBuildError ??
+    ((path, err) => console.error(`gitedge: snapshot build for ${path} failed:`, err));
+  const coordinator = new LocalCoordinator({
+    store,
+    builder,
+    metrics,
+    onError: (repo, err) => onBuildError(repo.path, err),
+  });
+  const signingKey = opts.signingKey ?? await loadSigningKey(opts.store);
+  const edge = createApp(
+    { store, coordinator, originFetch, clock, signingKey, config },
+    { metrics },
+  );
+  const ready = Promise.withResolvers<Deno.NetAddr>();
+  const server = Deno.serve({
+    hostname: opts.host ?? "127.0.0.1",
+    port: opts.port ?? 0,
+    onListen: (addr) => ready.resolve(addr as Deno.NetAddr),
+  }, edge.fetch);
+  const addr = await ready.promise;
+  const host = addr.hostname.includes(":") ? `[${addr.hostname}]` : addr.hostname;
+  let stopped: Promise<void> | null = null;
+  const stop = () => stopped ??= server.shutdown();
+  return {
+    url: `http://${host}:${addr.port}`,
+    port: addr.port,
+    metrics,
+    coordinator,
+    stop,
+    [Symbol.asyncDispose]: stop,
+  };
+}
+
+if (import.meta.main) {
+  const { serveMain } = await import("../src/proxy/serve_cli.ts");
+  Deno.exit(await serveMain(Deno.args));
+}

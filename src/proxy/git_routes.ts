@@ -1,0 +1,272 @@
+/**
+ * The smart-HTTP routes: capability advertisement, upload-pack (with the fetch rewrite) and
+ * receive-pack. Everything streams; only a protocol-v2 command request (capped in size) and a v2
+ * capability advertisement (a few lines) are read whole.
+ */
+import type { EdgeDeps, Manifest, RepoRef } from "./deps.ts";
+import type { Metrics } from "./metrics.ts";
+import { countingStream } from "./metrics.ts";
+import type { UrlSigner } from "./signing.ts";
+import { expiryFor } from "./signing.ts";
+import { authOf, callOrigin, FORWARDED_RESPONSE_HEADERS, forwardHeaders } from "./origin.ts";
+import { injectBeforePackfile } from "./rewrite.ts";
+import { manifestPacks } from "./snapshot.ts";
+import { RequestTooLargeError } from "./errors.ts";
+import { PktLineReader } from "../git/pktline.ts";
+import {
+  encodeFetchSection,
+  type FetchArgs,
+  formatPackfileUriLine,
+  parseFetchArgs,
+  readCapabilityAdvertisement,
+  readCommandRequest,
+  serializeCapabilityAdvertisement,
+  serializeCommandRequest,
+  serializeFetchArgs,
+  withFetchFeature,
+} from "../git/protocol.ts";
+
+export interface ProxyContext {
+  deps: EdgeDeps;
+  metrics: Metrics;
+  signer: UrlSigner;
+}
+
+function isV2(request: Request): boolean {
+  return (request.headers.get("git-protocol") ?? "").split(":").includes("version=2");
+}
+
+/** A response to the client carrying the origin's status, chosen headers and `body`. */
+function relay(
+  ctx: ProxyContext,
+  origin: Response,
+  body: ReadableStream<Uint8Array> | null,
+  extra: Record<string, string> = {},
+): Response {
+  const headers = new Headers(extra);
+  for (const name of FORWARDED_RESPONSE_HEADERS) {
+    const v = origin.headers.get(name);
+    if (v !== null && !headers.has(name)) headers.set(name, v);
+  }
+  const counted = body?.pipeThrough(countingStream(ctx.metrics, "gitedge_origin_bytes_total")) ??
+    null;
+  return new Response(counted, { status: origin.status, headers });
+}
+
+/** `GET <repo>/info/refs?service=…`: v2 advertisements gain `packfile-uris`; others pass through. */
+export async function handleInfoRefs(
+  ctx: ProxyContext,
+  request: Request,
+  repo: RepoRef,
+  url: URL,
+): Promise<Response> {
+  const origin = await callOrigin(
+    ctx.deps.originFetch,
+    `${repo.originUrl}/info/refs${url.search}`,
+    {
+      method: "GET",
+      headers: forwardHeaders(request.headers),
+    },
+  );
+  const service = url.searchParams.get("service");
+  if (
+    origin.status !== 200 || service !== "git-upload-pack" || !isV2(request) || !origin.body
+  ) {
+    return relay(ctx, origin, origin.body);
+  }
+  const reader = new PktLineReader(origin.body);
+  const first = await reader.peek();
+  const isVersion2 = first?.type === "data" &&
+    new TextDecoder().decode(first.data).replace(/\n$/, "") === "version 2";
+  if (!isVersion2) return relay(ctx, origin, reader.remainder());
+  const adv = withFetchFeature(await readCapabilityAdvertisement(reader), "packfile-uris");
+  const out = serializeCapabilityAdvertisement(adv);
+  return relay(ctx, origin, new Blob([out as Uint8Array<ArrayBuffer>]).stream(), {
+    "cache-control": "no-cache",
+  });
+}
+
+/** The client's request body, gunzipped if need be, erroring past `max` bytes. */
+function requestBody(request: Request, max: number): ReadableStream<Uint8Array> {
+  let body: ReadableStream<Uint8Array> = request.body ?? new Blob([]).stream();
+  const enc = (request.headers.get("content-encoding") ?? "").toLowerCase();
+  if (enc === "gzip" || enc === "x-gzip") {
+    body = body.pipeThrough(
+      new DecompressionStream("gzip") as unknown as TransformStream<Uint8Array, Uint8Array>,
+    );
+  } else if (enc && enc !== "identity") {
+    throw new RequestTooLargeError(`unsupported content-encoding ${enc}`);
+  }
+  return body.pipeThrough(limitStream(max));
+}
+
+function limitStream(max: number): TransformStream<Uint8Array, Uint8Array> {
+  let seen = 0;
+  return new TransformStream({
+    transform(chunk, controller) {
+      seen += chunk.byteLength;
+      if (seen > max) throw new RequestTooLargeError(`request body exceeds ${max} bytes`);
+      controller.enqueue(chunk);
+    },
+  });
+}
+
+/** Streams a request through to the origin unchanged (v0/v1 upload-pack, receive-pack). */
+async function streamThrough(
+  ctx: ProxyContext,
+  request: Request,
+  originUrl: string,
+): Promise<Response> {
+  const headers = forwardHeaders(request.headers);
+  const enc = request.headers.get("content-encoding");
+  if (enc) headers.set("content-encoding", enc);
+  const body = (request.body ?? new Blob([]).stream()).pipeThrough(
+    limitStream(ctx.deps.config.maxRequestBytes),
+  );
+  const origin = await callOrigin(ctx.deps.originFetch, originUrl, {
+    method: "POST",
+    headers,
+    body,
+    // @ts-ignore: `duplex` is required by fetch for streaming request bodies.
+    duplex: "half",
+  });
+  return relay(ctx, origin, origin.body);
+}
+
+export async function handleReceivePack(
+  ctx: ProxyContext,
+  request: Request,
+  repo: RepoRef,
+): Promise<Response> {
+  return await streamThrough(ctx, request, `${repo.originUrl}/git-receive-pack`);
+}
+
+/** Why a fetch does not get URIs injected, or null when it does. */
+function ineligible(args: FetchArgs, scheme: string): string | null {
+  if (!args.packfileUris?.includes(scheme)) return "client did not ask for packfile-uris";
+  if (args.haves.length > 0) return "incremental fetch";
+  if (args.shallow.length || args.deepen !== null || args.deepenSince !== null) return "shallow";
+  if (args.deepenNot.length) return "shallow";
+  if (args.filter !== null) return "partial clone";
+  if (args.waitForDone) return "wait-for-done";
+  if (args.wants.length === 0) return "no wants";
+  return null;
+}
+
+/** `POST <repo>/git-upload-pack`. */
+export async function handleUploadPack(
+  ctx: ProxyContext,
+  request: Request,
+  repo: RepoRef,
+  url: URL,
+): Promise<Response> {
+  const originUrl = `${repo.originUrl}/git-upload-pack`;
+  if (!isV2(request)) return await streamThrough(ctx, request, originUrl);
+
+  const reader = new PktLineReader(requestBody(request, ctx.deps.config.maxRequestBytes));
+  const req = await readCommandRequest(reader);
+  if (req === null) throw new RequestTooLargeError("empty request");
+  let inject: { manifest: Manifest; args: FetchArgs } | null = null;
+  if (req.command === "fetch") {
+    const args = parseFetchArgs(req.args);
+    const base = publicBase(ctx, url);
+    const scheme = new URL(base).protocol.replace(":", "");
+    if (ineligible(args, scheme) === null) {
+      const manifest = await usableManifest(ctx, repo);
+      const auth = authOf(request.headers);
+      if (!manifest) {
+        await ctx.deps.coordinator.schedule(repo, auth);
+      } else {
+        const tips = new Set(Object.values(manifest.tips));
+        if (args.wants.some((w) => !tips.has(w))) await ctx.deps.coordinator.schedule(repo, auth);
+        inject = { manifest, args };
+      }
+    }
+  }
+  let body = serializeCommandRequest(req);
+  if (inject) {
+    const a = { ...inject.args };
+    a.haves = [...new Set(Object.values(inject.manifest.tips))];
+    a.thinPack = false;
+    a.packfileUris = null;
+    a.done = true;
+    body = serializeCommandRequest({ ...req, args: serializeFetchArgs(a) });
+  }
+  const headers = forwardHeaders(request.headers);
+  const origin = await callOrigin(ctx.deps.originFetch, originUrl, {
+    method: "POST",
+    headers,
+    body: body as Uint8Array<ArrayBuffer>,
+  });
+  if (!inject || origin.status !== 200 || !origin.body) return relay(ctx, origin, origin.body);
+
+  const section = await packfileUrisSection(
+    ctx,
+    repo,
+    inject.manifest,
+    url,
+    inject.args.sidebandAll,
+  );
+  ctx.metrics.inc("gitedge_fetch_rewrites_total");
+  ctx.metrics.inc("gitedge_packfile_uris_total", manifestPacks(inject.manifest).length);
+  const rewritten = injectBeforePackfile(
+    origin.body.pipeThrough(countingStream(ctx.metrics, "gitedge_origin_bytes_total")),
+    section,
+    { sidebandAll: inject.args.sidebandAll },
+  );
+  const headersOut = new Headers();
+  for (const name of FORWARDED_RESPONSE_HEADERS) {
+    const v = origin.headers.get(name);
+    if (v !== null) headersOut.set(name, v);
+  }
+  return new Response(rewritten, { status: 200, headers: headersOut });
+}
+
+/** The manifest to advertise, or null when there is none or one of its packs is not in the store. */
+async function usableManifest(ctx: ProxyContext, repo: RepoRef): Promise<Manifest | null> {
+  const manifest = await ctx.deps.coordinator.manifest(repo);
+  if (!manifest) return null;
+  const packs = manifestPacks(manifest);
+  if (packs.length === 0) return null;
+  const present = await Promise.all(packs.map((p) => ctx.deps.store.head(p.key)));
+  if (present.some((info, i) => info === null || info.size !== packs[i].size)) {
+    ctx.metrics.inc("gitedge_snapshot_missing_packs_total");
+    return null;
+  }
+  return manifest;
+}
+
+function publicBase(ctx: ProxyContext, url: URL): string {
+  return (ctx.deps.config.publicUrl ?? url.origin).replace(/\/+$/, "");
+}
+
+/** Signed URL of a stored pack. */
+export async function packUrl(
+  ctx: ProxyContext,
+  base: string,
+  key: string,
+): Promise<string> {
+  // key: repos/<id>/packs/<file>
+  const [, id, , file] = key.split("/");
+  const path = `/_edge/packs/${id}/${file}`;
+  const now = Math.floor(ctx.deps.clock.now() / 1000);
+  const exp = expiryFor(now, ctx.deps.config.urlTtlSeconds);
+  const sig = await ctx.signer.sign(path, exp);
+  return `${base}${path}?exp=${exp}&sig=${sig}`;
+}
+
+async function packfileUrisSection(
+  ctx: ProxyContext,
+  repo: RepoRef,
+  manifest: Manifest,
+  url: URL,
+  sidebandAll: boolean,
+): Promise<Uint8Array> {
+  const base = publicBase(ctx, url);
+  const lines: string[] = [];
+  for (const pack of manifestPacks(manifest)) {
+    lines.push(formatPackfileUriLine(pack.hash, await packUrl(ctx, base, pack.key)));
+  }
+  void repo;
+  return encodeFetchSection("packfile-uris", lines, sidebandAll);
+}

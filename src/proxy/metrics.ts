@@ -1,0 +1,55 @@
+/** Counters exposed at `/_edge/metrics` in Prometheus text format. One instance per app. */
+
+const HELP: Record<string, string> = {
+  gitedge_requests_total: "HTTP requests handled, by route.",
+  gitedge_origin_bytes_total: "Response bytes received from the origin.",
+  gitedge_cache_bytes_total: "Pack bytes served from the edge's store.",
+  gitedge_packfile_uris_total: "Packfile URIs handed out in fetch responses.",
+  gitedge_fetch_rewrites_total: "Fetch responses that got a packfile-uris section.",
+  gitedge_snapshot_builds_total: "Snapshot builds and refreshes started.",
+  gitedge_snapshot_build_failures_total: "Snapshot builds that failed.",
+};
+
+export class Metrics {
+  readonly #values = new Map<string, Map<string, number>>();
+
+  /** Adds `by` to counter `name` with the given labels. */
+  inc(name: string, by = 1, labels: Record<string, string> = {}): void {
+    let series = this.#values.get(name);
+    if (!series) this.#values.set(name, series = new Map());
+    const key = Object.entries(labels).map(([k, v]) => `${k}="${v.replace(/["\\\n]/g, "_")}"`)
+      .join(",");
+    series.set(key, (series.get(key) ?? 0) + by);
+  }
+
+  get(name: string, labels: Record<string, string> = {}): number {
+    const key = Object.entries(labels).map(([k, v]) => `${k}="${v}"`).join(",");
+    return this.#values.get(name)?.get(key) ?? 0;
+  }
+
+  /** Prometheus exposition text. */
+  render(): string {
+    const lines: string[] = [];
+    for (const name of new Set([...Object.keys(HELP), ...this.#values.keys()])) {
+      if (HELP[name]) lines.push(`# HELP ${name} ${HELP[name]}`);
+      lines.push(`# TYPE ${name} counter`);
+      const series = this.#values.get(name);
+      if (!series || series.size === 0) lines.push(`${name} 0`);
+      else for (const [k, v] of series) lines.push(k ? `${name}{${k}} ${v}` : `${name} ${v}`);
+    }
+    return lines.join("\n") + "\n";
+  }
+}
+
+/** A passthrough stream that counts its bytes into `metrics`. */
+export function countingStream(
+  metrics: Metrics,
+  name: string,
+): TransformStream<Uint8Array, Uint8Array> {
+  return new TransformStream({
+    transform(chunk, controller) {
+      metrics.inc(name, chunk.byteLength);
+      controller.enqueue(chunk);
+    },
+  });
+}

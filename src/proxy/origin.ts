@@ -1,0 +1,96 @@
+/** Talking to the origin: request building and typed failures. */
+import type { OriginAuth, OriginFetch, RepoRef } from "./deps.ts";
+
+/** The origin could not be reached (connection refused, DNS, reset). */
+export class OriginUnreachableError extends Error {
+  override name = "OriginUnreachableError";
+  constructor(readonly url: string, cause: unknown) {
+    super(`origin unreachable: ${url}: ${cause instanceof Error ? cause.message : String(cause)}`, {
+      cause,
+    });
+  }
+}
+
+/** The origin answered, but not with success. */
+export class OriginStatusError extends Error {
+  override name = "OriginStatusError";
+  constructor(readonly url: string, readonly status: number, detail: string) {
+    super(`origin answered ${status} for ${url}${detail ? `: ${detail}` : ""}`);
+  }
+}
+
+/** Request headers a client may send that the origin needs; everything else stays at the edge. */
+const FORWARDED_REQUEST_HEADERS = [
+  "authorization",
+  "git-protocol",
+  "content-type",
+  "accept",
+  "user-agent",
+  "accept-language",
+];
+
+/** Response headers of the origin that reach the client. */
+export const FORWARDED_RESPONSE_HEADERS = [
+  "content-type",
+  "cache-control",
+  "expires",
+  "pragma",
+  "www-authenticate",
+  "content-encoding",
+];
+
+/** The headers of `incoming` that go to the origin. */
+export function forwardHeaders(incoming: Headers): Headers {
+  const out = new Headers();
+  for (const name of FORWARDED_REQUEST_HEADERS) {
+    const v = incoming.get(name);
+    if (v !== null) out.set(name, v);
+  }
+  return out;
+}
+
+/** The credential-bearing headers of a request, for a background build (memory only). */
+export function authOf(incoming: Headers): OriginAuth {
+  const headers: Record<string, string> = {};
+  const v = incoming.get("authorization");
+  if (v !== null) headers["authorization"] = v;
+  return { headers };
+}
+
+/** Calls the origin, turning network failures into `OriginUnreachableError`. */
+export async function callOrigin(
+  originFetch: OriginFetch,
+  url: string,
+  init: RequestInit,
+): Promise<Response> {
+  try {
+    return await originFetch(new Request(url, init));
+  } catch (err) {
+    throw new OriginUnreachableError(url, err);
+  }
+}
+
+/** POSTs a protocol-v2 command to the origin's upload-pack and requires a 200. */
+export async function postUploadPack(
+  originFetch: OriginFetch,
+  repo: RepoRef,
+  auth: OriginAuth,
+  body: Uint8Array,
+): Promise<Response> {
+  const url = `${repo.originUrl}/git-upload-pack`;
+  const res = await callOrigin(originFetch, url, {
+    method: "POST",
+    headers: {
+      ...auth.headers,
+      "content-type": "application/x-git-upload-pack-request",
+      "accept": "application/x-git-upload-pack-result",
+      "git-protocol": "version=2",
+    },
+    body: body as Uint8Array<ArrayBuffer>,
+  });
+  if (res.status !== 200) {
+    const detail = (await res.text().catch(() => "")).slice(0, 200).trim();
+    throw new OriginStatusError(url, res.status, detail);
+  }
+  return res;
+}

@@ -1,0 +1,91 @@
+/**
+ * Serving snapshot packs: `GET|HEAD /_edge/packs/<repo id>/<file>?exp=…&sig=…`, byte for byte from
+ * the store, with Range and immutable caching. Only signed, unexpired URLs are served.
+ */
+import type { ProxyContext } from "./git_routes.ts";
+import { countingStream } from "./metrics.ts";
+
+const ID = /^[0-9a-f]{32}$/;
+const FILE = /^[0-9a-z-]+\.pack$/;
+
+export interface ParsedRange {
+  offset: number;
+  length: number;
+}
+
+/**
+ * Parses a single `bytes=` range against an object of `size` bytes: the range, `"unsatisfiable"`,
+ * or `undefined` when the header is absent or not a single byte range (serve the whole object).
+ */
+export function parseRange(
+  header: string | null,
+  size: number,
+): ParsedRange | "unsatisfiable" | undefined {
+  if (!header) return undefined;
+  const m = /^bytes=(\d*)-(\d*)$/.exec(header.trim());
+  if (!m || (m[1] === "" && m[2] === "")) return undefined;
+  if (m[1] === "") {
+    const suffix = Number(m[2]);
+    if (suffix === 0) return "unsatisfiable";
+    const offset = Math.max(0, size - suffix);
+    return { offset, length: size - offset };
+  }
+  const start = Number(m[1]);
+  const end = m[2] === "" ? size - 1 : Math.min(Number(m[2]), size - 1);
+  if (start >= size || end < start) return "unsatisfiable";
+  return { offset: start, length: end - start + 1 };
+}
+
+export async function handlePackGet(
+  ctx: ProxyContext,
+  request: Request,
+  id: string,
+  file: string,
+): Promise<Response> {
+  if (!ID.test(id) || !FILE.test(file)) return text(404, "no such pack");
+  const url = new URL(request.url);
+  const exp = Number(url.searchParams.get("exp"));
+  const sig = url.searchParams.get("sig") ?? "";
+  const path = `/_edge/packs/${id}/${file}`;
+  const now = Math.floor(ctx.deps.clock.now() / 1000);
+  if (!(await ctx.signer.verify(path, exp, sig, now))) {
+    return text(403, "pack URL signature is invalid or expired");
+  }
+  const key = `repos/${id}/packs/${file}`;
+  const info = await ctx.deps.store.head(key);
+  if (!info) return text(404, "pack not found");
+  const headers = new Headers({
+    "content-type": "application/x-git-packfile",
+    "accept-ranges": "bytes",
+    "etag": `"${file.replace(/\.pack$/, "")}"`,
+    "cache-control": `private, max-age=${Math.max(0, exp - now)}, immutable`,
+  });
+  const range = parseRange(request.headers.get("range"), info.size);
+  if (range === "unsatisfiable") {
+    headers.set("content-range", `bytes */${info.size}`);
+    return new Response(null, { status: 416, headers });
+  }
+  const ifRange = request.headers.get("if-range");
+  const useRange = range && (!ifRange || ifRange === headers.get("etag")) ? range : undefined;
+  const status = useRange ? 206 : 200;
+  const length = useRange ? useRange.length : info.size;
+  headers.set("content-length", String(length));
+  if (useRange) {
+    headers.set(
+      "content-range",
+      `bytes ${useRange.offset}-${useRange.offset + useRange.length - 1}/${info.size}`,
+    );
+  }
+  if (request.method === "HEAD") return new Response(null, { status, headers });
+  const obj = await ctx.deps.store.get(key, useRange);
+  if (!obj) return text(404, "pack not found");
+  const body = obj.body.pipeThrough(countingStream(ctx.metrics, "gitedge_cache_bytes_total"));
+  return new Response(body, { status, headers });
+}
+
+function text(status: number, message: string): Response {
+  return new Response(`gitedge: ${message}\n`, {
+    status,
+    headers: { "content-type": "text/plain; charset=utf-8" },
+  });
+}

@@ -1,0 +1,178 @@
+/** `gitedge serve`: run the edge on Deno with the filesystem store. */
+import { startDenoEdge } from "../../edge/deno.ts";
+
+const HELP = `usage: gitedge serve [options]
+
+Runs the edge proxy in front of an origin Git server (smart HTTP, protocol v2).
+
+options:
+  --origin URL          single-origin mode: /x/y.git is served from URL/x/y.git
+  --allow-host HOST     multi-origin mode: /HOST/x/y.git is served from https://HOST/x/y.git;
+                        repeat for each allowed host (never an open proxy)
+  --port N              port to listen on (default 8080; 0 picks a free one and prints it)
+  --host ADDR           address to bind (default 127.0.0.1)
+  --store DIR           pack store directory (default .gitedge-store)
+  --chunks N            max packs per snapshot layer (default 4)
+  --public-url URL      base URL for pack URIs (default: derived from each request)
+  --url-ttl SECONDS     lifetime of signed pack URLs (default 3600)
+  --max-request-bytes N largest accepted request body (default 67108864)
+  --admin-token TOKEN   require 'Authorization: Bearer TOKEN' on /_edge/warm
+                        (or set GITEDGE_ADMIN_TOKEN)
+  -h, --help            show this help
+
+The URL-signing key is read from GITEDGE_SIGNING_KEY (hex, >= 32 chars) or kept in
+DIR/signing.key (created on first start).`;
+
+export class UsageError extends Error {
+  override name = "UsageError";
+}
+
+export interface ServeOptions {
+  origin?: string;
+  allowHosts: string[];
+  port: number;
+  host: string;
+  store: string;
+  chunks: number;
+  publicUrl?: string;
+  urlTtl: number;
+  maxRequestBytes: number;
+  adminToken?: string;
+}
+
+function positiveInt(flag: string, v: string, min = 1): number {
+  const n = Number(v);
+  if (!Number.isSafeInteger(n) || n < min) {
+    throw new UsageError(`${flag} needs an integer >= ${min}`);
+  }
+  return n;
+}
+
+function httpUrl(flag: string, v: string): string {
+  let u: URL;
+  try {
+    u = new URL(v);
+  } catch {
+    throw new UsageError(`${flag} needs a URL, got '${v}'`);
+  }
+  if (u.protocol !== "http:" && u.protocol !== "https:") {
+    throw new UsageError(`${flag} needs an http(s) URL`);
+  }
+  return v.replace(/\/+$/, "");
+}
+
+export function parseServeArgs(
+  args: string[],
+  env: (k: string) => string | undefined,
+): ServeOptions {
+  const o: ServeOptions = {
+    allowHosts: [],
+    port: 8080,
+    host: "127.0.0.1",
+    store: ".gitedge-store",
+    chunks: 4,
+    urlTtl: 3600,
+    maxRequestBytes: 64 << 20,
+    adminToken: env("GITEDGE_ADMIN_TOKEN"),
+  };
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i];
+    const eq = arg.indexOf("=");
+    const flag = arg.startsWith("--") && eq > 0 ? arg.slice(0, eq) : arg;
+    const value = (): string => {
+      if (eq > 0 && arg.startsWith("--")) return arg.slice(eq + 1);
+      const v = args[++i];
+      if (v === undefined) throw new UsageError(`${flag} needs a value`);
+      return v;
+    };
+    switch (flag) {
+      case "--origin":
+        o.origin = httpUrl(flag, value());
+        break;
+      case "--allow-host":
+        o.allowHosts.push(value().toLowerCase());
+        break;
+      case "--port":
+        o.port = positiveInt(flag, value(), 0);
+        break;
+      case "--host":
+        o.host = value();
+        break;
+      case "--store":
+        o.store = value();
+        break;
+      case "--chunks":
+        o.chunks = positiveInt(flag, value());
+        break;
+      case "--public-url":
+        o.publicUrl = httpUrl(flag, value());
+        break;
+      case "--url-ttl":
+        o.urlTtl = positiveInt(flag, value(), 60);
+        break;
+      case "--max-request-bytes":
+        o.maxRequestBytes = positiveInt(flag, value(), 1024);
+        break;
+      case "--admin-token":
+        o.adminToken = value();
+        break;
+      default:
+        throw new UsageError(`unknown option '${arg}'`);
+    }
+  }
+  if (!o.origin && o.allowHosts.length === 0) {
+    throw new UsageError("configure --origin URL or at least one --allow-host HOST");
+  }
+  if (o.origin && o.allowHosts.length) {
+    throw new UsageError("--origin and --allow-host are exclusive");
+  }
+  return o;
+}
+
+function signingKeyFromEnv(hex: string | undefined): Uint8Array | undefined {
+  if (!hex) return undefined;
+  if (!/^([0-9a-f]{2}){16,}$/i.test(hex)) {
+    throw new UsageError("GITEDGE_SIGNING_KEY must be at least 32 hex digits");
+  }
+  return Uint8Array.from(hex.match(/../g)!, (h) => parseInt(h, 16));
+}
+
+export async function serveMain(args: string[]): Promise<number> {
+  if (args.includes("-h") || args.includes("--help")) {
+    console.log(HELP);
+    return 0;
+  }
+  let opts: ServeOptions;
+  let signingKey: Uint8Array | undefined;
+  try {
+    opts = parseServeArgs(args, (k) => Deno.env.get(k));
+    signingKey = signingKeyFromEnv(Deno.env.get("GITEDGE_SIGNING_KEY"));
+  } catch (err) {
+    if (!(err instanceof UsageError)) throw err;
+    console.error(`gitedge serve: ${err.message}\n\n${HELP}`);
+    return 2;
+  }
+  const edge = await startDenoEdge({
+    store: opts.store,
+    host: opts.host,
+    port: opts.port,
+    signingKey,
+    config: {
+      origin: opts.origin,
+      allowHosts: opts.allowHosts.length ? opts.allowHosts : undefined,
+      chunks: opts.chunks,
+      publicUrl: opts.publicUrl,
+      urlTtlSeconds: opts.urlTtl,
+      maxRequestBytes: opts.maxRequestBytes,
+      adminToken: opts.adminToken,
+    },
+  });
+  console.log(`gitedge: listening on ${edge.url} (store ${opts.store})`);
+  const stopped = Promise.withResolvers<void>();
+  const onSignal = () => stopped.resolve();
+  Deno.addSignalListener("SIGINT", onSignal);
+  Deno.addSignalListener("SIGTERM", onSignal);
+  await stopped.promise;
+  await edge.stop();
+  return 0;
+}

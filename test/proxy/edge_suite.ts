@@ -1,0 +1,267 @@
+/**
+ * End-to-end cases for an edge in front of a real `git http-backend` origin, driven by stock git.
+ * Registered once per runtime: `edgeSuite(denoEdgeFactory)` and `edgeSuite(workerEdgeFactory)`.
+ */
+import { git, GitCommandError, tempDir } from "../support/git.ts";
+import { type Origin, startOrigin } from "../support/origin.ts";
+import { addCommits, assertSameClone, makeRepo, refsOf } from "../support/fixtures.ts";
+import type { EdgeFactory, EdgeUnderTest } from "../support/edge.ts";
+
+export function assert(cond: unknown, msg: string): asserts cond {
+  if (!cond) throw new Error(`assertion failed: ${msg}`);
+}
+
+export function assertEquals<T>(actual: T, expected: T, msg = ""): void {
+  const a = JSON.stringify(actual), e = JSON.stringify(expected);
+  if (a !== e) throw new Error(`assertion failed: ${msg}\n  actual:   ${a}\n  expected: ${e}`);
+}
+
+/**
+ * Packfile URIs a traced stock-git clone fetched: each `git http-fetch --packfile=<hash> … <uri>`
+ * it ran (GIT_TRACE logs a run several times; each pack counts once).
+ */
+export function urisFetched(trace: string): { hash: string; uri: string }[] {
+  const out = new Map<string, { hash: string; uri: string }>();
+  for (const line of trace.split("\n")) {
+    if (!line.includes("http-fetch")) continue;
+    const m = /--packfile=([0-9a-f]{40}).* '?(https?:\/\/[^' ]+)'?\s*$/.exec(line);
+    if (m) out.set(m[1], { hash: m[1], uri: m[2] });
+  }
+  return [...out.values()];
+}
+
+/** Runs stock git with its trace on stderr; returns stderr. Throws on failure. */
+export async function tracedGit(args: string[], cwd?: string): Promise<string> {
+  const out = await new Deno.Command("git", {
+    args,
+    cwd,
+    env: {
+      GIT_CONFIG_NOSYSTEM: "1",
+      GIT_CONFIG_GLOBAL: "/dev/null",
+      GIT_TERMINAL_PROMPT: "0",
+      GIT_TRACE: "1",
+    },
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  const stderr = new TextDecoder().decode(out.stderr);
+  if (!out.success) {
+    throw new GitCommandError(args, out.code, stderr.split("\n").slice(-15).join("\n"));
+  }
+  return stderr;
+}
+
+async function status(edge: EdgeUnderTest, repo: string): Promise<Record<string, unknown>> {
+  const res = await fetch(`${edge.url}/_edge/status/${repo}`);
+  assertEquals(res.status, 200, "status route");
+  return (await res.json()).snapshot;
+}
+
+export async function warm(
+  edge: EdgeUnderTest,
+  repo: string,
+  headers: Record<string, string> = {},
+): Promise<Record<string, unknown>> {
+  const res = await fetch(`${edge.url}/_edge/warm/${repo}`, { method: "POST", headers });
+  const body = await res.json();
+  assertEquals(res.status, 200, `warm: ${JSON.stringify(body)}`);
+  return body.snapshot;
+}
+
+const URI_CLONE = ["-c", "fetch.uriProtocols=http", "-c", "protocol.version=2", "clone", "-q"];
+
+interface World {
+  origin: Origin;
+  edge: EdgeUnderTest;
+  dir: string;
+}
+
+export function edgeSuite(factory: EdgeFactory, runtime: string): void {
+  const t = (name: string, fn: (w: World) => Promise<void>, chunks = 3) =>
+    Deno.test({
+      name: `[${runtime}] ${name}`,
+      sanitizeOps: false,
+      sanitizeResources: false,
+      fn: async () => {
+        await using origin = await startOrigin();
+        await using edge = await factory({ origin: origin.url, chunks });
+        await using dir = await tempDir();
+        await fn({ origin, edge, dir: dir.path });
+      },
+    });
+
+  t("stock clone through the edge equals a direct clone (protocol v2 and v0)", async (w) => {
+    await makeRepo(w.origin, "a/r.git", { commits: 20, branches: 2, tags: 2, merges: true });
+    await git(["clone", "-q", w.origin.repoUrl("a/r.git"), `${w.dir}/direct`]);
+    await git(["-c", "protocol.version=2", "clone", "-q", `${w.edge.url}/a/r.git`, `${w.dir}/v2`]);
+    await git(["-c", "protocol.version=0", "clone", "-q", `${w.edge.url}/a/r.git`, `${w.dir}/v0`]);
+    await assertSameClone(`${w.dir}/direct`, `${w.dir}/v2`);
+    await assertSameClone(`${w.dir}/direct`, `${w.dir}/v0`);
+    // No snapshot was advertised to clients that did not ask for URIs.
+    const m = await (await fetch(`${w.edge.url}/_edge/metrics`)).text();
+    assert(/gitedge_packfile_uris_total 0/.test(m), "no URIs handed out");
+  });
+
+  t(
+    "after warm, a URI clone gets every snapshot pack by URI and little from the origin",
+    async (w) => {
+      await makeRepo(w.origin, "r.git", {
+        commits: 30,
+        branches: 2,
+        tags: 2,
+        binaryBytes: 600_000,
+        deltaFileRevisions: 40,
+      });
+      const snap = await warm(w.edge, "r.git");
+      assertEquals(snap.state, "ready", "snapshot state");
+      const packs = snap.packs as { hash: string; bytes: number }[];
+      assert(packs.length >= 2, `split into several packs (${packs.length})`);
+      const st = await status(w.edge, "r.git");
+      assertEquals(st.state, "ready", "status after warm");
+
+      await git(["clone", "-q", w.origin.repoUrl("r.git"), `${w.dir}/direct`]);
+      w.origin.stats.reset();
+      const trace = await tracedGit([...URI_CLONE, `${w.edge.url}/r.git`, `${w.dir}/edge`]);
+      const fetched = urisFetched(trace);
+      assertEquals(
+        fetched.map((f) => f.hash).sort(),
+        packs.map((p) => p.hash).sort(),
+        "packs by URI",
+      );
+      assert(fetched.every((f) => f.uri.includes("/_edge/packs/")), "URIs point at the edge");
+      const total = packs.reduce((n, p) => n + p.bytes, 0);
+      assert(
+        w.origin.stats.bytesOut < total / 10,
+        `origin served ${w.origin.stats.bytesOut} bytes, snapshot is ${total}`,
+      );
+      await assertSameClone(`${w.dir}/direct`, `${w.dir}/edge`);
+    },
+  );
+
+  t("the origin moves on: clones stay correct and a refresh adds a small layer", async (w) => {
+    await makeRepo(w.origin, "r.git", { commits: 20, binaryBytes: 400_000 });
+    const first = await warm(w.edge, "r.git");
+    await addCommits(w.origin, "r.git", { commits: 3, tag: "v9" });
+    // Before the refresh: the snapshot is stale, the origin sends the difference inline.
+    await git(["clone", "-q", w.origin.repoUrl("r.git"), `${w.dir}/direct`]);
+    await tracedGit([...URI_CLONE, `${w.edge.url}/r.git`, `${w.dir}/stale`]);
+    await assertSameClone(`${w.dir}/direct`, `${w.dir}/stale`);
+    // The refresh fetches only the new objects.
+    w.origin.stats.reset();
+    const second = await warm(w.edge, "r.git");
+    const refreshBytes = w.origin.stats.bytesOut;
+    const before = first.packs as { hash: string; bytes: number }[];
+    const after = second.packs as { hash: string; bytes: number }[];
+    assert(after.length > before.length, "a new layer was added");
+    assertEquals(after.slice(0, before.length), before, "old layers kept");
+    const firstBytes = before.reduce((n, p) => n + p.bytes, 0);
+    assert(refreshBytes < firstBytes / 5, `refresh cost ${refreshBytes} of ${firstBytes}`);
+    const trace = await tracedGit([...URI_CLONE, `${w.edge.url}/r.git`, `${w.dir}/fresh`]);
+    assertEquals(urisFetched(trace).length, after.length, "all layers by URI");
+    await assertSameClone(`${w.dir}/direct`, `${w.dir}/fresh`);
+  });
+
+  t("fetch, shallow, partial, single-branch clones and push work through the edge", async (w) => {
+    await makeRepo(w.origin, "r.git", { commits: 15, branches: 2, tags: 1 });
+    await warm(w.edge, "r.git");
+    const url = `${w.edge.url}/r.git`;
+    await git([...URI_CLONE.slice(0, 4), "clone", "-q", url, `${w.dir}/c`]);
+    await addCommits(w.origin, "r.git", { commits: 2 });
+    await git(["-c", "fetch.uriProtocols=http", "fetch", "-q", "origin"], { cwd: `${w.dir}/c` });
+    await git(["pull", "-q", "--ff-only"], { cwd: `${w.dir}/c` });
+    await git(["fsck", "--full"], { cwd: `${w.dir}/c` });
+    const originRefs = await refsOf(`${w.origin.root}/r.git`);
+    const head = (await git(["rev-parse", "HEAD"], { cwd: `${w.dir}/c` })).trim();
+    assertEquals(head, originRefs["refs/heads/main"], "pulled to origin's main");
+
+    await git([...URI_CLONE, "--depth", "1", url, `${w.dir}/shallow`]);
+    assertEquals(
+      (await git(["rev-list", "--count", "HEAD"], { cwd: `${w.dir}/shallow` })).trim(),
+      "1",
+      "depth 1",
+    );
+    await git([...URI_CLONE, "--filter=blob:none", url, `${w.dir}/partial`]);
+    await git(["fsck", "--connectivity-only"], { cwd: `${w.dir}/partial` });
+    await git([...URI_CLONE, "--single-branch", "--branch", "main", url, `${w.dir}/single`]);
+    await git(["fsck", "--full"], { cwd: `${w.dir}/single` });
+
+    await Deno.writeTextFile(`${w.dir}/c/pushed.txt`, "through the edge\n");
+    await git(["add", "pushed.txt"], { cwd: `${w.dir}/c` });
+    await git(["commit", "-qm", "push through edge"], { cwd: `${w.dir}/c` });
+    await git(["push", "-q", "origin", "HEAD:main"], { cwd: `${w.dir}/c` });
+    const pushed = (await git(["rev-parse", "HEAD"], { cwd: `${w.dir}/c` })).trim();
+    assertEquals(
+      (await refsOf(`${w.origin.root}/r.git`))["refs/heads/main"],
+      pushed,
+      "push landed",
+    );
+  });
+
+  t("twenty clones during the first build all succeed and one build runs", async (w) => {
+    await makeRepo(w.origin, "r.git", { commits: 20, binaryBytes: 300_000 });
+    const url = `${w.edge.url}/r.git`;
+    const clones = Array.from(
+      { length: 20 },
+      (_, i) => git([...URI_CLONE, url, `${w.dir}/c${i}`]),
+    );
+    await Promise.all(clones);
+    for (let i = 0; i < 20; i += 7) await git(["fsck", "--full"], { cwd: `${w.dir}/c${i}` });
+    // Wait for the background build to finish, then check it ran once.
+    for (let i = 0; i < 100; i++) {
+      const st = await status(w.edge, "r.git");
+      if (st.state !== "building") break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    const st = await status(w.edge, "r.git");
+    assertEquals(st.state, "ready", "built in the background");
+    assertEquals(st.builds, 1, "exactly one build");
+  });
+
+  t("bad input and faults get clear errors or a safe fallback", async (w) => {
+    await makeRepo(w.origin, "r.git", { commits: 10, binaryBytes: 300_000 });
+    const snap = await warm(w.edge, "r.git");
+    // Malformed pkt-lines.
+    const bad = await fetch(`${w.edge.url}/r.git/git-upload-pack`, {
+      method: "POST",
+      headers: {
+        "git-protocol": "version=2",
+        "content-type": "application/x-git-upload-pack-request",
+      },
+      body: "zzzzcommand=fetch\n",
+    });
+    assertEquals(bad.status, 400, "malformed pkt-line");
+    assert((await bad.text()).includes("gitedge"), "clear message");
+    // Paths outside a repository and escaping ones.
+    assertEquals(
+      (await fetch(`${w.edge.url}/../etc/passwd/info/refs`)).status,
+      404,
+      "no traversal",
+    );
+    // A bogus signature and an expired URL.
+    const trace = await tracedGit([...URI_CLONE, `${w.edge.url}/r.git`, `${w.dir}/a`]);
+    const uri = urisFetched(trace)[0].uri;
+    const forged = uri.replace(/sig=[^&]+/, "sig=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA");
+    assertEquals((await fetch(forged)).status, 403, "forged signature refused");
+    const expired = uri.replace(/exp=\d+/, "exp=1000");
+    assertEquals((await fetch(expired)).status, 403, "expired URL refused");
+    const ok = await fetch(uri, { headers: { range: "bytes=0-3" } });
+    assertEquals(ok.status, 206, "range request");
+    assertEquals(await ok.text(), "PACK", "pack starts with PACK");
+    // A pack deleted from the store: the snapshot is not advertised, clones pass through.
+    const keys = await w.edge.listStored("repos/");
+    const packKey = keys.find((k) => k.endsWith(".pack"));
+    assert(packKey, `a stored pack (${keys.join(", ")})`);
+    await w.edge.deleteStored(packKey);
+    const trace2 = await tracedGit([...URI_CLONE, `${w.edge.url}/r.git`, `${w.dir}/b`]);
+    assertEquals(urisFetched(trace2).length, 0, "no URIs for a broken snapshot");
+    await git(["fsck", "--full"], { cwd: `${w.dir}/b` });
+    void snap;
+    // A stopped origin: 502 with a message git prints.
+    await w.origin.stop();
+    const err = await git(["clone", "-q", `${w.edge.url}/r.git`, `${w.dir}/c`]).then(
+      () => "",
+      (e: GitCommandError) => e.stderr,
+    );
+    assert(/502|origin unreachable/.test(err), `git reports the unreachable origin: ${err}`);
+  });
+}

@@ -1,0 +1,42 @@
+import { RepoPathError, resolveRepo, splitGitPath } from "../../src/proxy/repo.ts";
+import { assert, assertEquals } from "./edge_suite.ts";
+
+const base = { chunks: 1, urlTtlSeconds: 60, maxRequestBytes: 1024 };
+
+Deno.test("edge paths split into repository and smart-HTTP endpoint", () => {
+  assertEquals(splitGitPath("/x/y.git/info/refs"), { path: "x/y.git", endpoint: "info/refs" });
+  assertEquals(splitGitPath("/y/git-upload-pack"), { path: "y", endpoint: "git-upload-pack" });
+  assertEquals(splitGitPath("/info/refs"), undefined);
+  assertEquals(splitGitPath("/x/HEAD"), undefined);
+});
+
+Deno.test("single-origin mode maps onto the configured origin only", () => {
+  const r = resolveRepo("x/y.git", { ...base, origin: "http://o.test/base/" });
+  assertEquals(r.originUrl, "http://o.test/base/x/y.git");
+  assertEquals(r.id.length, 32);
+  for (const bad of ["../etc", "x/../../y", "x//y", "x/%2e%2e/y", "a b"]) {
+    let err: unknown;
+    try {
+      resolveRepo(bad, { ...base, origin: "http://o.test" });
+    } catch (e) {
+      err = e;
+    }
+    assert(err instanceof RepoPathError && err.status === 400, `refused ${bad}`);
+  }
+});
+
+Deno.test("multi-origin mode reaches allow-listed hosts only", () => {
+  const cfg = { ...base, allowHosts: ["git.example"] };
+  assertEquals(resolveRepo("git.example/o/r.git", cfg).originUrl, "https://git.example/o/r.git");
+  let err: unknown;
+  try {
+    resolveRepo("evil.example/o/r.git", cfg);
+  } catch (e) {
+    err = e;
+  }
+  assert(err instanceof RepoPathError && err.status === 403, "other host refused");
+  assert(
+    resolveRepo("git.example/r.git", cfg).id !== resolveRepo("git.example/s.git", cfg).id,
+    "distinct ids",
+  );
+});

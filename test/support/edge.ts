@@ -1,0 +1,67 @@
+/**
+ * Starting an edge under test. The end-to-end suite (`test/proxy/edge_suite.ts`) takes any
+ * `EdgeFactory`, so the same cases run against the Deno server and the Worker in workerd.
+ */
+import { startDenoEdge } from "../../edge/deno.ts";
+
+export interface EdgeUnderTestOptions {
+  /** Origin base URL (single-origin mode). */
+  origin: string;
+  chunks?: number;
+  urlTtlSeconds?: number;
+  adminToken?: string;
+  maxRequestBytes?: number;
+}
+
+export interface EdgeUnderTest extends AsyncDisposable {
+  /** Runtime name, for test names. */
+  runtime: string;
+  url: string;
+  /** Deletes a stored object by key (fault injection: "a pack deleted from the store"). */
+  deleteStored(key: string): Promise<void>;
+  /** Lists stored keys under a prefix. */
+  listStored(prefix: string): Promise<string[]>;
+  stop(): Promise<void>;
+}
+
+export type EdgeFactory = (opts: EdgeUnderTestOptions) => Promise<EdgeUnderTest>;
+
+/** The Deno server with a filesystem store in a fresh temp dir. */
+export const denoEdgeFactory: EdgeFactory = async (opts) => {
+  const store = await Deno.makeTempDir({ prefix: "gitedge-store-" });
+  const edge = await startDenoEdge({
+    store,
+    port: 0,
+    config: {
+      origin: opts.origin,
+      chunks: opts.chunks ?? 3,
+      urlTtlSeconds: opts.urlTtlSeconds ?? 3600,
+      adminToken: opts.adminToken,
+      ...(opts.maxRequestBytes ? { maxRequestBytes: opts.maxRequestBytes } : {}),
+    },
+    onBuildError: () => {},
+  });
+  const stop = async () => {
+    await edge.stop();
+    await Deno.remove(store, { recursive: true }).catch(() => {});
+  };
+  return {
+    runtime: "deno",
+    url: edge.url,
+    deleteStored: (key) => Deno.remove(`${store}/${key}`),
+    listStored: async (prefix) => {
+      const out: string[] = [];
+      const walk = async (dir: string, rel: string) => {
+        for await (const e of Deno.readDir(dir)) {
+          const k = rel ? `${rel}/${e.name}` : e.name;
+          if (e.isDirectory) await walk(`${dir}/${e.name}`, k);
+          else if (k.startsWith(prefix)) out.push(k);
+        }
+      };
+      await walk(store, "");
+      return out.sort();
+    },
+    stop,
+    [Symbol.asyncDispose]: stop,
+  };
+};
