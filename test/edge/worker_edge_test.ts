@@ -19,6 +19,14 @@ async function cloneTraced(url: string, dest: string, config: string[] = []): Pr
   return stderr;
 }
 
+/** The fulfilled values; throws the first rejection. */
+function valuesOf<T>(results: PromiseSettledResult<T>[]): T[] {
+  return results.map((r) => {
+    if (r.status === "rejected") throw r.reason;
+    return r.value;
+  });
+}
+
 async function edgeJson(url: string, init?: RequestInit): Promise<{ snapshot: SnapshotStatus }> {
   const res = await fetch(url, init);
   const text = await res.text();
@@ -61,10 +69,14 @@ Deno.test("gitedge Worker in workerd", async (t) => {
     const trace = await cloneTraced(`${worker.url}/team/app.git`, dest, [
       "fetch.uriProtocols=http",
     ]);
-    const fetched = trace.split("\n").filter((l) =>
-      /http-fetch/.test(l) && /_edge\/packs\//.test(l)
+    // Every snapshot pack, and nothing else, was downloaded by `git http-fetch` from the Worker.
+    const packUri = /\/_edge\/packs\/([0-9a-f]+)\/([0-9a-z-]+\.pack)\?/;
+    const fetched = new Set(
+      trace.split("\n").filter((line) => line.includes("run_command: git http-fetch "))
+        .map((line) => packUri.exec(line))
+        .map((m) => m ? `repos/${m[1]}/packs/${m[2]}` : "(no pack URI)"),
     );
-    assert.equal(fetched.length, warmed.snapshot.packs.length, trace);
+    assert.deepEqual([...fetched].sort(), stored, trace);
     await assertSameClone(direct("app"), dest);
     assert.ok(
       origin.stats.bytesOut < packBytes / 4,
@@ -80,8 +92,13 @@ Deno.test("gitedge Worker in workerd", async (t) => {
     const warms = [1, 2].map(() =>
       edgeJson(`${worker.url}/_edge/warm/team/big.git`, { method: "POST" })
     );
-    const statuses = await Promise.all(warms);
-    await Promise.all(clones);
+    // Settle everything before asserting, so a failure leaves no git process running.
+    const [warmed, cloned] = await Promise.all([
+      Promise.allSettled(warms),
+      Promise.allSettled(clones),
+    ]);
+    valuesOf(cloned);
+    const statuses = valuesOf(warmed);
     for (const { snapshot } of statuses) {
       assert.equal(snapshot.state, "ready");
       assert.equal(snapshot.builds, 1);
