@@ -8,6 +8,7 @@
  */
 import { Log, LogLevel, Miniflare } from "miniflare";
 import type { EdgeConfig } from "../../src/proxy/deps.ts";
+import type { R2Bucket } from "../../edge/worker_types.ts";
 import type { EdgeFactory } from "../support/edge.ts";
 
 /** `deno bundle` failed. */
@@ -154,7 +155,7 @@ export const workerEdgeFactory: EdgeFactory = async (opts) => {
   return {
     runtime: "worker",
     url: worker.url,
-    deleteStored: async (key) => await (await worker.miniflare.getR2Bucket("PACKS")).delete(key),
+    deleteStored: async (key) => await (await packsBucket(worker)).delete(key),
     listStored: (prefix) => listBucket(worker, prefix),
     stop: worker.stop,
     [Symbol.asyncDispose]: worker.stop,
@@ -163,7 +164,7 @@ export const workerEdgeFactory: EdgeFactory = async (opts) => {
 
 /** Keys under `prefix` in the Worker's local `PACKS` bucket, sorted. */
 export async function listBucket(worker: RunningWorker, prefix: string): Promise<string[]> {
-  const bucket = await worker.miniflare.getR2Bucket("PACKS");
+  const bucket = await packsBucket(worker);
   const keys: string[] = [];
   let cursor: string | undefined;
   do {
@@ -172,4 +173,13 @@ export async function listBucket(worker: RunningWorker, prefix: string): Promise
     cursor = page.truncated ? page.cursor : undefined;
   } while (cursor !== undefined);
   return keys.sort();
+}
+
+/**
+ * The Worker's local `PACKS` bucket, reached from Deno through Miniflare's binding proxy.
+ * Miniflare types it with `@cloudflare/workers-types`, which this project does not load; the
+ * proxy implements the R2 API that `edge/worker_types.ts` declares.
+ */
+export async function packsBucket(worker: RunningWorker): Promise<R2Bucket> {
+  return await worker.miniflare.getR2Bucket("PACKS") as unknown as R2Bucket;
 }
