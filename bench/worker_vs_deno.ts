@@ -4,7 +4,8 @@
  *
  *   deno run --allow-all bench/worker_vs_deno.ts [--mib N] [--runs N]
  *
- * Prints per-run times, medians and the Worker/Deno ratio, and writes bench/out/worker_vs_deno.json.
+ * Prints the snapshot build time, per-run clone times, medians and the Worker/Deno ratio, and
+ * writes bench/out/worker_vs_deno.json.
  * Both edges are warmed first; every measured clone uses `fetch.uriProtocols=http`, so it is the
  * packfile-URI path: a small rewritten fetch through the edge plus the packs from the store.
  */
@@ -33,10 +34,13 @@ function median(xs: number[]): number {
   return s.length % 2 ? s[mid] : (s[mid - 1] + s[mid]) / 2;
 }
 
-async function warm(edge: Edge, repo: string): Promise<void> {
+/** Builds the snapshot through `edge`; returns how long the build took (ms). */
+async function warm(edge: Edge, repo: string): Promise<number> {
+  const start = performance.now();
   const res = await fetch(`${edge.url}/_edge/warm/${repo}`, { method: "POST" });
   const body = await res.text();
   if (!res.ok) throw new Error(`warming ${edge.name} failed (${res.status}): ${body}`);
+  return performance.now() - start;
 }
 
 async function timedClone(edge: Edge, repo: string, dest: string): Promise<number> {
@@ -68,7 +72,8 @@ async function main(args: string[]): Promise<void> {
   });
   await using worker = await startWorkerEdge({ config: { origin: origin.url, chunks: 4 } });
   const edges: Edge[] = [{ name: "deno", url: deno.url }, { name: "worker", url: worker.url }];
-  for (const edge of edges) await warm(edge, repo);
+  const warmMs: Record<string, number> = {};
+  for (const edge of edges) warmMs[edge.name] = await warm(edge, repo);
 
   const times: Record<string, number[]> = { deno: [], worker: [] };
   for (let run = 0; run < runs; run++) {
@@ -81,10 +86,14 @@ async function main(args: string[]): Promise<void> {
   const result = {
     repoMiB: mib,
     runs,
+    warmMs,
     ms: times,
     medianMs: { deno: median(times.deno), worker: median(times.worker) },
     ratioWorkerOverDeno: median(times.worker) / median(times.deno),
   };
+  for (const edge of edges) {
+    console.log(`${edge.name.padEnd(6)} snapshot build (warm) ${warmMs[edge.name].toFixed(0)} ms`);
+  }
   for (const edge of edges) {
     const list = times[edge.name].map((t) => t.toFixed(0)).join(", ");
     console.log(
