@@ -79,9 +79,12 @@ export class GitProcessError extends Error {
   }
 }
 
-/** The server spoke something other than what the protocol allows. */
-export class ProtocolError extends Error {
-  override name = "ProtocolError";
+/** The URL answered, but not as a Git smart-HTTP server (wrong content type, empty body). */
+export class NotSmartHttpError extends Error {
+  override name = "NotSmartHttpError";
+  constructor(readonly url: string, detail: string) {
+    super(`${redactUrl(url)} is not a smart HTTP git repository: ${detail}`);
+  }
 }
 
 /** The server refused our credentials (or we had none to offer). */

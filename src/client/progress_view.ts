@@ -37,6 +37,13 @@ export class ProgressView {
     this.#draw(true);
   }
 
+  /** Shows the server's latest progress message in place of the phase. */
+  remote(message: string): void {
+    const line = message.split(/[\r\n]/).filter(Boolean).at(-1);
+    if (line) this.#phase = `remote: ${line.trim()}`;
+    this.#draw(false);
+  }
+
   /** Counts bytes of the inline pack received so far. */
   inline(bytes: number): void {
     this.#inlineBytes = bytes;

@@ -4,7 +4,7 @@
  * credentials retried once after a 401. Parsing what flows over it lives in `src/git`.
  */
 import type { CredentialManager } from "./credentials.ts";
-import { AuthenticationError, HttpStatusError, NetworkError, ProtocolError } from "./errors.ts";
+import { AuthenticationError, HttpStatusError, NetworkError, NotSmartHttpError } from "./errors.ts";
 
 const SERVICE = "git-upload-pack";
 
@@ -40,8 +40,8 @@ export class SmartHttpClient {
 
   /**
    * Fetches the v2 capability advertisement and returns its body (pkt-lines). Follows redirects
-   * and keeps using the redirected base URL, as git does. Rejects with {@link ProtocolError} when
-   * the server does not answer as a smart HTTP server.
+   * and keeps using the redirected base URL, as git does. Rejects when
+   * the server does not answer as a smart HTTP server ({@link NotSmartHttpError}).
    */
   async advertisement(): Promise<ReadableStream<Uint8Array>> {
     const url = `${this.#base}/info/refs?service=${SERVICE}`;
@@ -103,15 +103,14 @@ function expectContentType(response: Response, expected: string, url: string): v
   const actual = response.headers.get("content-type")?.split(";")[0].trim();
   if (actual !== expected) {
     void response.body?.cancel();
-    throw new ProtocolError(
-      `${url} answered with content type ${
-        JSON.stringify(actual ?? null)
-      }, not ${expected}: not a smart HTTP git server?`,
+    throw new NotSmartHttpError(
+      url,
+      `content type ${JSON.stringify(actual ?? null)}, expected ${expected}`,
     );
   }
 }
 
 function bodyOf(response: Response, url: string): ReadableStream<Uint8Array> {
-  if (!response.body) throw new ProtocolError(`empty response from ${url}`);
+  if (!response.body) throw new NotSmartHttpError(url, "empty response");
   return response.body;
 }

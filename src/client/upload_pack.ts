@@ -1,0 +1,137 @@
+/**
+ * A protocol v2 `git-upload-pack` session over smart HTTP: the capability advertisement, then
+ * `ls-refs` and `fetch` requests. Wire parsing and encoding come from `src/git/protocol.ts`.
+ */
+import { PktLineReader, pktText } from "../git/pktline.ts";
+import {
+  type CapabilityAdvertisement,
+  capabilityValue,
+  emptyFetchArgs,
+  hasFetchFeature,
+  type LsRefsLine,
+  parseLsRefsLine,
+  parsePackfileUriLine,
+  ProtocolError,
+  readCapabilityAdvertisement,
+  readFetchResponse,
+  serializeCommandRequest,
+  serializeFetchArgs,
+  serializeLsRefsArgs,
+} from "../git/protocol.ts";
+import type { PackfileUri } from "./packfile_download.ts";
+import type { SmartHttpClient } from "./smart_http.ts";
+
+/** A ref as `ls-refs` reports it (`oid` null for an unborn HEAD). */
+export type RemoteRef = LsRefsLine;
+
+/** Protocols we accept packfile URIs for, in preference order. */
+export const URI_PROTOCOLS = ["https", "http"];
+
+/** Options for {@link UploadPackSession.fetch}. */
+export interface FetchRequestOptions {
+  /** Ask for `packfile-uris` (only when the server lists the feature). */
+  packfileUris: boolean;
+  /** Let the server send progress messages (delivered to `onRemoteProgress`). */
+  progress: boolean;
+  onRemoteProgress?: (message: string) => void;
+}
+
+/** The two things a clone's fetch response carries. */
+export interface FetchResult {
+  /** Packs to download separately (empty without packfile-uris). */
+  uris: PackfileUri[];
+  /** The inline pack, demultiplexed from side-band 1; consume or cancel it. */
+  pack: ReadableStream<Uint8Array>;
+}
+
+/** One repository's upload-pack service, after reading its capability advertisement. */
+export class UploadPackSession {
+  private constructor(
+    readonly http: SmartHttpClient,
+    readonly advertisement: CapabilityAdvertisement,
+  ) {}
+
+  /** Reads the capability advertisement (protocol v2 only). */
+  static async connect(http: SmartHttpClient): Promise<UploadPackSession> {
+    const body = await http.advertisement();
+    const reader = new PktLineReader(body);
+    try {
+      return new UploadPackSession(http, await readCapabilityAdvertisement(reader));
+    } finally {
+      await reader.cancel();
+    }
+  }
+
+  /** Whether `fetch` can answer with packfile URIs. */
+  get supportsPackfileUris(): boolean {
+    return hasFetchFeature(this.advertisement, "packfile-uris");
+  }
+
+  /** The repository's object format (`sha1` unless advertised otherwise). */
+  get objectFormat(): string {
+    return capabilityValue(this.advertisement, "object-format") || "sha1";
+  }
+
+  /** Lists refs under `prefixes` with symref targets and peeled tags (and unborn HEAD). */
+  async lsRefs(prefixes: string[]): Promise<RemoteRef[]> {
+    const lsRefs = capabilityValue(this.advertisement, "ls-refs");
+    if (lsRefs === undefined) throw new ProtocolError("no-ls-refs", "server lacks ls-refs");
+    const args = serializeLsRefsArgs({
+      symrefs: true,
+      peel: true,
+      unborn: lsRefs.split(" ").includes("unborn"),
+      refPrefixes: prefixes,
+      other: [],
+    });
+    const body = await this.http.command(this.#request("ls-refs", args));
+    const reader = new PktLineReader(body);
+    try {
+      const refs: RemoteRef[] = [];
+      for (;;) {
+        const pkt = await reader.read();
+        if (pkt?.type === "flush") return refs;
+        if (pkt?.type !== "data") {
+          throw new ProtocolError("bad-ls-refs", `ls-refs ended with ${pkt?.type ?? "EOF"}`);
+        }
+        refs.push(parseLsRefsLine(pktText(pkt)));
+      }
+    } finally {
+      await reader.cancel();
+    }
+  }
+
+  /** Asks for `wants` with no haves (a clone) and returns the URIs and the inline pack. */
+  async fetch(wants: string[], options: FetchRequestOptions): Promise<FetchResult> {
+    if (capabilityValue(this.advertisement, "fetch") === undefined) {
+      throw new ProtocolError("no-fetch", "server lacks fetch");
+    }
+    const args = emptyFetchArgs();
+    args.wants = wants;
+    args.thinPack = true;
+    args.ofsDelta = true;
+    args.noProgress = !options.progress;
+    args.done = true;
+    // git's upload-pack only honours packfile-uris together with sideband-all.
+    args.sidebandAll = hasFetchFeature(this.advertisement, "sideband-all");
+    if (options.packfileUris && this.supportsPackfileUris) args.packfileUris = URI_PROTOCOLS;
+    const body = await this.http.command(this.#request("fetch", serializeFetchArgs(args)));
+    const reader = new PktLineReader(body);
+    const uris: PackfileUri[] = [];
+    const parts = readFetchResponse(reader, {
+      sidebandAll: args.sidebandAll,
+      onProgress: options.onRemoteProgress,
+    });
+    for await (const part of parts) {
+      if (part.section === "packfile") return { uris, pack: part.pack };
+      if (part.section === "packfile-uris") uris.push(...part.lines.map(parsePackfileUriLine));
+    }
+    throw new ProtocolError("bad-response", "fetch response carried no packfile");
+  }
+
+  #request(command: string, args: string[]): Uint8Array<ArrayBuffer> {
+    const capabilities = ["agent=gitedge/1"];
+    const format = capabilityValue(this.advertisement, "object-format");
+    if (format !== undefined) capabilities.push(`object-format=${format}`);
+    return serializeCommandRequest({ command, capabilities, args }) as Uint8Array<ArrayBuffer>;
+  }
+}

@@ -1,0 +1,198 @@
+import { assert, assertEquals } from "./assert.ts";
+import { clone } from "../../src/client/clone.ts";
+import { git, GIT_ENV, gitBytes, tempDir } from "../support/git.ts";
+import { startOrigin } from "../support/origin.ts";
+import { assertSameClone } from "../support/fixtures.ts";
+import { startFaultServer } from "./fault_server.ts";
+import { seededRandom } from "../support/streams.ts";
+
+/** A work repository with two branches, an annotated and a lightweight tag, pushed to `bare`. */
+async function seedRepo(work: string, bare: string): Promise<void> {
+  await git(["init", "-q", "--initial-branch=main", work]);
+  const commit = async (file: string, text: string, message: string) => {
+    await Deno.writeTextFile(`${work}/${file}`, text);
+    await git(["add", file], { cwd: work });
+    await git(["commit", "-q", "-m", message], { cwd: work });
+  };
+  await commit("README", "hello\n", "first");
+  await commit("src.txt", "x\n".repeat(2000), "second");
+  await git(["tag", "-a", "-m", "release 1", "v1"], { cwd: work });
+  await git(["checkout", "-q", "-b", "feature"], { cwd: work });
+  await commit("feature.txt", "feature\n", "feature work");
+  await git(["tag", "light"], { cwd: work });
+  await git(["checkout", "-q", "main"], { cwd: work });
+  await commit("README", "hello again\n", "third");
+  await git(["push", "-q", "--mirror", bare], { cwd: work });
+}
+
+/** Refs, HEAD, config that matters and the work tree must match a `git clone`. */
+async function assertSameAsGitClone(ours: string, theirs: string, bare = false): Promise<void> {
+  const refs = (dir: string) =>
+    git(["for-each-ref", "--format=%(refname) %(objectname) %(symref)"], { cwd: dir });
+  assertEquals(await refs(ours), await refs(theirs), "refs");
+  const head = (dir: string) => git(["symbolic-ref", "-q", "HEAD"], { cwd: dir });
+  assertEquals(await head(ours), await head(theirs), "HEAD");
+  const config = (dir: string) =>
+    git(["config", "--get-regexp", "^(remote|branch)\\."], { cwd: dir }).catch(() => "");
+  assertEquals(await config(ours), await config(theirs), "remote and branch config");
+  if (!bare) {
+    const tree = (dir: string) => git(["ls-files", "-s"], { cwd: dir });
+    assertEquals(await tree(ours), await tree(theirs), "index");
+    assertEquals(await git(["status", "--porcelain"], { cwd: ours }), "", "clean work tree");
+  }
+  await assertSameClone(ours, theirs);
+}
+
+Deno.test("clone without packfile URIs equals git clone, and a later fetch works", async () => {
+  await using dir = await tempDir();
+  await using origin = await startOrigin();
+  const bare = await origin.createBare("team/app.git");
+  await seedRepo(`${dir.path}/work`, bare);
+  const url = origin.repoUrl("team/app.git");
+
+  const summary = await clone({ url, directory: `${dir.path}/ours` });
+  await git(["clone", "-q", url, `${dir.path}/theirs`]);
+  await assertSameAsGitClone(`${dir.path}/ours`, `${dir.path}/theirs`);
+  assertEquals(summary.packs, []);
+  assertEquals(summary.bytesByUri, 0);
+  assert(summary.bytesInline > 0);
+  assertEquals(summary.head, "refs/heads/main");
+  assertEquals(await Deno.readTextFile(`${dir.path}/ours/README`), "hello again\n");
+
+  // The origin moves; ordinary git fetch and pull work in our clone.
+  await Deno.writeTextFile(`${dir.path}/work/new.txt`, "new\n");
+  await git(["add", "new.txt"], { cwd: `${dir.path}/work` });
+  await git(["commit", "-q", "-m", "fourth"], { cwd: `${dir.path}/work` });
+  await git(["push", "-q", bare, "main"], { cwd: `${dir.path}/work` });
+  await git(["pull", "-q", "--ff-only"], { cwd: `${dir.path}/ours` });
+  assertEquals(
+    await git(["rev-parse", "HEAD"], { cwd: `${dir.path}/ours` }),
+    await git(["rev-parse", "HEAD"], { cwd: `${dir.path}/work` }),
+  );
+});
+
+Deno.test("clone --bare and --branch match git clone", async (t) => {
+  await using dir = await tempDir();
+  await using origin = await startOrigin();
+  const bare = await origin.createBare("app.git");
+  await seedRepo(`${dir.path}/work`, bare);
+  const url = origin.repoUrl("app.git");
+
+  await t.step("--bare", async () => {
+    await clone({ url, directory: `${dir.path}/ours.git`, bare: true });
+    await git(["clone", "-q", "--bare", url, `${dir.path}/theirs.git`]);
+    await assertSameAsGitClone(`${dir.path}/ours.git`, `${dir.path}/theirs.git`, true);
+  });
+  await t.step("--branch", async () => {
+    const summary = await clone({ url, directory: `${dir.path}/b1`, branch: "feature" });
+    await git(["clone", "-q", "--branch", "feature", url, `${dir.path}/b2`]);
+    await assertSameAsGitClone(`${dir.path}/b1`, `${dir.path}/b2`);
+    assertEquals(summary.head, "refs/heads/feature");
+    assertEquals(await Deno.readTextFile(`${dir.path}/b1/feature.txt`), "feature\n");
+  });
+});
+
+Deno.test("gitedge clone CLI: --json summary, usage and a 404 repository", async () => {
+  await using dir = await tempDir();
+  await using origin = await startOrigin();
+  const bare = await origin.createBare("cli.git");
+  await seedRepo(`${dir.path}/work`, bare);
+
+  const run = async (args: string[]) => {
+    const command = new Deno.Command(Deno.execPath(), {
+      args: [
+        "run",
+        "--allow-all",
+        new URL("../../src/cli.ts", import.meta.url).pathname,
+        "clone",
+        ...args,
+      ],
+      cwd: dir.path,
+      env: GIT_ENV,
+      stdout: "piped",
+      stderr: "piped",
+    });
+    const out = await command.output();
+    const decoder = new TextDecoder();
+    return {
+      code: out.code,
+      stdout: decoder.decode(out.stdout),
+      stderr: decoder.decode(out.stderr),
+    };
+  };
+
+  const ok = await run([origin.repoUrl("cli.git"), "--json", "--jobs", "2"]);
+  assertEquals(ok.code, 0, ok.stderr);
+  const summary = JSON.parse(ok.stdout);
+  assertEquals(summary.packs, []);
+  assert(summary.bytesInline > 0);
+  assertEquals(ok.stderr, "", "quiet when not a terminal");
+  await git(["fsck", "--full"], { cwd: `${dir.path}/cli` });
+
+  const missing = await run([origin.repoUrl("nope.git"), `${dir.path}/nope`]);
+  assertEquals(missing.code, 3, missing.stderr);
+  assert(missing.stderr.includes("404"), missing.stderr);
+  assertEquals(await Deno.stat(`${dir.path}/nope`).then(() => true, () => false), false);
+
+  assertEquals((await run(["--jobs", "x", origin.repoUrl("cli.git")])).code, 2);
+  assertEquals((await run([])).code, 2);
+  const help = await run(["--help"]);
+  assertEquals(help.code, 0);
+  assert(help.stdout.includes("exit codes"), help.stdout);
+});
+
+Deno.test("clone downloads announced packfile URIs (git's blobPackfileUri) and resumes them", async () => {
+  await using dir = await tempDir();
+  await using origin = await startOrigin();
+  const bare = await origin.createBare("uris.git");
+  const work = `${dir.path}/work`;
+  await seedRepo(work, bare);
+  // A big blob that the origin will hand out as a packfile URI instead of inline.
+  const rand = seededRandom(7);
+  const big = new Uint8Array(300 * 1024).map(() => Math.floor(rand() * 256));
+  await Deno.writeFile(`${work}/big.bin`, big);
+  await git(["add", "big.bin"], { cwd: work });
+  await git(["commit", "-q", "-m", "big"], { cwd: work });
+  await git(["push", "-q", bare, "main"], { cwd: work });
+  const blob = (await git(["rev-parse", "HEAD:big.bin"], { cwd: work })).trim();
+  const pack = await gitBytes(["pack-objects", "--stdout", "-q"], {
+    cwd: bare,
+    stdin: new TextEncoder().encode(`${blob}\n`),
+  });
+  const hash = Array.from(pack.subarray(pack.length - 20), (b) => b.toString(16).padStart(2, "0"))
+    .join("");
+  await using server = startFaultServer(new Map([["/big.pack", pack]]));
+  server.inject("/big.pack", { kind: "truncate" });
+  // git's upload-pack honours packfile-uris only together with sideband-all.
+  await git(["config", "uploadpack.allowSidebandAll", "true"], { cwd: bare });
+  await git(
+    ["config", "uploadpack.blobPackfileUri", `${blob} ${hash} ${server.url("/big.pack")}`],
+    {
+      cwd: bare,
+    },
+  );
+
+  const events: string[] = [];
+  const summary = await clone({
+    url: origin.repoUrl("uris.git"),
+    directory: `${dir.path}/ours`,
+    progress: {
+      phase: (name) => events.push(name),
+      inline: () => {},
+      packEvent: (e) => events.push(e.type),
+    },
+  });
+  assertEquals(summary.packs.map((p) => [p.hash, p.bytes, p.retries]), [[hash, pack.length, 1]]);
+  assertEquals(summary.bytesByUri, pack.length);
+  assert(summary.bytesInline < pack.length, "the big blob did not come inline");
+  assertEquals(
+    server.requests.map((r) => r.range === null),
+    [true, false],
+    "second request resumed",
+  );
+  assert(events.includes("retry") && events.includes("done"), events.join(","));
+  await git(["clone", "-q", origin.repoUrl("uris.git"), `${dir.path}/theirs`]);
+  await assertSameClone(`${dir.path}/ours`, `${dir.path}/theirs`);
+  const checkedOut = await Deno.readFile(`${dir.path}/ours/big.bin`);
+  assert(checkedOut.length === big.length && checkedOut.every((b, i) => b === big[i]));
+});
