@@ -53,10 +53,9 @@ export function resolveRepo(path: string, config: EdgeConfig): RepoRef {
     throw new RepoPathError(`bad repository path: ${path}`, 400);
   }
   const segments = decoded.split("/");
-  if (segments.some((s) => !SEGMENT.test(s) || s === "." || s === "..")) {
-    throw new RepoPathError(`bad repository path: ${path}`, 400);
-  }
+  const badSegment = (s: string) => !SEGMENT.test(s) || s === "." || s === "..";
   if (config.origin) {
+    if (segments.some(badSegment)) throw new RepoPathError(`bad repository path: ${path}`, 400);
     const base = config.origin.replace(/\/+$/, "");
     const originUrl = `${base}/${segments.join("/")}`;
     return { id: repoId(originUrl), originUrl, path: segments.join("/") };
@@ -65,7 +64,7 @@ export function resolveRepo(path: string, config: EdgeConfig): RepoRef {
   if (!config.allowHosts?.length) {
     throw new RepoPathError("no origin is configured", 404);
   }
-  if (!HOST.test(host) || rest.length === 0) {
+  if (!HOST.test(host) || rest.length === 0 || rest.some(badSegment)) {
     throw new RepoPathError(`bad repository path: ${path}`, 400);
   }
   if (!config.allowHosts.includes(host)) {

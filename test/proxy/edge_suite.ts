@@ -3,9 +3,10 @@
  * Registered once per runtime: `edgeSuite(denoEdgeFactory)` and `edgeSuite(workerEdgeFactory)`.
  */
 import { git, GitCommandError, tempDir } from "../support/git.ts";
-import { type Origin, startOrigin } from "../support/origin.ts";
+import { encodePkts } from "../../src/git/pktline.ts";
+import { type Origin, type OriginOptions, startOrigin } from "../support/origin.ts";
 import { addCommits, assertSameClone, makeRepo, refsOf } from "../support/fixtures.ts";
-import type { EdgeFactory, EdgeUnderTest } from "../support/edge.ts";
+import type { EdgeFactory, EdgeUnderTest, EdgeUnderTestOptions } from "../support/edge.ts";
 
 export function assert(cond: unknown, msg: string): asserts cond {
   if (!cond) throw new Error(`assertion failed: ${msg}`);
@@ -77,14 +78,21 @@ interface World {
 }
 
 export function edgeSuite(factory: EdgeFactory, runtime: string): void {
-  const t = (name: string, fn: (w: World) => Promise<void>, chunks = 3) =>
+  const t = (
+    name: string,
+    fn: (w: World) => Promise<void>,
+    opts: {
+      originOptions?: OriginOptions;
+      edge?: (origin: Origin) => Partial<EdgeUnderTestOptions>;
+    } = {},
+  ) =>
     Deno.test({
       name: `[${runtime}] ${name}`,
       sanitizeOps: false,
       sanitizeResources: false,
       fn: async () => {
-        await using origin = await startOrigin();
-        await using edge = await factory({ origin: origin.url, chunks });
+        await using origin = await startOrigin(opts.originOptions);
+        await using edge = await factory({ origin: origin.url, chunks: 3, ...opts.edge?.(origin) });
         await using dir = await tempDir();
         await fn({ origin, edge, dir: dir.path });
       },
@@ -264,4 +272,105 @@ export function edgeSuite(factory: EdgeFactory, runtime: string): void {
     );
     assert(/502|origin unreachable/.test(err), `git reports the unreachable origin: ${err}`);
   });
+
+  t(
+    "a private origin: credentials pass through, URIs only after the origin authorised",
+    async (w) => {
+      await makeRepo(w.origin, "p.git", { commits: 12, binaryBytes: 300_000 });
+      const anon = `${w.edge.url}/p.git`;
+      const authed = anon.replace("http://", "http://alice:s3cret@");
+      // Without credentials git sees the origin's 401 and fails (no prompt in tests).
+      const denied = await git(["clone", "-q", anon, `${w.dir}/x`]).then(
+        () => "",
+        (e) => String(e),
+      );
+      assert(
+        /Authentication failed|could not read Username|401/.test(denied),
+        `401 reaches git: ${denied}`,
+      );
+      // The edge cannot build a snapshot without credentials, and stores none.
+      const res = await fetch(`${w.edge.url}/_edge/warm/p.git`, { method: "POST" });
+      assertEquals(res.status, 502, "warm without origin credentials fails");
+      await res.body?.cancel();
+      // With credentials: a clone works, and schedules a build with them (in memory only).
+      await git(["-c", "fetch.uriProtocols=http", "clone", "-q", authed, `${w.dir}/a`]);
+      await git(["fsck", "--full"], { cwd: `${w.dir}/a` });
+      const basic = `Basic ${btoa("alice:s3cret")}`;
+      const snap = await warm(w.edge, "p.git", { "x-origin-authorization": basic });
+      assertEquals(snap.state, "ready", "warm with origin credentials");
+      const trace = await tracedGit([...URI_CLONE, authed, `${w.dir}/b`]);
+      assertEquals(
+        urisFetched(trace).length,
+        (snap.packs as unknown[]).length,
+        "URIs with credentials",
+      );
+      await assertSameClone(`${w.dir}/a`, `${w.dir}/b`);
+      // A snapshot exists now, yet an anonymous fetch still gets the origin's 401 and no URIs.
+      const tips = snap.tips as string[];
+      const body = encodePkts([
+        "command=fetch\n",
+        "delim",
+        "thin-pack\n",
+        `want ${tips[0]}\n`,
+        "packfile-uris http\n",
+        "done\n",
+        "flush",
+      ]);
+      const anonFetch = await fetch(`${w.edge.url}/p.git/git-upload-pack`, {
+        method: "POST",
+        headers: {
+          "git-protocol": "version=2",
+          "content-type": "application/x-git-upload-pack-request",
+        },
+        body: body as Uint8Array<ArrayBuffer>,
+      });
+      assertEquals(anonFetch.status, 401, "anonymous fetch refused by the origin");
+      assert(anonFetch.headers.get("www-authenticate")?.startsWith("Basic"), "challenge forwarded");
+      assert(!(await anonFetch.text()).includes("/_edge/packs/"), "no URIs to the unauthorised");
+      const stored = await w.edge.listStored("");
+      assert(
+        !stored.some((k) => k.includes("s3cret")) && stored.every((k) => !k.includes("alice")),
+        "no credential in store keys",
+      );
+    },
+    { originOptions: { requireAuth: { user: "alice", password: "s3cret" } } },
+  );
+
+  t("metrics count requests, URIs handed out, cache and origin bytes", async (w) => {
+    await makeRepo(w.origin, "r.git", { commits: 10, binaryBytes: 300_000 });
+    await warm(w.edge, "r.git");
+    await tracedGit([...URI_CLONE, `${w.edge.url}/r.git`, `${w.dir}/a`]);
+    const text = await (await fetch(`${w.edge.url}/_edge/metrics`)).text();
+    const value = (name: string) =>
+      Number(new RegExp(`^${name}(?:\\{[^}]*\\})? (\\d+)`, "m").exec(text)?.[1] ?? NaN);
+    assert(value("gitedge_packfile_uris_total") >= 2, `URIs counted:\n${text}`);
+    assert(value("gitedge_cache_bytes_total") > 300_000, "cache bytes counted");
+    assert(value("gitedge_origin_bytes_total") > 0, "origin bytes counted");
+    assertEquals(value("gitedge_snapshot_builds_total"), 1, "one build");
+  });
+
+  t("oversized request bodies are refused with 413", async (w) => {
+    await makeRepo(w.origin, "r.git", { commits: 3 });
+    const big = new Uint8Array(64 * 1024).fill(0x30);
+    const res = await fetch(`${w.edge.url}/r.git/git-upload-pack`, {
+      method: "POST",
+      headers: {
+        "git-protocol": "version=2",
+        "content-type": "application/x-git-upload-pack-request",
+      },
+      body: big,
+    });
+    assertEquals(res.status, 413, "too large");
+    assert((await res.text()).includes("exceeds"), "says why");
+  }, { edge: () => ({ maxRequestBytes: 16 * 1024 }) });
+
+  t("multi-origin mode reaches allow-listed hosts only", async (w) => {
+    await makeRepo(w.origin, "m.git", { commits: 5 });
+    const host = new URL(w.origin.url).host;
+    await git(["clone", "-q", `${w.edge.url}/${host}/m.git`, `${w.dir}/a`]);
+    await git(["fsck", "--full"], { cwd: `${w.dir}/a` });
+    const res = await fetch(`${w.edge.url}/evil.example/m.git/info/refs?service=git-upload-pack`);
+    assertEquals(res.status, 403, "host not on the allowlist");
+    await res.body?.cancel();
+  }, { edge: (o) => ({ origin: undefined, allowHosts: [new URL(o.url).host] }) });
 }

@@ -5,8 +5,10 @@
 import { startDenoEdge } from "../../edge/deno.ts";
 
 export interface EdgeUnderTestOptions {
-  /** Origin base URL (single-origin mode). */
-  origin: string;
+  /** Origin base URL (single-origin mode); omit for multi-origin mode with `allowHosts`. */
+  origin?: string;
+  /** Multi-origin mode: hosts reachable as `/<host>/<path>` (over http in tests). */
+  allowHosts?: string[];
   chunks?: number;
   urlTtlSeconds?: number;
   adminToken?: string;
@@ -34,6 +36,8 @@ export const denoEdgeFactory: EdgeFactory = async (opts) => {
     port: 0,
     config: {
       origin: opts.origin,
+      allowHosts: opts.allowHosts,
+      multiOriginScheme: opts.allowHosts ? "http" : undefined,
       chunks: opts.chunks ?? 3,
       urlTtlSeconds: opts.urlTtlSeconds ?? 3600,
       adminToken: opts.adminToken,
