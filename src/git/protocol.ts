@@ -565,13 +565,13 @@ export interface FetchResponseOptions extends DemuxOptions {
   sidebandAll?: boolean;
 }
 
-const SECTION_ORDER = [
+const SECTION_NAMES: ReadonlySet<string> = new Set([
   "acknowledgments",
   "shallow-info",
   "wanted-refs",
   "packfile-uris",
   "packfile",
-] as const;
+]);
 
 /** Markers for special packets, distinct from any text line. */
 const FLUSH = Symbol("flush");
@@ -615,7 +615,7 @@ export async function* readFetchResponse(
   reader: PktLineReader,
   opts: FetchResponseOptions = {},
 ): AsyncGenerator<FetchResponsePart> {
-  let last = -1;
+  const seen = new Set<string>();
   for (;;) {
     const header = await nextLine(reader, opts);
     if (typeof header !== "string") {
@@ -624,12 +624,7 @@ export async function* readFetchResponse(
         `expected a section header, got ${markerName(header)}`,
       );
     }
-    const index = SECTION_ORDER.indexOf(header as (typeof SECTION_ORDER)[number]);
-    if (index < 0) throw new ProtocolError("bad-response", `unknown response section "${header}"`);
-    if (index <= last) {
-      throw new ProtocolError("bad-response", `response section "${header}" is out of order`);
-    }
-    last = index;
+    checkSectionOrder(header, seen);
     if (header === "packfile") {
       yield { section: "packfile", pack: demuxSideband(reader, opts) };
       return;
@@ -652,6 +647,25 @@ export async function* readFetchResponse(
       return;
     }
   }
+}
+
+/**
+ * Git documents the order acknowledgments, shallow-info, wanted-refs,
+ * packfile-uris, packfile, but git 2.39 upload-pack itself sends wanted-refs
+ * before shallow-info; so only check that sections are known, unique,
+ * acknowledgments come first and packfile-uris precedes packfile.
+ */
+function checkSectionOrder(header: string, seen: Set<string>): void {
+  if (!SECTION_NAMES.has(header)) {
+    throw new ProtocolError("bad-response", `unknown response section "${header}"`);
+  }
+  if (seen.has(header)) {
+    throw new ProtocolError("bad-response", `response section "${header}" appears twice`);
+  }
+  if (header === "acknowledgments" && seen.size > 0) {
+    throw new ProtocolError("bad-response", `"acknowledgments" must be the first section`);
+  }
+  seen.add(header);
 }
 
 function markerName(m: Marker): string {
