@@ -1,0 +1,110 @@
+/**
+ * The snapshot builder against a real origin and the filesystem store: layers, compaction, garbage
+ * collection with a grace period, and a failed build that leaves the published manifest alone.
+ */
+import { manifestPacks, readManifest, SnapshotBuilder } from "../../src/proxy/snapshot.ts";
+import { OriginUnreachableError } from "../../src/proxy/origin.ts";
+import { repoId } from "../../src/proxy/repo.ts";
+import type { RepoRef } from "../../src/proxy/deps.ts";
+import { FsPackStore } from "../../src/storage/fs.ts";
+import { git, tempDir } from "../support/git.ts";
+import { startOrigin } from "../support/origin.ts";
+import { addCommits, makeRepo } from "../support/fixtures.ts";
+import { assert, assertEquals } from "./edge_suite.ts";
+
+const noAuth = { headers: {} };
+
+/** Object ids in the stored packs `keys`, each indexed on its own by `git index-pack` (self-contained). */
+async function objectsOf(storeRoot: string, keys: string[], scratch: string): Promise<Set<string>> {
+  const ids = new Set<string>();
+  await git(["init", "-q", "--bare", scratch]);
+  for (const key of keys) {
+    const out = await git(["index-pack", "-o", `${scratch}/x.idx`, `${storeRoot}/${key}`], {
+      cwd: scratch,
+    });
+    assert(/^[0-9a-f]{40}$/.test(out.trim()), `index-pack accepted ${key}`);
+    const idx = await Deno.readFile(`${scratch}/x.idx`);
+    const listing = await git(["show-index"], { stdin: idx });
+    for (const line of listing.trim().split("\n")) ids.add(line.split(" ")[1]);
+    await Deno.remove(`${scratch}/x.idx`);
+  }
+  return ids;
+}
+
+Deno.test("snapshot layers, compaction and garbage collection", async () => {
+  await using origin = await startOrigin();
+  await using dir = await tempDir();
+  await makeRepo(origin, "r.git", { commits: 12, binaryBytes: 400_000 });
+  const store = new FsPackStore(`${dir.path}/store`);
+  let offset = 0;
+  const clock = { now: () => Date.now() + offset };
+  const builder = new SnapshotBuilder({
+    store,
+    originFetch: (r) => fetch(r),
+    clock,
+    chunks: 2,
+    maxLayers: 2,
+    graceMs: 60_000,
+    minSplitBytes: 1,
+  });
+  const originUrl = origin.repoUrl("r.git");
+  const repo: RepoRef = { id: repoId(originUrl), originUrl, path: "r.git" };
+
+  const m1 = await builder.build(repo, noAuth, null);
+  assertEquals(m1.layers.length, 1, "first build: one layer");
+  assertEquals(m1.layers[0].length, 2, "split into two packs");
+  assertEquals(await builder.build(repo, noAuth, m1), m1, "origin unchanged: same manifest");
+
+  await addCommits(origin, "r.git", { commits: 2, tag: "v2" });
+  const m2 = await builder.build(repo, noAuth, m1);
+  assertEquals(m2.layers.length, 2, "refresh: a second layer");
+  assertEquals(m2.layers[0], m1.layers[0], "first layer kept");
+
+  await addCommits(origin, "r.git", { commits: 1 });
+  const m3 = await builder.build(repo, noAuth, m2);
+  assertEquals(m3.layers.length, 1, "compacted into one full layer");
+  assertEquals((await readManifest(store, repo))?.builtAt, m3.builtAt, "published");
+
+  // Every object of the origin is in the compacted snapshot, each pack self-contained.
+  const want = new Set(
+    (await git(["cat-file", "--batch-all-objects", "--batch-check=%(objectname)"], {
+      cwd: `${origin.root}/r.git`,
+    })).trim().split("\n"),
+  );
+  const got = await objectsOf(
+    `${dir.path}/store`,
+    manifestPacks(m3).map((p) => p.key),
+    `${dir.path}/scratch`,
+  );
+  assertEquals([...got].sort(), [...want].sort(), "snapshot objects equal the origin's");
+
+  // Old packs survive the grace period, then go.
+  const before = await store.list(`repos/${repo.id}/packs/`);
+  assertEquals(
+    before.length,
+    manifestPacks(m1).length + manifestPacks(m2).length - 2 + 2,
+    "old packs kept in grace",
+  );
+  assertEquals(await builder.collectGarbage(repo, m3), 0, "nothing collected within grace");
+  offset = 120_000;
+  const deleted = await builder.collectGarbage(repo, m3);
+  assertEquals(deleted, before.length - manifestPacks(m3).length, "unreferenced packs collected");
+  const after = (await store.list(`repos/${repo.id}/packs/`)).map((o) => o.key).sort();
+  assertEquals(
+    after,
+    manifestPacks(m3).map((p) => p.key).sort(),
+    "only the manifest's packs remain",
+  );
+
+  // A build that fails leaves the published manifest untouched.
+  await addCommits(origin, "r.git", { commits: 1 });
+  await origin.stop();
+  let err: unknown;
+  try {
+    await builder.build(repo, noAuth, m3);
+  } catch (e) {
+    err = e;
+  }
+  assert(err instanceof OriginUnreachableError, `origin unreachable: ${err}`);
+  assertEquals(await readManifest(store, repo), m3, "manifest unchanged");
+});
