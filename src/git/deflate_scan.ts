@@ -212,6 +212,8 @@ export class DeflateScanner {
   readonly #dynamicLit = new Int32Array(LIT_TABLE_SIZE);
   readonly #dynamicDist = new Int32Array(DIST_TABLE_SIZE);
   #lit: Int32Array = FIXED.lit;
+  /** Set when a step needs more input than the current chunk holds. */
+  #starved = false;
   #dist: Int32Array = FIXED.dist;
 
   /** True once the whole stream, including its Adler-32 trailer, has been consumed. */
@@ -239,6 +241,8 @@ export class DeflateScanner {
     this.#finalBlock = false;
     this.#storedLeft = 0;
     this.#pendingLength = 0;
+    this.#pendingDistance = 0;
+    this.#starved = false;
   }
 
   /**
@@ -248,268 +252,329 @@ export class DeflateScanner {
    * Throws {@link ZlibFormatError} on malformed data.
    */
   scan(input: Uint8Array, start = 0, end: number = input.length): number {
-    if (this.#state === S_DONE) return start;
     let pos = start;
+    for (;;) {
+      const state = this.#state;
+      if (state === S_DONE) break;
+      pos = state >= S_LITLEN && state <= S_DISTANCE_EXTRA
+        ? this.#scanCodes(input, pos, end)
+        : this.#scanStructure(input, pos, end);
+      if (this.#starved) {
+        this.#starved = false;
+        break;
+      }
+    }
+    this.#consumed += pos - start;
+    return pos;
+  }
+
+  /**
+   * The hot loop: Huffman-coded literals, lengths and distances. Returns on end of block
+   * (state changes) or when the input runs short (sets `#starved`).
+   */
+  #scanCodes(input: Uint8Array, pos: number, end: number): number {
     let bits = this.#bitBuffer;
     let count = this.#bitCount;
     let state = this.#state;
     let out = this.#inflated;
     let pendingLength = this.#pendingLength;
     let pendingDistance = this.#pendingDistance;
-    try {
-      outer: for (;;) {
-        // Top up the bit buffer to at least 25 bits (up to 32) when input allows.
+    const lit = this.#lit;
+    const dist = this.#dist;
+    loop: for (;;) {
+      while (count <= 24 && pos < end) {
+        bits |= input[pos++] << count;
+        count += 8;
+      }
+      if (state === S_LITLEN) {
+        let entry = lit[bits & ((1 << LIT_ROOT) - 1)];
+        if (entry & LINK) {
+          entry = lit[(entry >>> 8) + ((bits >>> LIT_ROOT) & ((1 << (entry & 15)) - 1))];
+        }
+        const len = entry & 15;
+        if (len === 0 || len > count) {
+          if (count >= MAX_BITS) throw new ZlibFormatError("invalid literal/length code");
+          this.#starved = true;
+          break;
+        }
+        const symbol = entry >>> 8;
+        if (symbol < 256) {
+          bits = (bits >>> len) | 0;
+          count -= len;
+          out++;
+          continue;
+        }
+        if (symbol === 256) {
+          bits = (bits >>> len) | 0;
+          count -= len;
+          if (this.#finalBlock) {
+            // The Adler-32 trailer starts at the next byte boundary.
+            bits = (bits >>> (count & 7)) | 0;
+            count -= count & 7;
+            state = S_ADLER;
+          } else {
+            state = S_BLOCK_HEADER;
+          }
+          break;
+        }
+        const index = symbol - 257;
+        if (index >= 29) throw new ZlibFormatError("invalid literal/length symbol");
+        const extra = LENGTH_EXTRA[index];
+        if (len + extra > count) {
+          this.#starved = true;
+          break;
+        }
+        pendingLength = LENGTH_BASE[index] + ((bits >>> len) & ((1 << extra) - 1));
+        bits = (bits >>> (len + extra)) | 0;
+        count -= len + extra;
+        state = S_DISTANCE;
+        continue;
+      }
+      if (state === S_DISTANCE) {
+        let entry = dist[bits & ((1 << DIST_ROOT) - 1)];
+        if (entry & LINK) {
+          entry = dist[(entry >>> 8) + ((bits >>> DIST_ROOT) & ((1 << (entry & 15)) - 1))];
+        }
+        const len = entry & 15;
+        if (len === 0 || len > count) {
+          if (count >= MAX_BITS) throw new ZlibFormatError("invalid distance code");
+          this.#starved = true;
+          break loop;
+        }
+        const symbol = entry >>> 8;
+        if (symbol >= 30) throw new ZlibFormatError("invalid distance symbol");
+        bits = (bits >>> len) | 0;
+        count -= len;
+        pendingDistance = symbol;
+        state = S_DISTANCE_EXTRA;
         while (count <= 24 && pos < end) {
           bits |= input[pos++] << count;
           count += 8;
         }
-        switch (state) {
-          case S_LITLEN:
-          case S_DISTANCE:
-          case S_DISTANCE_EXTRA: {
-            const lit = this.#lit;
-            const dist = this.#dist;
-            for (;;) {
-              while (count <= 24 && pos < end) {
-                bits |= input[pos++] << count;
-                count += 8;
-              }
-              if (state === S_LITLEN) {
-                let entry = lit[bits & ((1 << LIT_ROOT) - 1)];
-                if (entry & LINK) {
-                  entry = lit[(entry >>> 8) + ((bits >>> LIT_ROOT) & ((1 << (entry & 15)) - 1))];
-                }
-                const len = entry & 15;
-                if (len === 0 || len > count) {
-                  if (count >= MAX_BITS) throw new ZlibFormatError("invalid literal/length code");
-                  break outer;
-                }
-                const symbol = entry >>> 8;
-                if (symbol < 256) {
-                  bits = (bits >>> len) | 0;
-                  count -= len;
-                  out++;
-                  continue;
-                }
-                if (symbol === 256) {
-                  bits = (bits >>> len) | 0;
-                  count -= len;
-                  state = this.#finalBlock ? S_ADLER : S_BLOCK_HEADER;
-                  if (state === S_ADLER) {
-                    bits = (bits >>> (count & 7)) | 0;
-                    count -= count & 7;
-                  }
-                  continue outer;
-                }
-                const index = symbol - 257;
-                if (index >= 29) throw new ZlibFormatError("invalid literal/length symbol");
-                const extra = LENGTH_EXTRA[index];
-                if (len + extra > count) break outer;
-                pendingLength = LENGTH_BASE[index] +
-                  ((bits >>> len) & ((1 << extra) - 1));
-                bits = (bits >>> (len + extra)) | 0;
-                count -= len + extra;
-                state = S_DISTANCE;
-                continue;
-              }
-              if (state === S_DISTANCE) {
-                let entry = dist[bits & ((1 << DIST_ROOT) - 1)];
-                if (entry & LINK) {
-                  entry = dist[(entry >>> 8) + ((bits >>> DIST_ROOT) & ((1 << (entry & 15)) - 1))];
-                }
-                const len = entry & 15;
-                if (len === 0 || len > count) {
-                  if (count >= MAX_BITS) throw new ZlibFormatError("invalid distance code");
-                  break outer;
-                }
-                const symbol = entry >>> 8;
-                if (symbol >= 30) throw new ZlibFormatError("invalid distance symbol");
-                bits = (bits >>> len) | 0;
-                count -= len;
-                pendingDistance = symbol;
-                state = S_DISTANCE_EXTRA;
-                while (count <= 24 && pos < end) {
-                  bits |= input[pos++] << count;
-                  count += 8;
-                }
-              }
-              const symbol = pendingDistance;
-              const extra = DIST_EXTRA[symbol];
-              if (extra > count) break outer;
-              const distance = DIST_BASE[symbol] + (bits & ((1 << extra) - 1));
-              if (distance > out) throw new ZlibFormatError("distance too far back");
-              bits = (bits >>> extra) | 0;
-              count -= extra;
-              out += pendingLength;
-              state = S_LITLEN;
+      }
+      const extra = DIST_EXTRA[pendingDistance];
+      if (extra > count) {
+        this.#starved = true;
+        break;
+      }
+      const distance = DIST_BASE[pendingDistance] + (bits & ((1 << extra) - 1));
+      if (distance > out) throw new ZlibFormatError("distance too far back");
+      bits = (bits >>> extra) | 0;
+      count -= extra;
+      out += pendingLength;
+      state = S_LITLEN;
+    }
+    this.#bitBuffer = bits;
+    this.#bitCount = count;
+    this.#state = state;
+    this.#inflated = out;
+    this.#pendingLength = pendingLength;
+    this.#pendingDistance = pendingDistance;
+    return pos;
+  }
+
+  /**
+   * Everything but coded data: zlib header, block headers, stored blocks, dynamic table
+   * definitions and the trailer. Returns when coded data starts, at the end of the stream, or
+   * when the input runs short (sets `#starved`).
+   */
+  #scanStructure(input: Uint8Array, pos: number, end: number): number {
+    let bits = this.#bitBuffer;
+    let count = this.#bitCount;
+    let state = this.#state;
+    let out = this.#inflated;
+    outer: for (;;) {
+      // Top up the bit buffer to at least 25 bits (up to 32) when input allows.
+      while (count <= 24 && pos < end) {
+        bits |= input[pos++] << count;
+        count += 8;
+      }
+      switch (state) {
+        case S_ZLIB_HEADER: {
+          if (count < 16) {
+            this.#starved = true;
+            break outer;
+          }
+          const cmf = bits & 0xff;
+          const flg = (bits >>> 8) & 0xff;
+          if ((cmf & 15) !== 8) throw new ZlibFormatError(`unknown method ${cmf & 15}`);
+          if (cmf >>> 4 > 7) throw new ZlibFormatError(`window size ${cmf >>> 4} too large`);
+          if ((cmf * 256 + flg) % 31 !== 0) throw new ZlibFormatError("header check failed");
+          if (flg & 0x20) throw new ZlibFormatError("preset dictionary not supported");
+          bits = (bits >>> 16) | 0;
+          count -= 16;
+          state = S_BLOCK_HEADER;
+          continue;
+        }
+        case S_BLOCK_HEADER: {
+          if (count < 3) {
+            this.#starved = true;
+            break outer;
+          }
+          this.#finalBlock = (bits & 1) === 1;
+          const type = (bits >>> 1) & 3;
+          bits = (bits >>> 3) | 0;
+          count -= 3;
+          if (type === 0) {
+            bits = (bits >>> (count & 7)) | 0;
+            count -= count & 7;
+            state = S_STORED_HEADER;
+          } else if (type === 1) {
+            this.#lit = FIXED.lit;
+            this.#dist = FIXED.dist;
+            state = S_LITLEN;
+            break outer;
+          } else if (type === 2) {
+            state = S_DYNAMIC_HEADER;
+          } else {
+            throw new ZlibFormatError("invalid block type 3");
+          }
+          continue;
+        }
+        case S_STORED_HEADER: {
+          if (count < 32) {
+            this.#starved = true;
+            break outer;
+          }
+          const length = bits & 0xffff;
+          const complement = bits >>> 16;
+          if ((length ^ 0xffff) !== complement) {
+            throw new ZlibFormatError("stored block length mismatch");
+          }
+          bits = 0;
+          count = 0;
+          this.#storedLeft = length;
+          state = S_STORED_COPY;
+          continue;
+        }
+        case S_STORED_COPY: {
+          // Whole bytes already pulled into the bit buffer come first.
+          while (this.#storedLeft > 0 && count >= 8) {
+            bits = (bits >>> 8) | 0;
+            count -= 8;
+            this.#storedLeft--;
+            out++;
+          }
+          const skip = Math.min(this.#storedLeft, end - pos);
+          pos += skip;
+          out += skip;
+          this.#storedLeft -= skip;
+          if (this.#storedLeft > 0) {
+            this.#starved = true;
+            break outer;
+          }
+          state = this.#finalBlock ? S_ADLER : S_BLOCK_HEADER;
+          continue;
+        }
+        case S_DYNAMIC_HEADER: {
+          if (count < 14) {
+            this.#starved = true;
+            break outer;
+          }
+          this.#literalCount = (bits & 31) + 257;
+          this.#distanceCount = ((bits >>> 5) & 31) + 1;
+          this.#codeLengthCount = ((bits >>> 10) & 15) + 4;
+          bits = (bits >>> 14) | 0;
+          count -= 14;
+          if (this.#literalCount > 286 || this.#distanceCount > 30) {
+            throw new ZlibFormatError("too many length or distance symbols");
+          }
+          this.#lengths.fill(0, 0, 19);
+          this.#lengthIndex = 0;
+          state = S_CODE_LENGTH_LENGTHS;
+          continue;
+        }
+        case S_CODE_LENGTH_LENGTHS: {
+          while (this.#lengthIndex < this.#codeLengthCount) {
+            while (count <= 24 && pos < end) {
+              bits |= input[pos++] << count;
+              count += 8;
             }
-          }
-          case S_ZLIB_HEADER: {
-            if (count < 16) break outer;
-            const cmf = bits & 0xff;
-            const flg = (bits >>> 8) & 0xff;
-            if ((cmf & 15) !== 8) throw new ZlibFormatError(`unknown method ${cmf & 15}`);
-            if (cmf >>> 4 > 7) throw new ZlibFormatError(`window size ${cmf >>> 4} too large`);
-            if ((cmf * 256 + flg) % 31 !== 0) throw new ZlibFormatError("header check failed");
-            if (flg & 0x20) throw new ZlibFormatError("preset dictionary not supported");
-            bits = (bits >>> 16) | 0;
-            count -= 16;
-            state = S_BLOCK_HEADER;
-            continue;
-          }
-          case S_BLOCK_HEADER: {
-            if (count < 3) break outer;
-            this.#finalBlock = (bits & 1) === 1;
-            const type = (bits >>> 1) & 3;
+            if (count < 3) {
+              this.#starved = true;
+              break outer;
+            }
+            this.#lengths[CODE_LENGTH_ORDER[this.#lengthIndex++]] = bits & 7;
             bits = (bits >>> 3) | 0;
             count -= 3;
-            if (type === 0) {
-              bits = (bits >>> (count & 7)) | 0;
-              count -= count & 7;
-              state = S_STORED_HEADER;
-            } else if (type === 1) {
-              this.#lit = FIXED.lit;
-              this.#dist = FIXED.dist;
-              state = S_LITLEN;
-            } else if (type === 2) {
-              state = S_DYNAMIC_HEADER;
-            } else {
-              throw new ZlibFormatError("invalid block type 3");
-            }
-            continue;
           }
-          case S_STORED_HEADER: {
-            if (count < 32) break outer;
-            const length = bits & 0xffff;
-            const complement = bits >>> 16;
-            if ((length ^ 0xffff) !== complement) {
-              throw new ZlibFormatError("stored block length mismatch");
-            }
-            bits = 0;
-            count = 0;
-            this.#storedLeft = length;
-            state = S_STORED_COPY;
-            continue;
-          }
-          case S_STORED_COPY: {
-            // Whole bytes already pulled into the bit buffer come first.
-            while (this.#storedLeft > 0 && count >= 8) {
-              bits = (bits >>> 8) | 0;
-              count -= 8;
-              this.#storedLeft--;
-              out++;
-            }
-            const skip = Math.min(this.#storedLeft, end - pos);
-            pos += skip;
-            out += skip;
-            this.#storedLeft -= skip;
-            if (this.#storedLeft > 0) break outer;
-            state = this.#finalBlock ? S_ADLER : S_BLOCK_HEADER;
-            continue;
-          }
-          case S_DYNAMIC_HEADER: {
-            if (count < 14) break outer;
-            this.#literalCount = (bits & 31) + 257;
-            this.#distanceCount = ((bits >>> 5) & 31) + 1;
-            this.#codeLengthCount = ((bits >>> 10) & 15) + 4;
-            bits = (bits >>> 14) | 0;
-            count -= 14;
-            if (this.#literalCount > 286 || this.#distanceCount > 30) {
-              throw new ZlibFormatError("too many length or distance symbols");
-            }
-            this.#lengths.fill(0, 0, 19);
-            this.#lengthIndex = 0;
-            state = S_CODE_LENGTH_LENGTHS;
-            continue;
-          }
-          case S_CODE_LENGTH_LENGTHS: {
-            while (this.#lengthIndex < this.#codeLengthCount) {
+          buildTable(this.#lengths, 0, 19, this.#codeLengthTable, CL_ROOT, false, "code length");
+          this.#lengthIndex = 0;
+          state = S_CODE_LENGTHS;
+          continue;
+        }
+        case S_CODE_LENGTHS: {
+          const total = this.#literalCount + this.#distanceCount;
+          const lengths = this.#lengths;
+          const table = this.#codeLengthTable;
+          let index = this.#lengthIndex;
+          while (index < total) {
+            if (count < 14 && pos < end) {
               while (count <= 24 && pos < end) {
                 bits |= input[pos++] << count;
                 count += 8;
               }
-              if (count < 3) break outer;
-              this.#lengths[CODE_LENGTH_ORDER[this.#lengthIndex++]] = bits & 7;
-              bits = (bits >>> 3) | 0;
-              count -= 3;
             }
-            buildTable(this.#lengths, 0, 19, this.#codeLengthTable, CL_ROOT, false, "code length");
-            this.#lengthIndex = 0;
-            state = S_CODE_LENGTHS;
-            continue;
-          }
-          case S_CODE_LENGTHS: {
-            const total = this.#literalCount + this.#distanceCount;
-            const lengths = this.#lengths;
-            const table = this.#codeLengthTable;
-            let index = this.#lengthIndex;
-            while (index < total) {
-              if (count < 14 && pos < end) {
-                while (count <= 24 && pos < end) {
-                  bits |= input[pos++] << count;
-                  count += 8;
-                }
-              }
-              const entry = table[bits & ((1 << CL_ROOT) - 1)];
-              const len = entry & 15;
-              if (len === 0 || len > count) {
-                this.#lengthIndex = index;
-                if (count >= CL_ROOT) throw new ZlibFormatError("invalid code length code");
-                break outer;
-              }
-              const symbol = entry >>> 8;
-              if (symbol < 16) {
-                lengths[index++] = symbol;
-                bits = (bits >>> len) | 0;
-                count -= len;
-                continue;
-              }
-              const extra = symbol === 16 ? 2 : symbol === 17 ? 3 : 7;
-              if (len + extra > count) {
-                this.#lengthIndex = index;
-                break outer;
-              }
-              const repeat = (bits >>> len) & ((1 << extra) - 1);
-              bits = (bits >>> (len + extra)) | 0;
-              count -= len + extra;
-              let value = 0;
-              let times: number;
-              if (symbol === 16) {
-                if (index === 0) throw new ZlibFormatError("repeat with no previous length");
-                value = lengths[index - 1];
-                times = 3 + repeat;
-              } else {
-                times = (symbol === 17 ? 3 : 11) + repeat;
-              }
-              if (index + times > total) throw new ZlibFormatError("code lengths overflow");
-              lengths.fill(value, index, index + times);
-              index += times;
+            const entry = table[bits & ((1 << CL_ROOT) - 1)];
+            const len = entry & 15;
+            if (len === 0 || len > count) {
+              this.#lengthIndex = index;
+              if (count >= CL_ROOT) throw new ZlibFormatError("invalid code length code");
+              this.#starved = true;
+              break outer;
             }
-            this.#lengthIndex = index;
-            this.#buildDynamicTables();
-            state = S_LITLEN;
-            continue;
+            const symbol = entry >>> 8;
+            if (symbol < 16) {
+              lengths[index++] = symbol;
+              bits = (bits >>> len) | 0;
+              count -= len;
+              continue;
+            }
+            const extra = symbol === 16 ? 2 : symbol === 17 ? 3 : 7;
+            if (len + extra > count) {
+              this.#lengthIndex = index;
+              this.#starved = true;
+              break outer;
+            }
+            const repeat = (bits >>> len) & ((1 << extra) - 1);
+            bits = (bits >>> (len + extra)) | 0;
+            count -= len + extra;
+            let value = 0;
+            let times: number;
+            if (symbol === 16) {
+              if (index === 0) throw new ZlibFormatError("repeat with no previous length");
+              value = lengths[index - 1];
+              times = 3 + repeat;
+            } else {
+              times = (symbol === 17 ? 3 : 11) + repeat;
+            }
+            if (index + times > total) throw new ZlibFormatError("code lengths overflow");
+            lengths.fill(value, index, index + times);
+            index += times;
           }
-          case S_ADLER: {
-            if (count < 32) break outer;
-            bits = 0;
-            count = 0;
-            state = S_DONE;
-            break outer;
-          }
-          default:
-            break outer;
+          this.#lengthIndex = index;
+          this.#buildDynamicTables();
+          state = S_LITLEN;
+          break outer;
         }
+        case S_ADLER: {
+          if (count < 32) {
+            this.#starved = true;
+            break outer;
+          }
+          bits = 0;
+          count = 0;
+          state = S_DONE;
+          break outer;
+        }
+        default:
+          break outer;
       }
-    } finally {
-      this.#bitBuffer = bits;
-      this.#bitCount = count;
-      this.#state = state;
-      this.#inflated = out;
-      this.#pendingLength = pendingLength;
-      this.#pendingDistance = pendingDistance;
-      this.#consumed += pos - start;
     }
+    this.#bitBuffer = bits;
+    this.#bitCount = count;
+    this.#state = state;
+    this.#inflated = out;
     return pos;
   }
 
