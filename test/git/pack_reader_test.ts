@@ -11,7 +11,7 @@ import {
   typeName,
 } from "../../src/git/pack.ts";
 import { packScanner, scanPack } from "../../src/git/pack_reader.ts";
-import { tempDir } from "../support/git.ts";
+import { gitBytes, tempDir } from "../support/git.ts";
 import { chunked, collect, concatBytes, seededRandom } from "../support/streams.ts";
 import { buildRepo, packObjects, type VerifiedObject, verifyPack } from "./pack_fixtures.ts";
 
@@ -163,6 +163,19 @@ Deno.test("pack reader", async (t) => {
       ["bad-delta-base"],
       /not the start of an earlier entry/,
     );
+  });
+
+  await t.step("an empty pack from git scans to zero entries", async () => {
+    const empty = await gitBytes(["pack-objects", "--stdout"], {
+      cwd: repo,
+      stdin: new Uint8Array(0),
+    });
+    const summary = await scanPack(chunked(empty, "bytewise"));
+    assert.deepEqual(
+      [summary.objects, summary.entries, summary.size],
+      [0, [], 32],
+    );
+    assert.equal(summary.checksum, bytesToHex(empty.subarray(12)));
   });
 
   await t.step("packScanner fails the stream and the summary alike", async () => {

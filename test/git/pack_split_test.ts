@@ -8,7 +8,7 @@ import {
 } from "../../src/git/pack.ts";
 import { scanPack } from "../../src/git/pack_reader.ts";
 import { planSplit, splitPack, splitPackBytes } from "../../src/git/pack_split.ts";
-import { tempDir } from "../support/git.ts";
+import { gitBytes, tempDir } from "../support/git.ts";
 import { chunked } from "../support/streams.ts";
 import { buildRepo, packObjects, verifyPack } from "./pack_fixtures.ts";
 
@@ -144,6 +144,14 @@ Deno.test("pack splitter", async (t) => {
     assert.equal(plan.parts.length, 1);
     assert.match(plan.note!, /REF_DELTA/);
     assert.deepEqual(await splitPackBytes(refPack, 4), [refPack]);
+  });
+
+  await t.step("an empty pack splits into one empty pack", async () => {
+    const empty = await gitBytes(["pack-objects", "--stdout"], {
+      cwd: repo,
+      stdin: new Uint8Array(0),
+    });
+    assert.deepEqual(await splitPackBytes(empty, 3), [empty]);
   });
 
   await t.step("a source shorter than the scan fails and aborts every sink", async () => {
