@@ -1,0 +1,177 @@
+/**
+ * Parallel packfile-URI downloads, the seed benchmark side by side (`fetch.packfileURIThreads`:
+ * 7.58x at 8 threads for 8×1 MB packs at 2 MB/s per connection; 5.35x for 8×16 MB unthrottled):
+ * `fetchPackfiles` with jobs 1, 2, 4, 8 against `startFileServer` capped at 2 MB/s per
+ * connection (8×1 MiB), and jobs 1 vs 8 unthrottled (8×16 MiB). Median of `--runs` (3) each;
+ * every run indexes into a fresh bare repository.
+ *
+ * Usage: deno run --allow-all bench/parallel_uris.ts [--runs 3] [--quick]
+ *
+ * Hook for the stock-git comparison through the edge: call {@link runBench} with `comparisons`
+ * (each one times a whole run of some other client, e.g. `git clone` via the edge) and they are
+ * measured with the same runs/median and printed in the same table.
+ */
+import { fetchPackfiles } from "../mod.ts";
+import { makePackFixtures, type PackFixture } from "../test/support/pack_fixtures.ts";
+import { startFileServer } from "../test/support/relay.ts";
+
+/** Another client to time next to fetchPackfiles (e.g. stock git through the edge). */
+export interface Comparison {
+  scenario: string;
+  label: string;
+  /** One timed run; resolves with elapsed seconds. */
+  run(): Promise<number>;
+}
+
+/** One row of the result table. */
+export interface BenchRow {
+  scenario: string;
+  label: string;
+  jobs: number | null;
+  seconds: number[];
+  median: number;
+  /** Median of the scenario's jobs-1 row divided by this row's median. */
+  speedup: number | null;
+}
+
+interface Scenario {
+  name: string;
+  count: number;
+  bytesEach: number;
+  bytesPerSecond?: number;
+  jobs: number[];
+}
+
+const MiB = 1024 * 1024;
+
+const SCENARIOS: Scenario[] = [
+  {
+    name: "2 MB/s, 8×1 MiB",
+    count: 8,
+    bytesEach: MiB,
+    bytesPerSecond: 2_000_000,
+    jobs: [1, 2, 4, 8],
+  },
+  { name: "unthrottled, 8×16 MiB", count: 8, bytesEach: 16 * MiB, jobs: [1, 8] },
+];
+
+/** Runs every scenario (and `comparisons`) and returns the rows; prints nothing. */
+export async function runBench(
+  options: { runs?: number; quick?: boolean; comparisons?: Comparison[] } = {},
+): Promise<BenchRow[]> {
+  const runs = options.runs ?? 3;
+  const root = await Deno.makeTempDir({ prefix: "gitedge-bench-uris-" });
+  const rows: BenchRow[] = [];
+  try {
+    for (const scenario of SCENARIOS) {
+      const sized = options.quick ? { ...scenario, bytesEach: scenario.bytesEach / 4 } : scenario;
+      rows.push(...await runScenario(sized, `${root}/${rows.length}`, runs));
+    }
+    for (const c of options.comparisons ?? []) {
+      const seconds = await repeat(runs, () => c.run());
+      const base = rows.find((r) => r.scenario === c.scenario && r.jobs === 1);
+      const median = medianOf(seconds);
+      rows.push({
+        scenario: c.scenario,
+        label: c.label,
+        jobs: null,
+        seconds,
+        median,
+        speedup: base ? base.median / median : null,
+      });
+    }
+  } finally {
+    await Deno.remove(root, { recursive: true });
+  }
+  return rows;
+}
+
+async function runScenario(scenario: Scenario, dir: string, runs: number): Promise<BenchRow[]> {
+  const packs = await makePackFixtures(`${dir}/packs`, {
+    count: scenario.count,
+    bytesEach: scenario.bytesEach,
+    seed: 42,
+  });
+  await using server = await startFileServer({
+    files: Object.fromEntries(packs.map((p) => [`/${p.hash}.pack`, p.path])),
+    bytesPerSecond: scenario.bytesPerSecond,
+  });
+  const uris = packs.map((p: PackFixture) => ({
+    hash: p.hash,
+    uri: `${server.url}/${p.hash}.pack`,
+  }));
+  const rows: BenchRow[] = [];
+  for (const jobs of scenario.jobs) {
+    let n = 0;
+    const seconds = await repeat(runs, async () => {
+      const gitDir = `${dir}/repo-${jobs}-${n++}.git`;
+      await initBare(gitDir);
+      const started = performance.now();
+      await fetchPackfiles(uris, { gitDir, jobs });
+      const elapsed = (performance.now() - started) / 1000;
+      await Deno.remove(gitDir, { recursive: true });
+      return elapsed;
+    });
+    const median = medianOf(seconds);
+    const base = rows.find((r) => r.jobs === 1)?.median ?? median;
+    rows.push({
+      scenario: scenario.name,
+      label: "fetchPackfiles",
+      jobs,
+      seconds,
+      median,
+      speedup: base / median,
+    });
+  }
+  return rows;
+}
+
+async function repeat(runs: number, once: () => Promise<number>): Promise<number[]> {
+  const out: number[] = [];
+  for (let i = 0; i < runs; i++) out.push(await once());
+  return out;
+}
+
+function medianOf(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
+}
+
+async function initBare(path: string): Promise<void> {
+  const out = await new Deno.Command("git", {
+    args: ["init", "-q", "--bare", path],
+    stdout: "null",
+    stderr: "piped",
+  }).output();
+  if (!out.success) throw new Error(`git init failed: ${new TextDecoder().decode(out.stderr)}`);
+}
+
+/** Formats rows as a fixed-width table. */
+export function formatTable(rows: BenchRow[]): string {
+  const lines = [
+    "scenario                 client          jobs  median s  speedup  runs (s)",
+    "-----------------------  --------------  ----  --------  -------  --------",
+  ];
+  for (const r of rows) {
+    lines.push(
+      [
+        r.scenario.padEnd(23),
+        r.label.padEnd(14),
+        String(r.jobs ?? "-").padStart(4),
+        r.median.toFixed(3).padStart(8),
+        (r.speedup === null ? "-" : `${r.speedup.toFixed(2)}x`).padStart(7),
+        r.seconds.map((s) => s.toFixed(2)).join(" "),
+      ].join("  "),
+    );
+  }
+  return lines.join("\n");
+}
+
+if (import.meta.main) {
+  const at = Deno.args.indexOf("--runs");
+  const runs = at >= 0 ? Number(Deno.args[at + 1]) : 3;
+  const rows = await runBench({ runs, quick: Deno.args.includes("--quick") });
+  console.log(formatTable(rows));
+  console.log("targets: throttled jobs 8 >= 7.5x jobs 1; unthrottled jobs 8 >= 1.7x jobs 1");
+}
