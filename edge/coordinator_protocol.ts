@@ -4,6 +4,7 @@
  * JSON both ways. Origin credentials travel in the body, in memory only; the DO never stores them.
  */
 import type { Manifest, OriginAuth, RepoRef, SnapshotStatus } from "../src/proxy/deps.ts";
+import { OriginStatusError, OriginUnreachableError } from "../src/proxy/origin.ts";
 
 /** The `Coordinator` operations the Durable Object serves. */
 export type CoordinatorOp = "manifest" | "status" | "schedule" | "warm";
@@ -17,17 +18,31 @@ export interface CoordinatorCall {
   auth: OriginAuth;
 }
 
-/** Reply bodies, per operation. */
+/** Reply bodies, per operation. `started`: this call started a build (rather than joining one). */
 export interface CoordinatorReplies {
   manifest: { manifest: Manifest | null };
   status: { status: SnapshotStatus };
-  schedule: { scheduled: true };
-  warm: { status: SnapshotStatus };
+  schedule: { started: boolean };
+  warm: { status: SnapshotStatus; started: boolean };
 }
 
-/** The body of a failed call. */
+/** The body of a failed call. `origin` is set when the origin refused or could not be reached. */
 export interface CoordinatorFailure {
   error: string;
+  origin?: { url: string; status: number | null; detail: string };
+}
+
+/** A coordinator call failed in the Durable Object for a reason other than the origin. */
+export class CoordinatorCallError extends Error {
+  override name = "CoordinatorCallError";
+  constructor(
+    readonly op: CoordinatorOp,
+    readonly repoPath: string,
+    readonly status: number,
+    detail: string,
+  ) {
+    super(`snapshot coordinator ${op} for ${repoPath} failed (${status}): ${detail}`);
+  }
 }
 
 /** A request to the Durable Object that does not follow this protocol. */
@@ -93,4 +108,62 @@ function isRepoRef(value: unknown): value is RepoRef {
 function isAuth(value: unknown): value is OriginAuth {
   return isRecord(value) && isRecord(value.headers) &&
     Object.values(value.headers).every((v) => typeof v === "string");
+}
+
+/** The failure body for `error`, keeping what the Worker needs to rebuild origin errors. */
+export function encodeFailure(error: unknown): CoordinatorFailure {
+  const message = error instanceof Error ? error.message : String(error);
+  if (error instanceof OriginStatusError) {
+    const prefix = `origin answered ${error.status} for ${error.url}: `;
+    const detail = message.startsWith(prefix) ? message.slice(prefix.length) : "";
+    return { error: message, origin: { url: error.url, status: error.status, detail } };
+  }
+  if (error instanceof OriginUnreachableError) {
+    const cause = error.cause instanceof Error ? error.cause.message : String(error.cause);
+    return { error: message, origin: { url: error.url, status: null, detail: cause } };
+  }
+  return { error: message };
+}
+
+/**
+ * The error a failed call stands for on the Worker side: the origin's typed errors again (so the
+ * app answers 502 as on Deno), otherwise a `CoordinatorCallError`. `body` is the raw reply text.
+ */
+export function decodeFailure(
+  op: CoordinatorOp,
+  repoPath: string,
+  httpStatus: number,
+  body: string,
+): Error {
+  const failure = parseFailure(body);
+  if (failure === null) {
+    return new CoordinatorCallError(op, repoPath, httpStatus, body.trim().slice(0, 500) || "empty");
+  }
+  const origin = failure.origin;
+  if (origin?.status != null) {
+    return new OriginStatusError(origin.url, origin.status, origin.detail);
+  }
+  if (origin) return new OriginUnreachableError(origin.url, new Error(origin.detail));
+  return new CoordinatorCallError(op, repoPath, httpStatus, failure.error);
+}
+
+function parseFailure(body: string): CoordinatorFailure | null {
+  let value: unknown;
+  try {
+    value = JSON.parse(body);
+  } catch {
+    return null; // Not the protocol's JSON (e.g. a runtime error page): the caller reports the text.
+  }
+  if (!isRecord(value) || typeof value.error !== "string") return null;
+  const origin = value.origin;
+  if (
+    isRecord(origin) && typeof origin.url === "string" && typeof origin.detail === "string" &&
+    (origin.status === null || typeof origin.status === "number")
+  ) {
+    return {
+      error: value.error,
+      origin: { url: origin.url, status: origin.status, detail: origin.detail },
+    };
+  }
+  return { error: value.error };
 }

@@ -9,35 +9,29 @@ import type {
   RepoRef,
   SnapshotStatus,
 } from "../src/proxy/deps.ts";
+import type { Metrics } from "../src/proxy/metrics.ts";
 import {
-  type CoordinatorFailure,
   type CoordinatorOp,
   type CoordinatorReplies,
+  decodeFailure,
   encodeCall,
 } from "./coordinator_protocol.ts";
 import type { DurableObjectNamespace } from "./worker_types.ts";
 
-/** A coordinator call failed in the Durable Object (e.g. the snapshot build failed). */
-export class CoordinatorCallError extends Error {
-  override name = "CoordinatorCallError";
-  constructor(
-    readonly op: CoordinatorOp,
-    readonly repoPath: string,
-    readonly status: number,
-    detail: string,
-  ) {
-    super(`snapshot coordinator ${op} for ${repoPath} failed (${status}): ${detail}`);
-  }
-}
-
 const NO_AUTH: OriginAuth = { headers: {} };
 
-/** `Coordinator` backed by one Durable Object per repository (named by the repository id). */
+/**
+ * `Coordinator` backed by one Durable Object per repository (named by the repository id).
+ * Failures come back as the origin's typed errors or `CoordinatorCallError`. Builds that calls
+ * from this isolate started are counted in `metrics` (`gitedge_snapshot_builds_total`).
+ */
 export class DurableObjectCoordinator implements Coordinator {
   readonly #namespace: DurableObjectNamespace;
+  readonly #metrics: Metrics | undefined;
 
-  constructor(namespace: DurableObjectNamespace) {
+  constructor(namespace: DurableObjectNamespace, metrics?: Metrics) {
     this.#namespace = namespace;
+    this.#metrics = metrics;
   }
 
   async manifest(repo: RepoRef): Promise<Manifest | null> {
@@ -49,11 +43,17 @@ export class DurableObjectCoordinator implements Coordinator {
   }
 
   async schedule(repo: RepoRef, auth: OriginAuth): Promise<void> {
-    await this.#call("schedule", repo, auth);
+    this.#countStart(await this.#call("schedule", repo, auth));
   }
 
   async warm(repo: RepoRef, auth: OriginAuth): Promise<SnapshotStatus> {
-    return (await this.#call("warm", repo, auth)).status;
+    const reply = await this.#call("warm", repo, auth);
+    this.#countStart(reply);
+    return reply.status;
+  }
+
+  #countStart(reply: { started: boolean }): void {
+    if (reply.started) this.#metrics?.inc("gitedge_snapshot_builds_total");
   }
 
   async #call<Op extends CoordinatorOp>(
@@ -64,20 +64,8 @@ export class DurableObjectCoordinator implements Coordinator {
     const stub = this.#namespace.get(this.#namespace.idFromName(repo.id));
     const response = await stub.fetch(encodeCall({ op, repo, auth }));
     if (!response.ok) {
-      const detail = failureDetail(await response.text());
-      throw new CoordinatorCallError(op, repo.path, response.status, detail);
+      throw decodeFailure(op, repo.path, response.status, await response.text());
     }
     return await response.json() as CoordinatorReplies[Op];
   }
-}
-
-/** The `error` of a failure body; the raw text when the body is not the protocol's JSON. */
-function failureDetail(text: string): string {
-  try {
-    const failure = JSON.parse(text) as Partial<CoordinatorFailure>;
-    if (typeof failure.error === "string") return failure.error;
-  } catch {
-    // Not JSON (e.g. a runtime error page): report the text itself below.
-  }
-  return text.trim().slice(0, 500) || "empty response";
 }

@@ -14,6 +14,7 @@ import {
   CoordinatorProtocolError,
   type CoordinatorReplies,
   decodeCall,
+  encodeFailure,
   jsonResponse,
 } from "./coordinator_protocol.ts";
 import { edgeConfigFromEnv, type Env, partBytesFromEnv, refreshMsFromEnv } from "./env.ts";
@@ -56,11 +57,7 @@ export class RepoCoordinator {
     try {
       return jsonResponse(await this.#serve(call));
     } catch (error) {
-      const status = error instanceof RepoMismatchError ? 409 : 500;
-      return jsonResponse(
-        { error: error instanceof Error ? error.message : String(error) },
-        status,
-      );
+      return jsonResponse(encodeFailure(error), error instanceof RepoMismatchError ? 409 : 500);
     }
   }
 
@@ -77,10 +74,9 @@ export class RepoCoordinator {
       case "status":
         return { status: await this.#snapshots.status(repo) };
       case "schedule":
-        this.#snapshots.schedule(repo, auth);
-        return { scheduled: true };
+        return { started: this.#snapshots.schedule(repo, auth) };
       case "warm":
-        return { status: await this.#snapshots.warm(repo, auth) };
+        return await this.#snapshots.warm(repo, auth);
     }
   }
 }

@@ -78,15 +78,24 @@ export class RepoSnapshots {
     };
   }
 
-  /** Starts a build unless one runs; its failure goes to `onBackgroundError` and `lastError`. */
-  schedule(repo: RepoRef, auth: OriginAuth): void {
-    this.#build(repo, auth).catch((error) => this.#deps.onBackgroundError(repo, error));
+  /**
+   * Starts a build unless one runs; returns whether this call started it. A failure goes to
+   * `onBackgroundError` and `lastError`.
+   */
+  schedule(repo: RepoRef, auth: OriginAuth): boolean {
+    const { build, started } = this.#build(repo, auth);
+    build.catch((error) => this.#deps.onBackgroundError(repo, error));
+    return started;
   }
 
-  /** Builds now, joining a running build, and returns the resulting status. */
-  async warm(repo: RepoRef, auth: OriginAuth): Promise<SnapshotStatus> {
-    await this.#build(repo, auth);
-    return await this.status(repo);
+  /** Builds now, joining a running build; the resulting status, and whether this call started it. */
+  async warm(
+    repo: RepoRef,
+    auth: OriginAuth,
+  ): Promise<{ status: SnapshotStatus; started: boolean }> {
+    const { build, started } = this.#build(repo, auth);
+    await build;
+    return { status: await this.status(repo), started };
   }
 
   /** The periodic refresh (alarm): rebuilds without credentials; throws when the build fails. */
@@ -94,14 +103,17 @@ export class RepoSnapshots {
     if (this.#deps.refreshMs === null) return;
     const meta = await this.#deps.storage.get<SnapshotMeta>(META_KEY);
     if (meta === undefined) return;
-    await this.#build(meta.repo, { headers: {} });
+    await this.#build(meta.repo, { headers: {} }).build;
   }
 
-  #build(repo: RepoRef, auth: OriginAuth): Promise<Manifest> {
-    this.#building ??= this.#runBuild(repo, auth).finally(() => {
+  /** Joins the running build, or starts one. */
+  #build(repo: RepoRef, auth: OriginAuth): { build: Promise<Manifest>; started: boolean } {
+    if (this.#building) return { build: this.#building, started: false };
+    const build = this.#runBuild(repo, auth).finally(() => {
       this.#building = null;
     });
-    return this.#building;
+    this.#building = build;
+    return { build, started: true };
   }
 
   async #runBuild(repo: RepoRef, auth: OriginAuth): Promise<Manifest> {

@@ -6,6 +6,7 @@
  */
 import { createApp } from "../src/proxy/app.ts";
 import type { EdgeDeps } from "../src/proxy/deps.ts";
+import { Metrics } from "../src/proxy/metrics.ts";
 import { type Env, WorkerConfigError } from "./env.ts";
 import { edgeDepsFromEnv } from "./worker_deps.ts";
 import type { ExecutionContext, ExportedHandler } from "./worker_types.ts";
@@ -13,19 +14,29 @@ import type { ExecutionContext, ExportedHandler } from "./worker_types.ts";
 export { RepoCoordinator } from "./repo_coordinator_do.ts";
 export type { Env } from "./env.ts";
 
-async function handleFetch(request: Request, env: Env, ctx: ExecutionContext): Promise<Response> {
-  let deps: EdgeDeps;
-  try {
-    deps = edgeDepsFromEnv(env, ctx);
-  } catch (error) {
-    if (!(error instanceof WorkerConfigError)) throw error;
-    console.error(`gitedge: misconfigured Worker: ${error.message}`);
-    return new Response(`gitedge: misconfigured edge: ${error.message}\n`, {
-      status: 500,
-      headers: { "content-type": "text/plain; charset=utf-8" },
-    });
-  }
-  return await createApp(deps).fetch(request);
+type FetchHandler = (request: Request, env: Env, ctx: ExecutionContext) => Promise<Response>;
+
+/**
+ * The Worker's fetch handler. The handler owns the metrics of the isolate it runs in, so
+ * `/_edge/metrics` counts every request this isolate served (Cloudflare runs many isolates; each
+ * reports its own share).
+ */
+function createFetchHandler(): FetchHandler {
+  const metrics = new Metrics();
+  return async (request, env, ctx) => {
+    let deps: EdgeDeps;
+    try {
+      deps = edgeDepsFromEnv(env, ctx, metrics);
+    } catch (error) {
+      if (!(error instanceof WorkerConfigError)) throw error;
+      console.error(`gitedge: misconfigured Worker: ${error.message}`);
+      return new Response(`gitedge: misconfigured edge: ${error.message}\n`, {
+        status: 500,
+        headers: { "content-type": "text/plain; charset=utf-8" },
+      });
+    }
+    return await createApp(deps, { metrics }).fetch(request);
+  };
 }
 
-export default { fetch: handleFetch } satisfies ExportedHandler<Env>;
+export default { fetch: createFetchHandler() } satisfies ExportedHandler<Env>;

@@ -89,13 +89,14 @@ Deno.test("concurrent warms and schedules share one build", async () => {
   const { builder, snapshots } = setup();
   assert.equal((await snapshots.status(REPO)).state, "none");
   const warms = [snapshots.warm(REPO, NO_AUTH), snapshots.warm(REPO, NO_AUTH)];
-  snapshots.schedule(REPO, NO_AUTH);
+  assert.equal(snapshots.schedule(REPO, NO_AUTH), false, "schedule joins the running build");
   await settle();
   assert.equal((await snapshots.status(REPO)).state, "building");
   builder.release();
-  const statuses = await Promise.all(warms);
+  const results = await Promise.all(warms);
   assert.equal(builder.calls.length, 1);
-  for (const status of statuses) {
+  assert.deepEqual(results.map((r) => r.started), [true, false]);
+  for (const { status } of results) {
     assert.equal(status.state, "ready");
     assert.equal(status.builds, 1);
     assert.deepEqual(status.packs, [{ hash: "1".repeat(40), bytes: 100 }]);
@@ -114,7 +115,7 @@ Deno.test("the manifest and counters survive a new instance over the same storag
   const refreshed = second.snapshots.warm(REPO, NO_AUTH);
   await settle();
   second.builder.release();
-  const status = await refreshed;
+  const { status } = await refreshed;
   assert.equal(status.builds, 2);
   assert.equal(
     second.builder.calls[0].previous?.builtAt,

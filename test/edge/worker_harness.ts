@@ -146,6 +146,8 @@ export const workerEdgeFactory: EdgeFactory = async (opts) => {
   const worker = await startWorkerEdge({
     config: {
       origin: opts.origin,
+      allowHosts: opts.allowHosts,
+      multiOriginScheme: opts.allowHosts ? "http" : undefined,
       chunks: opts.chunks ?? 3,
       urlTtlSeconds: opts.urlTtlSeconds ?? 3600,
       adminToken: opts.adminToken,
