@@ -200,6 +200,40 @@ const SPECIAL_PKTS: readonly Pkt[] = [
   { type: "response-end" },
 ];
 
+/**
+ * Decodes a complete in-memory buffer of pkt-lines (synchronous counterpart
+ * of {@link PktLineReader} for small messages). Payloads are views into `bytes`.
+ *
+ * @throws {PktLineError} on a malformed header or a buffer ending mid-packet.
+ */
+export function decodePkts(bytes: Uint8Array): Pkt[] {
+  const out: Pkt[] = [];
+  let at = 0;
+  while (at < bytes.length) {
+    if (bytes.length - at < 4) {
+      throw new PktLineError(
+        "truncated",
+        `input ended in the middle of a pkt-line length header (${bytes.length - at} of 4 bytes)`,
+      );
+    }
+    const length = parsePktLength(bytes.subarray(at, at + 4));
+    if (length < 4) {
+      out.push(SPECIAL_PKTS[length]);
+      at += 4;
+      continue;
+    }
+    if (bytes.length - at < length) {
+      throw new PktLineError(
+        "truncated",
+        `input ended in the middle of a pkt-line: needed ${length} bytes, got ${bytes.length - at}`,
+      );
+    }
+    out.push({ type: "data", data: bytes.subarray(at + 4, at + length) });
+    at += length;
+  }
+  return out;
+}
+
 /** A decoded packet with the exact header bytes it was read from. */
 interface RawPkt {
   pkt: Pkt | null;

@@ -13,11 +13,11 @@
 import { GitFormatError } from "./errors.ts";
 import {
   concat,
+  decodePkts,
   DELIM_PKT,
   encodePkt,
   FLUSH_PKT,
   type Pkt,
-  pktBytes,
   PktLineReader,
   pktText,
 } from "./pktline.ts";
@@ -102,13 +102,70 @@ function formatCapability(c: Capability): string {
 export async function readCapabilityAdvertisement(
   reader: PktLineReader,
 ): Promise<CapabilityAdvertisement> {
-  let first = await requireDataLine(reader, "bad-advertisement", "capability advertisement");
+  let pkts = await readUntilFlush(reader, "bad-advertisement", "capability advertisement");
+  const first = pkts[0];
+  if (first?.type === "data" && pktText(first).startsWith("# service=")) {
+    pkts = pkts.concat(
+      await readUntilFlush(reader, "bad-advertisement", "capability advertisement"),
+    );
+  }
+  return parseCapabilityAdvertisement(pkts);
+}
+
+/**
+ * Reads packets up to and including the next flush.
+ *
+ * @throws {ProtocolError} with `code` if the stream ends first.
+ */
+async function readUntilFlush(reader: PktLineReader, code: string, what: string): Promise<Pkt[]> {
+  const pkts: Pkt[] = [];
+  for (;;) {
+    const pkt = await reader.read();
+    if (pkt === null) {
+      throw new ProtocolError(code, `${what} ended before its flush packet`);
+    }
+    pkts.push(pkt);
+    if (pkt.type === "flush") return pkts;
+  }
+}
+
+function describe(pkt: Pkt | undefined): string {
+  return pkt === undefined ? "end of input" : `a ${pkt.type} packet`;
+}
+
+function toPkts(input: Uint8Array | readonly Pkt[]): readonly Pkt[] {
+  return input instanceof Uint8Array ? decodePkts(input) : input;
+}
+
+/**
+ * Parses a complete capability advertisement (see
+ * {@link readCapabilityAdvertisement}) from packets or raw bytes.
+ *
+ * @throws {ProtocolError} `"bad-advertisement"`; {@link ProtocolRemoteError} for `ERR`.
+ */
+export function parseCapabilityAdvertisement(
+  input: Uint8Array | readonly Pkt[],
+): CapabilityAdvertisement {
+  const pkts = toPkts(input);
+  let i = 0;
+  const line = (): string => {
+    const pkt = pkts[i++];
+    if (pkt?.type !== "data") {
+      throw new ProtocolError(
+        "bad-advertisement",
+        `capability advertisement: expected a data line, got ${describe(pkt)}`,
+      );
+    }
+    const text = pktText(pkt);
+    rejectErrLine(text);
+    return text;
+  };
+  let first = line();
   if (first.startsWith("# service=")) {
-    const flush = await reader.read();
-    if (flush?.type !== "flush") {
+    if (pkts[i++]?.type !== "flush") {
       throw new ProtocolError("bad-advertisement", "expected a flush after the service line");
     }
-    first = await requireDataLine(reader, "bad-advertisement", "capability advertisement");
+    first = line();
   }
   if (first !== "version 2") {
     throw new ProtocolError(
@@ -117,52 +174,14 @@ export async function readCapabilityAdvertisement(
     );
   }
   const capabilities: Capability[] = [];
-  for (;;) {
-    const pkt = await reader.read();
-    if (pkt?.type === "flush") return { capabilities };
-    if (pkt?.type !== "data") {
-      throw new ProtocolError(
-        "bad-advertisement",
-        `capability advertisement ended with ${pkt ? `a ${pkt.type} packet` : "end of stream"}`,
-      );
-    }
-    capabilities.push(parseCapability(pktText(pkt)));
+  while (pkts[i]?.type === "data") capabilities.push(parseCapability(line()));
+  if (pkts[i]?.type !== "flush" || i + 1 !== pkts.length) {
+    throw new ProtocolError(
+      "bad-advertisement",
+      `capability advertisement must end with a single flush, got ${describe(pkts[i])}`,
+    );
   }
-}
-
-async function requireDataLine(
-  reader: PktLineReader,
-  code: string,
-  what: string,
-): Promise<string> {
-  const pkt = await reader.read();
-  if (pkt === null || pkt.type !== "data") {
-    throw new ProtocolError(code, `${what}: expected a data line, got ${describe(pkt)}`);
-  }
-  const line = pktText(pkt);
-  rejectErrLine(line);
-  return line;
-}
-
-function describe(pkt: Pkt | null): string {
-  return pkt === null ? "end of stream" : `a ${pkt.type} packet`;
-}
-
-/** Parses a complete capability advertisement from packets or raw bytes. */
-export async function parseCapabilityAdvertisement(
-  input: Uint8Array | readonly Pkt[],
-): Promise<CapabilityAdvertisement> {
-  return await readCapabilityAdvertisement(new PktLineReader(sourceOf(input)));
-}
-
-function sourceOf(input: Uint8Array | readonly Pkt[]): ReadableStream<Uint8Array> {
-  const bytes = input instanceof Uint8Array ? input : concat(input.map(pktBytes));
-  return new ReadableStream<Uint8Array>({
-    start(controller) {
-      if (bytes.length > 0) controller.enqueue(bytes);
-      controller.close();
-    },
-  });
+  return { capabilities };
 }
 
 /** Encodes an advertisement the way `git upload-pack` does, final flush included. */
@@ -226,48 +245,42 @@ export interface CommandRequest {
  * second delimiter, or a request cut off before its flush.
  */
 export async function readCommandRequest(reader: PktLineReader): Promise<CommandRequest | null> {
-  const first = await reader.read();
-  if (first === null) return null;
-  if (first.type !== "data") {
-    throw new ProtocolError(
-      "bad-request",
-      `request must start with "command=", got ${describe(first)}`,
-    );
-  }
-  const line = pktText(first);
+  if (await reader.peek() === null) return null;
+  return parseCommandRequest(await readUntilFlush(reader, "bad-request", "request"));
+}
+
+/**
+ * Parses one complete command request (see {@link readCommandRequest}) from
+ * packets or raw bytes.
+ *
+ * @throws {ProtocolError} `"bad-request"` when malformed or followed by extra packets.
+ */
+export function parseCommandRequest(input: Uint8Array | readonly Pkt[]): CommandRequest {
+  const pkts = toPkts(input);
+  const first = pkts[0];
+  const line = first?.type === "data" ? pktText(first) : "";
   if (!line.startsWith("command=") || line.length === "command=".length) {
-    throw new ProtocolError(
-      "bad-request",
-      `request must start with "command=<name>", got "${line}"`,
-    );
+    const got = first?.type === "data" ? `"${line}"` : describe(first);
+    throw new ProtocolError("bad-request", `request must start with "command=<name>", got ${got}`);
   }
   const request: CommandRequest = { command: line.slice(8), capabilities: [], args: [] };
   let target = request.capabilities;
-  for (;;) {
-    const pkt = await reader.read();
-    if (pkt === null) {
-      throw new ProtocolError("bad-request", `request "${request.command}" ended before its flush`);
-    }
-    if (pkt.type === "flush") return request;
-    if (pkt.type === "delim") {
-      if (target === request.args) {
-        throw new ProtocolError("bad-request", "request has more than one delimiter packet");
-      }
+  for (let i = 1; i < pkts.length; i++) {
+    const pkt = pkts[i];
+    if (pkt.type === "data") {
+      target.push(pktText(pkt));
+    } else if (pkt.type === "delim" && target === request.capabilities) {
       target = request.args;
-      continue;
+    } else if (pkt.type === "flush" && i === pkts.length - 1) {
+      return request;
+    } else {
+      throw new ProtocolError(
+        "bad-request",
+        `unexpected ${pkt.type} packet in request "${request.command}"`,
+      );
     }
-    if (pkt.type === "response-end") {
-      throw new ProtocolError("bad-request", "unexpected response-end packet in a request");
-    }
-    target.push(pktText(pkt));
   }
-}
-
-/** Parses one complete command request from bytes. */
-export async function parseCommandRequest(bytes: Uint8Array): Promise<CommandRequest> {
-  const request = await readCommandRequest(new PktLineReader(sourceOf(bytes)));
-  if (request === null) throw new ProtocolError("bad-request", "empty request");
-  return request;
+  throw new ProtocolError("bad-request", `request "${request.command}" ended before its flush`);
 }
 
 /** Commands whose request git always sends with a delimiter. */

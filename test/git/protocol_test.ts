@@ -222,23 +222,45 @@ Deno.test("advertisement parsing skips a service header and rejects other versio
     t.advertisement,
   ]);
   assertEquals(
-    await parseCapabilityAdvertisement(withService),
-    await parseCapabilityAdvertisement(t.advertisement),
+    parseCapabilityAdvertisement(withService),
+    parseCapabilityAdvertisement(t.advertisement),
   );
+  const viaReader = await readCapabilityAdvertisement(
+    new PktLineReader(chunked(withService, "bytewise")),
+  );
+  assertEquals(viaReader, parseCapabilityAdvertisement(t.advertisement));
   const v1 = encodePkts(["version 1\n", "flush"]);
-  const err = await assertRejects(
-    () => parseCapabilityAdvertisement(v1),
-    ProtocolError,
-    "version 2",
-  );
+  const err = assertThrows(() => parseCapabilityAdvertisement(v1), ProtocolError, "version 2");
   assertEquals(err.code, "bad-advertisement");
+  const bad = [
+    encodePkts(["version 2\n", "a\n"]),
+    encodePkts(["version 2\n", "a\n", "flush", "flush"]),
+    encodePkts(["version 2\n", "delim", "flush"]),
+    encodePkts(["# service=git-upload-pack\n", "version 2\n", "flush"]),
+  ];
+  for (const b of bad) {
+    assertEquals(
+      assertThrows(() => parseCapabilityAdvertisement(b), ProtocolError).code,
+      "bad-advertisement",
+    );
+  }
   await assertRejects(
-    () => parseCapabilityAdvertisement(encodePkts(["version 2\n", "a\n"])),
+    () => readCapabilityAdvertisement(new PktLineReader(chunked(bad[0], [3]))),
     ProtocolError,
+    "before its flush",
   );
-  await assertRejects(
-    () => parseCapabilityAdvertisement(utf8("000eversion 2\n00")),
-    GitFormatError,
+  assertEquals(
+    assertThrows(() => parseCapabilityAdvertisement(utf8("000eversion 2\n00")), GitFormatError)
+      .code,
+    "truncated",
+  );
+  assertEquals(
+    assertThrows(
+      () => parseCapabilityAdvertisement(encodePkts(["ERR nope\n"])),
+      ProtocolRemoteError,
+    )
+      .remoteMessage,
+    "nope",
   );
 });
 
@@ -320,9 +342,9 @@ Deno.test("command requests: delimiter and newlines like git, malformed requests
     ),
     "0014command=ls-refs\n00010000",
   );
-  assertEquals(await parseCommandRequest(serializeCommandRequest(req)), req);
+  assertEquals(parseCommandRequest(serializeCommandRequest(req)), req);
   const noArgs = { command: "custom", capabilities: ["k=v"], args: [] };
-  assertEquals(await parseCommandRequest(serializeCommandRequest(noArgs)), noArgs);
+  assertEquals(parseCommandRequest(serializeCommandRequest(noArgs)), noArgs);
   assertEquals(await readCommandRequest(new PktLineReader(chunked(new Uint8Array(0), [1]))), null);
   const bad: Uint8Array[] = [
     encodePkts(["agent=x", "flush"]),
@@ -333,8 +355,13 @@ Deno.test("command requests: delimiter and newlines like git, malformed requests
     encodePkts(["command=fetch", "response-end"]),
   ];
   for (const b of bad) {
-    const err = await assertRejects(() => parseCommandRequest(b), ProtocolError);
+    const err = assertThrows(() => parseCommandRequest(b), ProtocolError);
     assertEquals(err.code, "bad-request");
+    const viaReader = await assertRejects(
+      () => readCommandRequest(new PktLineReader(chunked(b, "bytewise"))),
+      ProtocolError,
+    );
+    assertEquals(viaReader.code, "bad-request");
   }
 });
 
