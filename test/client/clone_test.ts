@@ -1,5 +1,7 @@
-import { assert, assertEquals } from "./assert.ts";
+import { assert, assertEquals, assertRejects } from "./assert.ts";
 import { clone } from "../../src/client/clone.ts";
+import { exitCodeFor } from "../../src/client/clone_cli.ts";
+import { AuthenticationError, CloneError } from "../../src/client/errors.ts";
 import { git, GIT_ENV, gitBytes, tempDir } from "../support/git.ts";
 import { startOrigin } from "../support/origin.ts";
 import { assertSameClone } from "../support/fixtures.ts";
@@ -30,7 +32,8 @@ async function assertSameAsGitClone(ours: string, theirs: string, bare = false):
   const refs = (dir: string) =>
     git(["for-each-ref", "--format=%(refname) %(objectname) %(symref)"], { cwd: dir });
   assertEquals(await refs(ours), await refs(theirs), "refs");
-  const head = (dir: string) => git(["symbolic-ref", "-q", "HEAD"], { cwd: dir });
+  const head = (dir: string) =>
+    git(["symbolic-ref", "-q", "HEAD"], { cwd: dir }).catch(() => "(detached)");
   assertEquals(await head(ours), await head(theirs), "HEAD");
   const config = (dir: string) =>
     git(["config", "--get-regexp", "^(remote|branch)\\."], { cwd: dir }).catch(() => "");
@@ -98,28 +101,7 @@ Deno.test("gitedge clone CLI: --json summary, usage and a 404 repository", async
   const bare = await origin.createBare("cli.git");
   await seedRepo(`${dir.path}/work`, bare);
 
-  const run = async (args: string[]) => {
-    const command = new Deno.Command(Deno.execPath(), {
-      args: [
-        "run",
-        "--allow-all",
-        new URL("../../src/cli.ts", import.meta.url).pathname,
-        "clone",
-        ...args,
-      ],
-      cwd: dir.path,
-      env: GIT_ENV,
-      stdout: "piped",
-      stderr: "piped",
-    });
-    const out = await command.output();
-    const decoder = new TextDecoder();
-    return {
-      code: out.code,
-      stdout: decoder.decode(out.stdout),
-      stderr: decoder.decode(out.stderr),
-    };
-  };
+  const run = (args: string[]) => runCli(args, dir.path);
 
   const ok = await run([origin.repoUrl("cli.git"), "--json", "--jobs", "2"]);
   assertEquals(ok.code, 0, ok.stderr);
@@ -196,3 +178,112 @@ Deno.test("clone downloads announced packfile URIs (git's blobPackfileUri) and r
   const checkedOut = await Deno.readFile(`${dir.path}/ours/big.bin`);
   assert(checkedOut.length === big.length && checkedOut.every((b, i) => b === big[i]));
 });
+
+Deno.test("clone authenticates from the URL, GITEDGE_AUTHORIZATION or git credential", async (t) => {
+  await using dir = await tempDir();
+  await using origin = await startOrigin({ requireAuth: { user: "ann", password: "s3cret" } });
+  const bare = await origin.createBare("private.git");
+  await seedRepo(`${dir.path}/work`, bare);
+  const plain = origin.repoUrl("private.git");
+  const withUser = plain.replace("http://", "http://ann:s3cret@");
+
+  await t.step("user:password in the URL, kept in remote.origin.url like git", async () => {
+    await clone({ url: withUser, directory: `${dir.path}/a` });
+    await git(["clone", "-q", withUser, `${dir.path}/a-git`]);
+    await assertSameAsGitClone(`${dir.path}/a`, `${dir.path}/a-git`);
+  });
+  await t.step("GITEDGE_AUTHORIZATION", async () => {
+    const summary = await clone({
+      url: plain,
+      directory: `${dir.path}/b`,
+      authorization: `Basic ${btoa("ann:s3cret")}`,
+    });
+    assertEquals(summary.head, "refs/heads/main");
+  });
+  await t.step("git credential fill, approve and reject", async () => {
+    const calls: string[] = [];
+    const helper = (password: string) => ({
+      fill: () => Promise.resolve({ username: "ann", password }),
+      approve: () => (calls.push("approve"), Promise.resolve()),
+      reject: () => (calls.push("reject"), Promise.resolve()),
+    });
+    await clone({ url: plain, directory: `${dir.path}/c`, credentialHelper: helper("s3cret") });
+    assertEquals(calls, ["approve"]);
+    const error = await assertRejects(
+      () => clone({ url: plain, directory: `${dir.path}/d`, credentialHelper: helper("wrong") }),
+      AuthenticationError,
+    );
+    assertEquals(calls, ["approve", "reject"]);
+    assertEquals(exitCodeFor(error), 3);
+    assertEquals(await exists(`${dir.path}/d`), false, "the failed clone removed its directory");
+  });
+  await t.step("the CLI never prints credentials", async () => {
+    const bad = plain.replace("http://", "http://ann:hunter2@");
+    const out = await runCli([bad, `${dir.path}/e`], dir.path);
+    assertEquals(out.code, 3, out.stderr);
+    assert(out.stderr.includes("authentication failed"), out.stderr);
+    assert(!out.stderr.includes("hunter2"), out.stderr);
+  });
+});
+
+Deno.test("clone of an empty repository, into a non-empty directory, and --branch of a tag", async () => {
+  await using dir = await tempDir();
+  await using origin = await startOrigin();
+  await origin.createBare("empty.git");
+  const summary = await clone({ url: origin.repoUrl("empty.git"), directory: `${dir.path}/e` });
+  assertEquals(summary.head, "refs/heads/main");
+  assertEquals(summary.bytesInline, 0);
+  assertEquals(
+    (await git(["symbolic-ref", "HEAD"], { cwd: `${dir.path}/e` })).trim(),
+    "refs/heads/main",
+  );
+  assertEquals(
+    (await git(["config", "remote.origin.url"], { cwd: `${dir.path}/e` })).trim(),
+    origin.repoUrl("empty.git"),
+  );
+
+  await Deno.mkdir(`${dir.path}/full`);
+  await Deno.writeTextFile(`${dir.path}/full/keep.txt`, "mine\n");
+  const error = await assertRejects(
+    () => clone({ url: origin.repoUrl("empty.git"), directory: `${dir.path}/full` }),
+    CloneError,
+  );
+  assert(error.message.includes("not empty"), error.message);
+  assertEquals(await Deno.readTextFile(`${dir.path}/full/keep.txt`), "mine\n");
+
+  const bare = await origin.createBare("tags.git");
+  await seedRepo(`${dir.path}/work`, bare);
+  await clone({ url: origin.repoUrl("tags.git"), directory: `${dir.path}/t1`, branch: "v1" });
+  await git(["clone", "-q", "--branch", "v1", origin.repoUrl("tags.git"), `${dir.path}/t2`]);
+  await assertSameAsGitClone(`${dir.path}/t1`, `${dir.path}/t2`);
+  await assertRejects(
+    () => clone({ url: origin.repoUrl("tags.git"), directory: `${dir.path}/t3`, branch: "nope" }),
+    CloneError,
+  );
+  assertEquals(await exists(`${dir.path}/t3`), false);
+});
+
+async function exists(path: string): Promise<boolean> {
+  try {
+    await Deno.stat(path);
+    return true;
+  } catch (error) {
+    if (error instanceof Deno.errors.NotFound) return false;
+    throw error;
+  }
+}
+
+/** Runs `gitedge clone ARGS` as a subprocess (stdout and stderr are not terminals). */
+async function runCli(args: string[], cwd: string) {
+  const cli = new URL("../../src/cli.ts", import.meta.url).pathname;
+  const command = new Deno.Command(Deno.execPath(), {
+    args: ["run", "--allow-all", cli, "clone", ...args],
+    cwd,
+    env: GIT_ENV,
+    stdout: "piped",
+    stderr: "piped",
+  });
+  const out = await command.output();
+  const decoder = new TextDecoder();
+  return { code: out.code, stdout: decoder.decode(out.stdout), stderr: decoder.decode(out.stderr) };
+}
