@@ -37,12 +37,16 @@ async function edgeJson(url: string, init?: RequestInit): Promise<{ snapshot: Sn
 Deno.test("gitedge Worker in workerd", async (t) => {
   await using origin = await startOrigin();
   const app = await makeRepo(origin, "team/app.git", { commits: 16, binaryBytes: 512 * 1024 });
+  // Over two 5 MiB R2 parts: the build's full pack and its two halves go through multipart.
   const big = await makeRepo(origin, "team/big.git", {
     commits: 24,
-    binaryBytes: 3 << 20,
+    binaryBytes: 12 << 20,
     seed: 5,
   });
-  await using worker = await startWorkerEdge({ config: { origin: origin.url, chunks: 3 } });
+  await using worker = await startWorkerEdge({
+    config: { origin: origin.url, chunks: 2 },
+    vars: { R2_PART_MIB: "5" },
+  });
   await using dir = await tempDir();
   const direct = (name: string) => `${dir.path}/direct-${name}`;
   await git(["clone", "-q", app.url, direct("app")]);
@@ -106,6 +110,11 @@ Deno.test("gitedge Worker in workerd", async (t) => {
     const after = await edgeJson(`${worker.url}/_edge/status/team/big.git`);
     assert.equal(after.snapshot.builds, 1);
     assert.equal(after.snapshot.lastError, null);
+    const partBytes = 5 << 20;
+    assert.ok(
+      after.snapshot.packs.every((p) => p.bytes > partBytes),
+      `packs larger than one R2 part (multipart): ${JSON.stringify(after.snapshot.packs)}`,
+    );
     for (const i of [1, 2, 3]) await assertSameClone(direct("big"), `${dir.path}/big-${i}`);
   });
 });
