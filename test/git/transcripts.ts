@@ -9,7 +9,10 @@
 import { git, gitBytes } from "../support/git.ts";
 import { seededRandom } from "../support/streams.ts";
 
-/** A throwaway repository with two commits on main and an annotated tag. */
+/**
+ * A throwaway repository: two commits on main (the second adds a large
+ * blob), branch `small` and annotated tag `v1` on the first.
+ */
 export interface TestRepo {
   path: string;
   /** Tip of refs/heads/main. */
@@ -43,6 +46,7 @@ export async function makeRepo(dir: string): Promise<TestRepo> {
   await git(["add", "big.bin"], { cwd: path });
   await git(["commit", "-q", "-m", "second"], { cwd: path });
   await git(["tag", "-a", "v1", "-m", "v1", "HEAD~1"], { cwd: path });
+  await git(["branch", "small", "HEAD~1"], { cwd: path });
   const rev = async (r: string) => (await git(["rev-parse", r], { cwd: path })).trim();
   return {
     path,
