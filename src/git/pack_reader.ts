@@ -383,6 +383,7 @@ export async function scanPack(
       parser.push(value);
     }
   } catch (error) {
+    // Best-effort cleanup: the scan error below is the one worth reporting.
     await reader.cancel(error).catch(() => {});
     throw error;
   } finally {

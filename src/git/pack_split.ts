@@ -216,6 +216,7 @@ export async function splitPack(
     for (const writer of writers) results.push(await writer.finish());
     return results;
   } catch (error) {
+    // Best-effort cleanup of source and sinks; the original error is rethrown below.
     await reader.cancel(error).catch(() => {});
     await Promise.all(writers.map((w) => w.abort(error).catch(() => {})));
     throw error;
