@@ -4,6 +4,7 @@
 import { clone, type CloneSummary } from "./clone.ts";
 import {
   AuthenticationError,
+  CloneError,
   ConnectivityError,
   HttpStatusError,
   IndexPackError,
@@ -14,6 +15,7 @@ import {
   VerificationError,
 } from "./errors.ts";
 import { ProgressView } from "./progress_view.ts";
+import { redactUrl } from "./redact.ts";
 
 /** Exit codes of `gitedge clone` (a stable interface). */
 export const EXIT = { ok: 0, other: 1, usage: 2, network: 3, verification: 4 } as const;
@@ -112,7 +114,7 @@ export function parseCloneArgs(args: readonly string[]): CloneArgs {
   const protocol = URL.parse(url)?.protocol;
   if (protocol !== "http:" && protocol !== "https:") {
     throw new UsageError(
-      `only http(s) URLs are supported, got '${url.replace(/\/\/[^/@]*@/, "//")}'`,
+      `only http(s) URLs are supported, got '${redactUrl(url)}'`,
     );
   }
   return { ...parsed, url, directory };
@@ -133,6 +135,9 @@ export async function cloneMain(args: string[]): Promise<number> {
     return EXIT.ok;
   }
   const view = Deno.stderr.isTerminal() ? new ProgressView() : null;
+  const interrupt = new AbortController();
+  const onInterrupt = () => interrupt.abort(new CloneError("interrupted"));
+  Deno.addSignalListener("SIGINT", onInterrupt);
   try {
     const summary = await clone({
       url: options.url,
@@ -143,6 +148,7 @@ export async function cloneMain(args: string[]): Promise<number> {
       authorization: Deno.env.get("GITEDGE_AUTHORIZATION"),
       progress: view ?? undefined,
       serverProgress: view !== null,
+      signal: interrupt.signal,
     });
     view?.finish();
     if (options.json) console.log(JSON.stringify(jsonSummary(summary)));
@@ -152,6 +158,8 @@ export async function cloneMain(args: string[]): Promise<number> {
     view?.finish();
     console.error(`gitedge clone: error: ${error instanceof Error ? error.message : error}`);
     return exitCodeFor(error);
+  } finally {
+    Deno.removeSignalListener("SIGINT", onInterrupt);
   }
 }
 
