@@ -5,7 +5,8 @@
  * checkout written the way `git clone` writes them. A failed clone removes what it created.
  */
 import { type CredentialHelper, CredentialManager, GitCredentialHelper } from "./credentials.ts";
-import { CloneError, ConnectivityError, GitProcessError } from "./errors.ts";
+import { GitFormatError } from "../git/errors.ts";
+import { CloneError, ConnectivityError, GitProcessError, NetworkError } from "./errors.ts";
 import { fetchPackfiles } from "./fetch_packfiles.ts";
 import { runGit } from "./git_command.ts";
 import { PackIndexer } from "./index_pack.ts";
@@ -101,7 +102,13 @@ async function cloneInto(
       progress: options.serverProgress ?? false,
       onRemoteProgress: options.progress?.remote?.bind(options.progress),
     });
-    bytesInline = await indexInlinePack(response.pack, gitDir, options.progress);
+    bytesInline = await indexInlinePack(
+      response.pack,
+      gitDir,
+      http.baseUrl,
+      options.progress,
+      options.signal,
+    );
     packs = await fetchUriPacks(response.uris, gitDir, http.baseUrl, credentials, options);
     options.progress?.phase("Checking connectivity");
     await checkConnectivity(gitDir, wants);
@@ -186,25 +193,48 @@ function chooseCheckout(refs: RemoteRef[], branch: string | undefined): Checkout
   return { ref: null, oid: null };
 }
 
-/** Streams the fetch response's pack into `index-pack --fix-thin`; returns its size. */
+/**
+ * Streams the fetch response's pack into `index-pack --fix-thin`; returns its size. A transport
+ * failure while reading becomes a {@link NetworkError}; malformed wire data keeps its own type.
+ */
 async function indexInlinePack(
   pack: ReadableStream<Uint8Array>,
   gitDir: string,
+  url: string,
   progress: CloneProgress | undefined,
+  signal: AbortSignal | undefined,
 ): Promise<number> {
   const indexer = PackIndexer.start({ gitDir, args: ["--fix-thin"] });
+  const reader = pack.getReader();
   let bytes = 0;
   try {
-    for await (const chunk of pack) {
-      await indexer.write(chunk);
-      bytes += chunk.byteLength;
+    for (;;) {
+      const { done, value } = await readOrNetworkError(reader, url, signal);
+      if (done) break;
+      await indexer.write(value);
+      bytes += value.byteLength;
       progress?.inline(bytes);
     }
     await indexer.finish();
     await indexer.install();
     return bytes;
   } finally {
+    reader.releaseLock();
     await indexer.discard();
+  }
+}
+
+async function readOrNetworkError(
+  reader: ReadableStreamDefaultReader<Uint8Array>,
+  url: string,
+  signal: AbortSignal | undefined,
+): Promise<ReadableStreamReadResult<Uint8Array>> {
+  try {
+    return await reader.read();
+  } catch (error) {
+    if (signal?.aborted) throw signal.reason;
+    if (error instanceof GitFormatError) throw error;
+    throw new NetworkError(url, error);
   }
 }
 

@@ -113,7 +113,8 @@ export function formatBytes(bytes: number): string {
 
 function terminalWidth(): number {
   try {
-    return Deno.consoleSize().columns;
+    const { columns } = Deno.consoleSize();
+    return columns >= 40 ? columns : 80; // pseudo-terminals may report 0
   } catch {
     return 80; // not a console (or size unavailable): a conservative default
   }
