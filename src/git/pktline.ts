@@ -195,9 +195,9 @@ export function parsePktLength(header: Uint8Array): number {
 }
 
 const SPECIAL_PKTS: readonly Pkt[] = [
-  { type: "flush" },
-  { type: "delim" },
-  { type: "response-end" },
+  Object.freeze({ type: "flush" }),
+  Object.freeze({ type: "delim" }),
+  Object.freeze({ type: "response-end" }),
 ];
 
 /**
@@ -367,36 +367,31 @@ export class PktLineReader {
   }
 
   async #readRaw(): Promise<RawPkt> {
-    const header = await this.#take(4, true);
-    if (header === null) return { pkt: null, header: null };
+    if (this.#chunk.length === 0 && !(await this.#pull())) return { pkt: null, header: null };
+    // Chunks are never written to, so views stay valid for remainder().
+    const header = await this.#take(4, "length header");
     const length = parsePktLength(header);
-    // Copy the header: it may be a view into a chunk that remainder() re-emits.
-    const ownHeader = header.slice(0, 4);
-    if (length < 4) return { pkt: SPECIAL_PKTS[length], header: ownHeader };
-    const data = await this.#take(length - 4, false);
-    return { pkt: { type: "data", data: data ?? new Uint8Array(0) }, header: ownHeader };
+    if (length < 4) return { pkt: SPECIAL_PKTS[length], header };
+    const data = await this.#take(length - 4, "payload");
+    return { pkt: { type: "data", data }, header };
   }
 
   /**
-   * Returns exactly `n` bytes (a view when they lie in one chunk, else a
-   * copy), or `null` when the stream ends before the first byte and
-   * `nullAtEof` is set.
+   * Returns exactly `n` bytes: a view when they lie in the current chunk,
+   * else a copy assembled from as many chunks as needed.
+   *
+   * @throws {PktLineError} `"truncated"` if the stream ends first.
    */
-  async #take(n: number, nullAtEof: boolean): Promise<Uint8Array | null> {
+  async #take(n: number, what: string): Promise<Uint8Array> {
     if (this.#chunk.length >= n) return this.#consume(n);
-    if (this.#chunk.length === 0) {
-      const got = await this.#pull();
-      if (!got) {
-        if (nullAtEof) return null;
-        throw this.#truncated(n, 0);
-      }
-      if (this.#chunk.length >= n) return this.#consume(n);
-    }
     const out = new Uint8Array(n);
     let filled = 0;
     while (filled < n) {
       if (this.#chunk.length === 0 && !(await this.#pull())) {
-        throw this.#truncated(n, filled);
+        throw new PktLineError(
+          "truncated",
+          `stream ended inside a pkt-line ${what}: got ${filled} of ${n} bytes`,
+        );
       }
       const part = this.#consume(Math.min(n - filled, this.#chunk.length));
       out.set(part, filled);
@@ -425,13 +420,6 @@ export class PktLineReader {
       }
     }
     return false;
-  }
-
-  #truncated(wanted: number, got: number): PktLineError {
-    return new PktLineError(
-      "truncated",
-      `stream ended in the middle of a pkt-line: needed ${wanted} more bytes, got ${got}`,
-    );
   }
 }
 
