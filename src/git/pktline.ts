@@ -255,6 +255,8 @@ function rawBytes(raw: RawPkt): Uint8Array[] {
  * chunk is returned as a view (`subarray`) of that chunk without copying.
  *
  * Methods must not be called concurrently (await each call before the next).
+ * After a `PktLineError` the position in the stream is undefined; cancel
+ * the reader. Errors from the source stream itself propagate unchanged.
  */
 export class PktLineReader {
   readonly #source: ReadableStreamDefaultReader<Uint8Array>;

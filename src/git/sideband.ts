@@ -96,7 +96,8 @@ export async function readSidebandPkt(
  * {@link SidebandRemoteError} on band 3, {@link GitFormatError} on a bad band
  * byte or a delimiter packet, and with the reader's `PktLineError` on bad
  * framing. Each pull reads only as many packets as needed for one chunk;
- * cancelling the stream cancels the reader.
+ * cancelling the stream cancels the reader. After an error the reader's
+ * position is undefined: cancel it to release the source.
  */
 export function demuxSideband(
   reader: PktLineReader,
