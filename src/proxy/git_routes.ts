@@ -88,6 +88,9 @@ export async function handleInfoRefs(
 
 /** The client's request body, gunzipped if need be, erroring past `max` bytes. */
 function requestBody(request: Request, max: number): ReadableStream<Uint8Array> {
+  if (Number(request.headers.get("content-length") ?? 0) > max) {
+    throw new RequestTooLargeError(`request body exceeds ${max} bytes`);
+  }
   let body: ReadableStream<Uint8Array> = request.body ?? new Blob([]).stream();
   const enc = (request.headers.get("content-encoding") ?? "").toLowerCase();
   if (enc === "gzip" || enc === "x-gzip") {

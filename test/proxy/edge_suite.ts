@@ -351,14 +351,17 @@ export function edgeSuite(factory: EdgeFactory, runtime: string): void {
 
   t("oversized request bodies are refused with 413", async (w) => {
     await makeRepo(w.origin, "r.git", { commits: 3 });
-    const big = new Uint8Array(64 * 1024).fill(0x30);
+    // A well-formed request that just goes on: only the byte limit can stop it.
+    const want = `want ${"a".repeat(40)}\n`;
+    const lines = Array.from({ length: 2000 }, () => want);
+    const big = encodePkts(["command=fetch\n", "delim", ...lines, "flush"]);
     const res = await fetch(`${w.edge.url}/r.git/git-upload-pack`, {
       method: "POST",
       headers: {
         "git-protocol": "version=2",
         "content-type": "application/x-git-upload-pack-request",
       },
-      body: big,
+      body: big as Uint8Array<ArrayBuffer>,
     });
     assertEquals(res.status, 413, "too large");
     assert((await res.text()).includes("exceeds"), "says why");
