@@ -87,32 +87,12 @@ async function cloneInto(
   options.progress?.phase("Connecting");
   const session = await UploadPackSession.connect(http);
   const refs = await session.lsRefs(["refs/heads/", "refs/tags/", "HEAD"]);
-  const wants = wantedObjects(refs);
   const checkout = chooseCheckout(refs, options.branch);
   const format = `--object-format=${session.objectFormat}`;
   await runGit(["init", "-q", format, ...(bare ? ["--bare"] : []), directory]);
   const gitDir = bare ? directory : `${directory}/.git`;
 
-  let bytesInline = 0;
-  let packs: PackfileResult[] = [];
-  if (wants.length > 0) {
-    options.progress?.phase("Receiving pack");
-    const response = await session.fetch(wants, {
-      packfileUris: session.supportsPackfileUris,
-      progress: options.serverProgress ?? false,
-      onRemoteProgress: options.progress?.remote?.bind(options.progress),
-    });
-    bytesInline = await indexInlinePack(
-      response.pack,
-      gitDir,
-      http.baseUrl,
-      options.progress,
-      options.signal,
-    );
-    packs = await fetchUriPacks(response.uris, gitDir, http.baseUrl, credentials, options);
-    options.progress?.phase("Checking connectivity");
-    await checkConnectivity(gitDir, wants);
-  }
+  const received = await receiveObjects(session, wantedObjects(refs), gitDir, credentials, options);
   await writeRefs(gitDir, refs, bare);
   await configureRemote(gitDir, options.url, bare);
   const head = await writeHead(gitDir, checkout, bare);
@@ -121,8 +101,43 @@ async function cloneInto(
     options.progress?.phase("Checking out");
     await runGit(["reset", "-q", "--hard"], { cwd: directory });
   }
+  return { ...received, head };
+}
+
+/** What {@link receiveObjects} brought in. */
+type Received = Pick<CloneSummary, "bytesInline" | "bytesByUri" | "packs">;
+
+/**
+ * Fetches `wants`: indexes the inline pack, then downloads the announced packfile URIs in
+ * parallel, then checks that everything the refs need is present.
+ */
+async function receiveObjects(
+  session: UploadPackSession,
+  wants: string[],
+  gitDir: string,
+  credentials: CredentialManager,
+  options: CloneOptions,
+): Promise<Received> {
+  if (wants.length === 0) return { bytesInline: 0, bytesByUri: 0, packs: [] };
+  options.progress?.phase("Receiving pack");
+  const response = await session.fetch(wants, {
+    packfileUris: session.supportsPackfileUris,
+    progress: options.serverProgress ?? false,
+    onRemoteProgress: options.progress?.remote?.bind(options.progress),
+  });
+  const baseUrl = session.http.baseUrl;
+  const bytesInline = await indexInlinePack(
+    response.pack,
+    gitDir,
+    baseUrl,
+    options.progress,
+    options.signal,
+  );
+  const packs = await fetchUriPacks(response.uris, gitDir, baseUrl, credentials, options);
+  options.progress?.phase("Checking connectivity");
+  await checkConnectivity(gitDir, wants);
   const bytesByUri = packs.reduce((sum, p) => sum + p.bytes, 0);
-  return { bytesInline, bytesByUri, packs, head };
+  return { bytesInline, bytesByUri, packs };
 }
 
 /** `git clone`'s default directory: the last path segment, minus `.git` (kept for bare). */
