@@ -31,6 +31,13 @@ async function packDirEntries(gitDir: string): Promise<string[]> {
 
 const FAST = { timeoutMs: 2_000, backoffMs: 5 };
 
+/** Fails if any process still mentions `gitDir` on its command line (e.g. an orphan index-pack). */
+async function assertNoProcessesFor(gitDir: string): Promise<void> {
+  const out = await new Deno.Command("ps", { args: ["-eo", "args"], stdout: "piped" }).output();
+  const lines = new TextDecoder().decode(out.stdout).split("\n").filter((l) => l.includes(gitDir));
+  assertEquals(lines, [], "no process left running for the repository");
+}
+
 Deno.test("fetchPackfiles installs valid packs in parallel within the jobs bound", async () => {
   await using dir = await tempDir();
   const fx = await fixture(dir.path, 6, 64 * 1024);
@@ -167,6 +174,7 @@ Deno.test("persistent faults fail cleanly, naming the URI and the attempts", asy
     `pack-${fx.packs[0].hash}.pack`,
   ]);
   assertEquals(server.requests.filter((r) => r.path === fx.packs[2].path).length, 0);
+  await assertNoProcessesFor(gitDir);
 });
 
 Deno.test("a 401 is not retried", async () => {
@@ -206,4 +214,5 @@ Deno.test("aborting stops every download and leaves nothing staged", async () =>
   const error = await assertRejects(() => running);
   assertEquals(error, reason);
   assertEquals(await packDirEntries(gitDir), []);
+  await assertNoProcessesFor(gitDir);
 });
