@@ -10,6 +10,7 @@
  */
 
 import { GitFormatError, type GitFormatErrorOptions } from "./errors.ts";
+import type { PackEntryIndex } from "./pack_index.ts";
 
 /** Pack object type: commit. */
 export const OBJ_COMMIT = 1;
@@ -98,8 +99,13 @@ export interface PackSummary {
   checksum: string;
   /** Total pack length in bytes, trailer included. */
   size: number;
-  /** Entries in pack order (empty when the scan was told not to keep them). */
-  entries: PackEntry[];
+  /** Compact index of the entries in pack order (empty when the scan was told not to keep them). */
+  index: PackEntryIndex;
+  /**
+   * The same entries as objects, materialised from {@link PackSummary.index} on first read
+   * (about 10x its memory): for tests and small packs; large-pack code should use `index`.
+   */
+  readonly entries: PackEntry[];
 }
 
 /** Machine-readable reasons a pack is rejected. */

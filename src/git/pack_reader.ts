@@ -3,8 +3,9 @@
  * inflated size, header and compressed lengths, delta base) without inflating anything, and
  * verifies the pack's structure and SHA-1 trailer.
  *
- * Memory is bounded by the entry index (plus a few KB of scanner tables): no entry, and never
- * the whole pack, is buffered. Entry ends are found with {@link DeflateScanner}.
+ * Memory is bounded by the compact entry index ({@link PackEntryIndex}, 17 bytes per entry,
+ * plus a few KB of scanner tables): no entry, and never the whole pack, is buffered. Entry
+ * ends are found with {@link DeflateScanner}.
  *
  * @module
  */
@@ -23,12 +24,16 @@ import {
   PackFormatError,
   type PackSummary,
 } from "./pack.ts";
+import { PackEntryIndex } from "./pack_index.ts";
 
 /** Options for {@link scanPack} and {@link packScanner}. */
 export interface ScanOptions {
-  /** Called for each entry as soon as its end is known. */
+  /** Called for each entry as soon as its end is known (allocates one object per entry). */
   onEntry?(entry: PackEntry): void;
-  /** Keep entries in the summary (default true); the scan itself needs only their offsets. */
+  /**
+   * Keep the entry index in the summary (default true). When false the summary's index is
+   * empty; the scan still builds one while it runs, to resolve OFS_DELTA bases.
+   */
   keepEntries?: boolean;
 }
 
@@ -43,6 +48,17 @@ const PHASE_ENTRY_HEADER = 1;
 const PHASE_DATA = 2;
 const PHASE_TRAILER = 3;
 const PHASE_DONE = 4;
+
+/** The entry being scanned: what its header said. */
+interface CurrentEntry {
+  index: number;
+  offset: number;
+  type: number;
+  size: number;
+  headerLength: number;
+  baseIndex?: number;
+  baseId?: string;
+}
 
 /** A parsed entry header (the part before the zlib stream). */
 interface EntryHeader {
@@ -107,34 +123,6 @@ function parseEntryHeader(
   return { type, size, length: p - start };
 }
 
-/** Sorted entry offsets, for checking that OFS_DELTA bases are entry starts. */
-class OffsetIndex {
-  #offsets = new Float64Array(1024);
-  #length = 0;
-
-  add(offset: number): void {
-    if (this.#length === this.#offsets.length) {
-      const grown = new Float64Array(this.#offsets.length * 2);
-      grown.set(this.#offsets);
-      this.#offsets = grown;
-    }
-    this.#offsets[this.#length++] = offset;
-  }
-
-  has(offset: number): boolean {
-    let lo = 0;
-    let hi = this.#length - 1;
-    while (lo <= hi) {
-      const mid = (lo + hi) >>> 1;
-      const value = this.#offsets[mid];
-      if (value === offset) return true;
-      if (value < offset) lo = mid + 1;
-      else hi = mid - 1;
-    }
-    return false;
-  }
-}
-
 /**
  * Incremental pack parser: {@link PackParser.push} chunks in order, then
  * {@link PackParser.finish}. Both throw {@link PackFormatError} on bad input; after an error
@@ -145,8 +133,7 @@ export class PackParser {
   readonly #keepEntries: boolean;
   readonly #hash = sha1.create();
   readonly #scanner = new DeflateScanner();
-  readonly #offsets = new OffsetIndex();
-  readonly #entries: PackEntry[] = [];
+  #index = new PackEntryIndex();
   /** Small staging buffer for the pack header, entry headers split across chunks, trailer. */
   readonly #staged = new Uint8Array(MAX_ENTRY_HEADER);
   #stagedLength = 0;
@@ -156,7 +143,8 @@ export class PackParser {
   #version = 0;
   #objects = 0;
   #entryIndex = 0;
-  #current?: PackEntry;
+  /** The entry being scanned (its end and compressed length not yet known). */
+  #current?: CurrentEntry;
   #checksum = "";
 
   constructor(options: ScanOptions = {}) {
@@ -212,12 +200,17 @@ export class PackParser {
         `pack truncated at offset ${this.#position}: ${this.#where()}`,
       );
     }
+    const index = this.#keepEntries ? this.#index : new PackEntryIndex();
+    let entries: PackEntry[] | undefined;
     return {
       version: this.#version,
       objects: this.#objects,
       checksum: this.#checksum,
       size: this.#position,
-      entries: this.#entries,
+      index,
+      get entries() {
+        return entries ??= index.toArray();
+      },
     };
   }
 
@@ -257,6 +250,7 @@ export class PackParser {
       throw new PackFormatError("bad-version", `unsupported pack version ${this.#version}`);
     }
     this.#objects = view.getUint32(8);
+    this.#index = new PackEntryIndex(this.#objects);
     this.#stagedLength = 0;
     this.#phase = PHASE_ENTRY_HEADER;
     return i;
@@ -283,26 +277,24 @@ export class PackParser {
   }
 
   #startEntry(offset: number, header: EntryHeader): void {
-    const entry: PackEntry = {
+    const entry: CurrentEntry = {
       index: this.#entryIndex,
       offset,
       type: header.type,
       size: header.size,
       headerLength: header.length,
-      compressedLength: 0,
-      end: 0,
+      baseId: header.baseId,
     };
     if (header.relativeBase !== undefined) {
-      entry.baseOffset = offset - header.relativeBase;
-      if (!this.#offsets.has(entry.baseOffset)) {
+      const baseOffset = offset - header.relativeBase;
+      entry.baseIndex = this.#index.indexOf(baseOffset);
+      if (entry.baseIndex < 0) {
         throw new PackFormatError(
           "bad-delta-base",
-          `entry ${entry.index} at offset ${offset}: delta base offset ${entry.baseOffset} is not the start of an earlier entry`,
+          `entry ${entry.index} at offset ${offset}: delta base offset ${baseOffset} is not the start of an earlier entry`,
         );
       }
     }
-    if (header.baseId !== undefined) entry.baseId = header.baseId;
-    this.#offsets.add(offset);
     this.#current = entry;
     this.#scanner.reset();
     this.#phase = PHASE_DATA;
@@ -336,14 +328,13 @@ export class PackParser {
     return next;
   }
 
-  #finishEntry(entry: PackEntry): void {
-    entry.compressedLength = this.#scanner.compressedLength;
-    entry.end = entry.offset + entry.headerLength + entry.compressedLength;
-    if (this.#keepEntries) this.#entries.push(entry);
+  #finishEntry(entry: CurrentEntry): void {
+    const end = entry.offset + entry.headerLength + this.#scanner.compressedLength;
+    this.#index.push({ ...entry, end });
     this.#current = undefined;
     this.#entryIndex++;
     this.#phase = PHASE_ENTRY_HEADER;
-    this.#onEntry?.(entry);
+    this.#onEntry?.(this.#index.entry(entry.index));
   }
 
   #readTrailer(chunk: Uint8Array, i: number): number {
