@@ -9,15 +9,10 @@
  * @module
  */
 
-import {
-  OBJ_OFS_DELTA,
-  OBJ_REF_DELTA,
-  type PackEntry,
-  PackFormatError,
-  type PackSummary,
-} from "./pack.ts";
+import { type PackEntry, PackFormatError, type PackSummary } from "./pack.ts";
+import type { PackEntryIndex } from "./pack_index.ts";
 import { scanPack } from "./pack_reader.ts";
-import { PackWriter, type PackWriteResult } from "./pack_writer.ts";
+import { type OffsetMap, PackWriter, type PackWriteResult } from "./pack_writer.ts";
 
 /** Size of one planned part. */
 export interface SplitPart {
@@ -39,93 +34,120 @@ export interface SplitPlan {
   note?: string;
 }
 
-/** Index of the entry starting at `offset`, by binary search over entries in pack order. */
-function entryAt(entries: PackEntry[], offset: number): number {
-  let lo = 0;
-  let hi = entries.length - 1;
-  while (lo <= hi) {
-    const mid = (lo + hi) >>> 1;
-    const value = entries[mid].offset;
-    if (value === offset) return mid;
-    if (value < offset) lo = mid + 1;
-    else hi = mid - 1;
+/**
+ * Family of each entry (index of its first entry), written into `family`, with each family's
+ * total bytes at its root's index in the returned array: a delta joins its base's family.
+ */
+function deltaFamilies(index: PackEntryIndex, family: Uint32Array): Float64Array {
+  const familyBytes = new Float64Array(index.length);
+  for (let i = 0; i < index.length; i++) {
+    const base = index.baseIndex(i);
+    // The index only records earlier entries as bases.
+    const root = base >= 0 ? family[base] : i;
+    family[i] = root;
+    familyBytes[root] += index.byteLength(i);
   }
-  throw new PackFormatError("bad-delta-base", `no entry starts at delta base offset ${offset}`);
-}
-
-/** Family (index of its first entry) of each entry: a delta joins its base's family. */
-function deltaFamilies(entries: PackEntry[]): Uint32Array {
-  const family = new Uint32Array(entries.length);
-  for (let i = 0; i < entries.length; i++) {
-    const entry = entries[i];
-    if (entry.type === OBJ_OFS_DELTA && entry.baseOffset !== undefined) {
-      const base = entryAt(entries, entry.baseOffset);
-      if (base >= i) {
-        throw new PackFormatError("bad-delta-base", `entry ${i} has a delta base after it`);
-      }
-      family[i] = family[base];
-    } else {
-      family[i] = i;
-    }
-  }
-  return family;
+  return familyBytes;
 }
 
 /**
- * Plans a split of `entries` (in pack order, as {@link scanPack} returns them) into at most
+ * Plans a split of the entries of `index` (as {@link scanPack} returns it) into at most
  * `parts` parts: delta families stay whole, families are assigned largest first to the
  * currently smallest part, and each part keeps the original entry order (so bases precede
  * their deltas). A pack containing any REF_DELTA gets a single part, because its base is
  * named by object id, which a scan does not compute. An empty pack gets one empty part.
+ *
+ * Working memory is typed arrays only: about 16 bytes per entry at the peak, assignment
+ * included.
  */
-export function planSplit(entries: PackEntry[], parts: number): SplitPlan {
+export function planSplit(index: PackEntryIndex, parts: number): SplitPlan {
   if (!Number.isInteger(parts) || parts < 1) throw new RangeError(`invalid part count ${parts}`);
-  const assignment = new Uint32Array(entries.length);
-  const total = entries.reduce((n, e) => n + (e.end - e.offset), 0);
-  const single = (families: number, note?: string): SplitPlan => ({
-    assignment,
-    parts: [{ objects: entries.length, bytes: total }],
-    families,
-    note,
-  });
-  if (entries.some((e) => e.type === OBJ_REF_DELTA)) {
+  const count = index.length;
+  const assignment = new Uint32Array(count);
+  const total = count === 0 ? 0 : index.dataEnd - index.offset(0);
+  const single = (families: number, note?: string): SplitPlan => {
+    assignment.fill(0);
+    return { assignment, parts: [{ objects: count, bytes: total }], families, note };
+  };
+  if (index.refDeltas > 0) {
     return single(
       1,
       "pack contains REF_DELTA entries whose bases are named by object id; kept as one part " +
         "(fetch with ofs-delta to allow splitting)",
     );
   }
-  const family = deltaFamilies(entries);
-  const familyBytes = new Map<number, number>();
-  for (let i = 0; i < entries.length; i++) {
-    const f = family[i];
-    familyBytes.set(f, (familyBytes.get(f) ?? 0) + entries[i].end - entries[i].offset);
-  }
-  const roots = [...familyBytes.keys()].sort((a, b) => familyBytes.get(b)! - familyBytes.get(a)!);
-  const count = Math.min(parts, roots.length);
-  if (count <= 1) {
+  // `assignment` holds each entry's family root until the last loop turns it into parts.
+  const familyBytes = deltaFamilies(index, assignment);
+  const roots = familyRoots(assignment);
+  const used = Math.min(parts, roots.length);
+  if (used <= 1) {
     return single(
       roots.length,
       roots.length < parts ? `only ${roots.length} delta family` : undefined,
     );
   }
-  const planned: SplitPart[] = Array.from({ length: count }, () => ({ objects: 0, bytes: 0 }));
-  const partOf = new Map<number, number>();
+  // Largest family first (ties in pack order), each to the currently smallest part.
+  roots.sort((a, b) => familyBytes[b] - familyBytes[a] || a - b);
+  const planned: SplitPart[] = Array.from({ length: used }, () => ({ objects: 0, bytes: 0 }));
+  // From here on familyBytes[root] holds the root's part number instead of its bytes.
+  const partOfRoot = familyBytes;
   for (const root of roots) {
     let smallest = 0;
-    for (let p = 1; p < count; p++) {
+    for (let p = 1; p < used; p++) {
       if (planned[p].bytes < planned[smallest].bytes) smallest = p;
     }
-    partOf.set(root, smallest);
-    planned[smallest].bytes += familyBytes.get(root)!;
+    planned[smallest].bytes += familyBytes[root];
+    partOfRoot[root] = smallest;
   }
-  for (let i = 0; i < entries.length; i++) {
-    const p = partOf.get(family[i])!;
+  for (let i = 0; i < count; i++) {
+    const p = partOfRoot[assignment[i]];
     assignment[i] = p;
     planned[p].objects++;
   }
-  const note = count < parts ? `only ${roots.length} delta families to distribute` : undefined;
+  const note = used < parts ? `only ${roots.length} delta families to distribute` : undefined;
   return { assignment, parts: planned, families: roots.length, note };
+}
+
+/** The entries that are their own family root, in pack order. */
+function familyRoots(family: Uint32Array): Uint32Array {
+  let count = 0;
+  for (let i = 0; i < family.length; i++) if (family[i] === i) count++;
+  const roots = new Uint32Array(count);
+  let r = 0;
+  for (let i = 0; i < family.length; i++) if (family[i] === i) roots[r++] = i;
+  return roots;
+}
+
+/**
+ * New offsets of the entries copied so far, one f64 per source entry shared by all parts
+ * (each entry goes to exactly one part). A part only sees its own entries, so a plan that
+ * separated a delta from its base fails in the writer instead of producing a bad pack.
+ */
+class Relocations {
+  readonly #offsets: Float64Array;
+
+  constructor(readonly index: PackEntryIndex, readonly assignment: Uint32Array) {
+    this.#offsets = new Float64Array(index.length);
+  }
+
+  /** The view of one part, for its {@link PackWriter}. */
+  forPart(part: number): OffsetMap {
+    const find = (sourceOffset: number): number => {
+      const i = this.index.indexOf(sourceOffset);
+      return i >= 0 && this.assignment[i] === part ? i : -1;
+    };
+    return {
+      get: (sourceOffset) => {
+        const i = find(sourceOffset);
+        return i < 0 ? undefined : this.#offsets[i];
+      },
+      set: (sourceOffset, offset) => {
+        const i = find(sourceOffset);
+        if (i < 0) throw new RangeError(`part ${part} has no entry at offset ${sourceOffset}`);
+        this.#offsets[i] = offset;
+      },
+    };
+  }
 }
 
 /** Routes the bytes of one entry (header, then compressed data) to its part's writer. */
@@ -155,10 +177,11 @@ class EntryRouter {
 }
 
 /**
- * Splits the pack read from `source` (the same bytes `summary` was scanned from, with entries
- * kept) according to `plan`, writing part `p` to `sinks[p]` and closing each sink at the end.
+ * Splits the pack read from `source` (the same bytes `summary` was scanned from, with its
+ * index kept) according to `plan`, writing part `p` to `sinks[p]` and closing each sink at the end.
  * One streaming pass; writes are awaited, so slow sinks slow the read. Memory stays bounded by
- * the per-part gathering buffers, whatever the entry sizes. The source trailer is not
+ * the per-part gathering buffers, whatever the entry sizes, plus 8 bytes per entry for the
+ * entries' new offsets. The source trailer is not
  * re-hashed (the scan verified it); its length is checked. On failure every sink is aborted.
  */
 export async function splitPack(
@@ -167,19 +190,23 @@ export async function splitPack(
   plan: SplitPlan,
   sinks: WritableStream<Uint8Array>[],
 ): Promise<PackWriteResult[]> {
-  const entries = summary.entries;
-  if (entries.length !== summary.objects) {
+  const index = summary.index;
+  const count = index.length;
+  if (count !== summary.objects) {
     throw new RangeError(
-      `summary has ${entries.length} of ${summary.objects} entries; scan with keepEntries`,
+      `summary has ${count} of ${summary.objects} entries; scan with keepEntries`,
     );
   }
-  if (plan.assignment.length !== entries.length || sinks.length !== plan.parts.length) {
+  if (plan.assignment.length !== count || sinks.length !== plan.parts.length) {
     throw new RangeError(
       `plan for ${plan.assignment.length} entries in ${plan.parts.length} parts does not match ` +
-        `${entries.length} entries and ${sinks.length} sinks`,
+        `${count} entries and ${sinks.length} sinks`,
     );
   }
-  const writers = sinks.map((sink, p) => new PackWriter(sink, plan.parts[p].objects));
+  const relocations = new Relocations(index, plan.assignment);
+  const writers = sinks.map((sink, p) =>
+    new PackWriter(sink, plan.parts[p].objects, relocations.forPart(p))
+  );
   const reader = source.getReader();
   try {
     let position = 0;
@@ -192,15 +219,15 @@ export async function splitPack(
       while (i < chunk.length) {
         const at = position + i;
         if (router && at >= router.entry.end) router = undefined;
-        if (!router && next < entries.length && at >= entries[next].offset) {
-          router = new EntryRouter(entries[next], writers[plan.assignment[next]]);
+        if (!router && next < count && at >= index.offset(next)) {
+          router = new EntryRouter(index.entry(next), writers[plan.assignment[next]]);
           next++;
         }
         if (router) {
           i = await router.take(chunk, i, at);
         } else {
           // Pack header or trailer: each part writes its own.
-          const stop = next < entries.length ? entries[next].offset - position : chunk.length;
+          const stop = next < count ? index.offset(next) - position : chunk.length;
           i = Math.min(Math.max(stop, i + 1), chunk.length);
         }
       }
@@ -264,7 +291,7 @@ function bytesStream(bytes: Uint8Array): ReadableStream<Uint8Array> {
 /** Convenience for tests and the CLI: scans, plans and splits an in-memory pack. */
 export async function splitPackBytes(bytes: Uint8Array, parts: number): Promise<Uint8Array[]> {
   const summary = await scanPack(bytesStream(bytes));
-  const plan = planSplit(summary.entries, parts);
+  const plan = planSplit(summary.index, parts);
   const outputs = plan.parts.map(() => collectingSink());
   await splitPack(bytesStream(bytes), summary, plan, outputs.map((o) => o.sink));
   return outputs.map((o) => o.bytes());

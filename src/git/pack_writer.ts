@@ -30,6 +30,18 @@ export interface PackWriteResult {
   objects: number;
 }
 
+/**
+ * Where a {@link PackWriter} remembers the offset each copied entry got in the new pack,
+ * keyed by its offset in the source pack (to re-encode OFS_DELTA base distances). A `Map`
+ * will do; large splits pass a typed-array-backed one.
+ */
+export interface OffsetMap {
+  /** New offset of the entry that was at `sourceOffset`, if it was written. */
+  get(sourceOffset: number): number | undefined;
+  /** Records that the entry at `sourceOffset` was written at `offset`. */
+  set(sourceOffset: number, offset: number): unknown;
+}
+
 /** Encodes an entry's type and inflated size as the pack's type/size varint. */
 export function encodeEntryHeader(type: number, size: number): Uint8Array {
   if (!Number.isSafeInteger(size) || size < 0) throw new RangeError(`invalid entry size ${size}`);
@@ -81,7 +93,7 @@ export class PackWriter {
   readonly #objects: number;
   readonly #hash = sha1.create();
   /** Original offset → offset in this pack, for OFS_DELTA bases. */
-  readonly #newOffsets = new Map<number, number>();
+  readonly #newOffsets: OffsetMap;
   #gather = new Uint8Array(GATHER_SIZE);
   #gathered = 0;
   #size = 0;
@@ -90,12 +102,20 @@ export class PackWriter {
   #current?: PackEntry;
   #result?: PackWriteResult;
 
-  /** Starts a pack of exactly `objects` entries on `sink` (its writer is held until finish). */
-  constructor(sink: WritableStream<Uint8Array>, objects: number) {
+  /**
+   * Starts a pack of exactly `objects` entries on `sink` (its writer is held until finish).
+   * `offsets` records where copied entries land (default: a new `Map`).
+   */
+  constructor(
+    sink: WritableStream<Uint8Array>,
+    objects: number,
+    offsets: OffsetMap = new Map<number, number>(),
+  ) {
     if (!Number.isInteger(objects) || objects < 0 || objects > 0xffffffff) {
       throw new RangeError(`invalid object count ${objects}`);
     }
     this.#objects = objects;
+    this.#newOffsets = offsets;
     this.#writer = sink.getWriter();
     const header = new Uint8Array(PACK_HEADER_LENGTH);
     header.set(PACK_SIGNATURE);

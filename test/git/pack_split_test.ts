@@ -6,6 +6,7 @@ import {
   type PackEntry,
   PackFormatError,
 } from "../../src/git/pack.ts";
+import { PackEntryIndex } from "../../src/git/pack_index.ts";
 import { scanPack } from "../../src/git/pack_reader.ts";
 import { planSplit, splitPack, splitPackBytes } from "../../src/git/pack_split.ts";
 import { gitBytes, tempDir } from "../support/git.ts";
@@ -36,7 +37,7 @@ function entries(spec: [number, number][]): PackEntry[] {
 Deno.test("planSplit keeps delta families together and balances them", () => {
   // Families: {0,2,5} = 600 bytes, {1,4} = 500, {3} = 100, {6} = 50.
   const list = entries([[100, -1], [300, -1], [200, 0], [100, -1], [200, 1], [300, 2], [50, -1]]);
-  const plan = planSplit(list, 2);
+  const plan = planSplit(PackEntryIndex.fromEntries(list), 2);
   assert.equal(plan.families, 4);
   assert.equal(plan.parts.length, 2);
   const partOf = (i: number) => plan.assignment[i];
@@ -48,12 +49,12 @@ Deno.test("planSplit keeps delta families together and balances them", () => {
   assert.deepEqual(plan.parts.map((p) => p.objects).sort(), [3, 4]);
   assert.equal(plan.note, undefined);
 
-  const many = planSplit(list, 8);
+  const many = planSplit(PackEntryIndex.fromEntries(list), 8);
   assert.equal(many.parts.length, 4, "never more parts than families");
   assert.ok(many.parts.every((p) => p.objects > 0));
   assert.match(many.note!, /only 4 delta families/);
 
-  const one = planSplit(list, 1);
+  const one = planSplit(PackEntryIndex.fromEntries(list), 1);
   assert.deepEqual(one.parts, [{ objects: 7, bytes: 1250 }]);
   assert.ok(one.assignment.every((p) => p === 0));
 
@@ -64,12 +65,12 @@ Deno.test("planSplit keeps delta families together and balances them", () => {
     baseOffset: undefined,
     baseId: "ab".repeat(20),
   };
-  const refPlan = planSplit(withRef, 4);
+  const refPlan = planSplit(PackEntryIndex.fromEntries(withRef), 4);
   assert.equal(refPlan.parts.length, 1);
   assert.match(refPlan.note!, /REF_DELTA/);
 
-  assert.deepEqual(planSplit([], 3).parts, [{ objects: 0, bytes: 0 }]);
-  assert.throws(() => planSplit(list, 0), RangeError);
+  assert.deepEqual(planSplit(new PackEntryIndex(), 3).parts, [{ objects: 0, bytes: 0 }]);
+  assert.throws(() => planSplit(PackEntryIndex.fromEntries(list), 0), RangeError);
 });
 
 Deno.test("pack splitter", async (t) => {
@@ -86,7 +87,7 @@ Deno.test("pack splitter", async (t) => {
       `${parts} part(s): each passes index-pack and verify-pack; ids partition the input`,
       async () => {
         const outputs = await splitPackBytes(pack, parts);
-        const plan = planSplit(summary.entries, parts);
+        const plan = planSplit(summary.index, parts);
         assert.equal(outputs.length, Math.min(parts, plan.families));
         const ids: string[] = [];
         for (const [i, output] of outputs.entries()) {
@@ -100,7 +101,7 @@ Deno.test("pack splitter", async (t) => {
         if (parts === 1) assert.deepEqual(outputs[0], pack, "one part is the input, byte for byte");
         // Largest-first greedy bound: no part exceeds the mean by more than the largest family.
         const largestFamily = Math.max(
-          ...planSplit(summary.entries, 1e6).parts.map((p) => p.bytes),
+          ...planSplit(summary.index, 1e6).parts.map((p) => p.bytes),
         );
         const total = plan.parts.reduce((n, p) => n + p.bytes, 0);
         const biggest = Math.max(...plan.parts.map((p) => p.bytes));
@@ -114,7 +115,7 @@ Deno.test("pack splitter", async (t) => {
   }
 
   await t.step("streams from chunked input into file sinks", async () => {
-    const plan = planSplit(summary.entries, 3);
+    const plan = planSplit(summary.index, 3);
     const files = await Promise.all(
       plan.parts.map((_, i) =>
         Deno.open(`${dir.path}/file-${i}.pack`, { write: true, create: true })
@@ -140,7 +141,7 @@ Deno.test("pack splitter", async (t) => {
     const refPack = await packObjects(repo, { ofsDelta: false, revs: ["small"] });
     const refSummary = await scanPack(chunked(refPack, [4096]));
     assert.ok(refSummary.entries.some((e) => e.type === OBJ_REF_DELTA));
-    const plan = planSplit(refSummary.entries, 4);
+    const plan = planSplit(refSummary.index, 4);
     assert.equal(plan.parts.length, 1);
     assert.match(plan.note!, /REF_DELTA/);
     assert.deepEqual(await splitPackBytes(refPack, 4), [refPack]);
@@ -155,7 +156,7 @@ Deno.test("pack splitter", async (t) => {
   });
 
   await t.step("a source shorter than the scan fails and aborts every sink", async () => {
-    const plan = planSplit(summary.entries, 2);
+    const plan = planSplit(summary.index, 2);
     const aborted: unknown[] = [];
     const sinks = plan.parts.map(() =>
       new WritableStream<Uint8Array>({ abort: (reason) => void aborted.push(reason) })
