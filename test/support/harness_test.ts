@@ -10,6 +10,7 @@ import {
 } from "./fixtures.ts";
 import { git, GitCommandError, tempDir } from "./git.ts";
 import { startOrigin } from "./origin.ts";
+import { startFileServer, startRelay } from "./relay.ts";
 
 function assert(cond: unknown, msg: string): asserts cond {
   if (!cond) throw new Error(`assertion failed: ${msg}`);
@@ -337,4 +338,228 @@ Deno.test("fixtures: the disk cache builds an entry once, even when asked twice 
   assertEquals(builds, before, "a finished entry is reused");
   const leftovers = [...Deno.readDirSync(dir.path)].map((e) => e.name);
   assertEquals(leftovers, ["k1"], "no temp build dirs left");
+});
+
+/** Reads a response body, returning the bytes received and the error that ended it, if any. */
+async function readAll(res: Response): Promise<{ bytes: Uint8Array; error?: unknown }> {
+  const chunks: Uint8Array[] = [];
+  let error: unknown;
+  try {
+    for await (const chunk of res.body!) chunks.push(chunk);
+  } catch (e) {
+    error = e;
+  }
+  const bytes = new Uint8Array(chunks.reduce((n, c) => n + c.byteLength, 0));
+  let at = 0;
+  for (const c of chunks) {
+    bytes.set(c, at);
+    at += c.byteLength;
+  }
+  return { bytes, error };
+}
+
+function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
+  return a.byteLength === b.byteLength && a.every((x, i) => x === b[i]);
+}
+
+Deno.test("file server: whole files, ranges, 416, HEAD, ETag, 404, stats", async () => {
+  await using dir = await tempDir();
+  const content = randomBytes(100_000);
+  await Deno.writeFile(`${dir.path}/f.bin`, content);
+  await using fs = await startFileServer({ files: { "/packs/f.bin": `${dir.path}/f.bin` } });
+  const url = `${fs.url}/packs/f.bin`;
+
+  const whole = await fetch(url);
+  assertEquals(whole.status, 200);
+  assertEquals(whole.headers.get("content-length"), "100000");
+  assertEquals(whole.headers.get("accept-ranges"), "bytes");
+  const etag = whole.headers.get("etag");
+  assert(etag && /^"[0-9a-f]+-[0-9a-f]+"$/.test(etag), `etag ${etag}`);
+  assert(sameBytes((await readAll(whole)).bytes, content), "whole body");
+
+  const cases: [string, number, number][] = [
+    ["bytes=10-19", 10, 19],
+    ["bytes=99990-", 99990, 99999],
+    ["bytes=-5", 99995, 99999],
+    ["bytes=99000-200000", 99000, 99999],
+  ];
+  for (const [range, start, end] of cases) {
+    const res = await fetch(url, { headers: { Range: range } });
+    assertEquals(res.status, 206, range);
+    assertEquals(res.headers.get("content-range"), `bytes ${start}-${end}/100000`, range);
+    assertEquals(res.headers.get("etag"), etag);
+    assert(sameBytes((await readAll(res)).bytes, content.subarray(start, end + 1)), range);
+  }
+
+  const unsat = await fetch(url, { headers: { Range: "bytes=100000-" } });
+  await unsat.body?.cancel();
+  assertEquals(unsat.status, 416);
+  assertEquals(unsat.headers.get("content-range"), "bytes */100000");
+
+  const head = await fetch(url, { method: "HEAD" });
+  assertEquals(head.status, 200);
+  assertEquals(head.headers.get("content-length"), "100000");
+
+  const missing = await fetch(`${fs.url}/nope`);
+  await missing.body?.cancel();
+  assertEquals(missing.status, 404);
+
+  assertEquals(fs.stats.byPath["GET /packs/f.bin"].bytesOut, 100_000 + 10 + 10 + 5 + 1000);
+  assertEquals(fs.stats.byPath["HEAD /packs/f.bin"].bytesOut, 0);
+  assertEquals(fs.stats.requests, 8);
+});
+
+Deno.test("file server: the bandwidth cap measures within 10%, per connection", async () => {
+  await using dir = await tempDir();
+  await Deno.writeFile(`${dir.path}/m`, randomBytes(1 << 20));
+  const rate = 2_000_000;
+  await using fs = await startFileServer({
+    files: (p) => (p.startsWith("/m") ? `${dir.path}/m` : undefined),
+    bytesPerSecond: rate,
+  });
+  const started = performance.now();
+  const results = await Promise.all(["/m1", "/m2"].map(async (p) => {
+    const { bytes } = await readAll(await fetch(`${fs.url}${p}`));
+    return { size: bytes.byteLength, seconds: (performance.now() - started) / 1000 };
+  }));
+  for (const { size, seconds } of results) {
+    assertEquals(size, 1 << 20);
+    const measured = size / seconds;
+    assert(
+      Math.abs(measured - rate) / rate < 0.1,
+      `measured ${(measured / 1e6).toFixed(3)} MB/s in ${seconds.toFixed(3)} s, cap 2 MB/s`,
+    );
+  }
+});
+
+Deno.test("file server: status, truncate, corrupt, stall faults", async () => {
+  await using dir = await tempDir();
+  const content = randomBytes(200_000);
+  await Deno.writeFile(`${dir.path}/f`, content);
+  await using fs = await startFileServer({
+    files: { "/f": `${dir.path}/f`, "/g": `${dir.path}/f` },
+    faults: { "/f": { kind: "status", status: 503, times: 2 } },
+  });
+  const get = (path = "/f", headers: HeadersInit = {}) => fetch(`${fs.url}${path}`, { headers });
+
+  for (const expected of [503, 503, 200]) {
+    const res = await get();
+    await res.body?.cancel();
+    assertEquals(res.status, expected, "status fault for two requests, then normal");
+  }
+
+  fs.setFaults({ "/f": { kind: "truncate", afterBytes: 70_000, times: 1 } });
+  const cut = await readAll(await get());
+  assert(cut.error !== undefined, "truncated body fails on the client");
+  assertEquals(cut.bytes.byteLength, 70_000);
+  assert(sameBytes(cut.bytes, content.subarray(0, 70_000)), "bytes before the cut are right");
+  assert(sameBytes((await readAll(await get())).bytes, content), "next request is whole");
+
+  fs.setFaults({ "*": { kind: "corrupt", atByte: 150_000, times: 2 } });
+  const bad = (await readAll(await get("/g"))).bytes;
+  assertEquals(bad.byteLength, content.byteLength);
+  const diffs = [...bad.keys()].filter((i) => bad[i] !== content[i]);
+  assertEquals(diffs, [150_000], "exactly the one byte flipped");
+  const badRange = (await readAll(await get("/g", { Range: "bytes=149990-150009" }))).bytes;
+  assertEquals(badRange[10], ~content[150_000] & 0xff, "offset is in the file, not the body");
+  assert(sameBytes((await readAll(await get("/g"))).bytes, content), "used up");
+
+  fs.setFaults({ "/f": { kind: "stall", afterBytes: 1000, ms: 400, times: 1 } });
+  const started = performance.now();
+  const stalled = await readAll(await get());
+  const elapsed = performance.now() - started;
+  assert(sameBytes(stalled.bytes, content), "stalled body completes intact");
+  assert(elapsed >= 380, `stalled for ${elapsed.toFixed(0)} ms`);
+});
+
+Deno.test("file server: ignore-range and bad-416 faults", async () => {
+  await using dir = await tempDir();
+  const content = randomBytes(5000);
+  await Deno.writeFile(`${dir.path}/f`, content);
+  await using fs = await startFileServer({
+    files: { "/f": `${dir.path}/f` },
+    faults: { "/f": [{ kind: "ignore-range", times: 1 }, { kind: "bad-416", times: 1 }] },
+  });
+  const ranged = () => fetch(`${fs.url}/f`, { headers: { Range: "bytes=100-199" } });
+  const ignored = await ranged();
+  assertEquals(ignored.status, 200);
+  assertEquals(ignored.headers.get("content-range"), null);
+  assert(sameBytes((await readAll(ignored)).bytes, content), "full body despite Range");
+  const refused = await ranged();
+  await refused.body?.cancel();
+  assertEquals(refused.status, 416, "satisfiable range refused");
+  const fine = await ranged();
+  assertEquals(fine.status, 206);
+  assert(sameBytes((await readAll(fine)).bytes, content.subarray(100, 200)), "then normal");
+});
+
+Deno.test("file server: stop() ends a stalled response promptly", async () => {
+  await using dir = await tempDir();
+  await Deno.writeFile(`${dir.path}/f`, randomBytes(50_000));
+  const fs = await startFileServer({
+    files: { "/f": `${dir.path}/f` },
+    faults: { "/f": { kind: "stall", afterBytes: 10, ms: 30_000, times: 1 } },
+  });
+  const res = await fetch(`${fs.url}/f`);
+  const reading = readAll(res);
+  await new Promise((r) => setTimeout(r, 50));
+  const started = performance.now();
+  await fs.stop();
+  const { bytes, error } = await reading;
+  assert(performance.now() - started < 2000, "stop did not wait for the stall");
+  assert(error !== undefined && bytes.byteLength === 10, "client saw the connection end");
+  await fs.stop();
+});
+
+Deno.test("relay: git clones through it, counts bytes, caps and injects faults", async () => {
+  await using origin = await startOrigin();
+  await using dir = await tempDir();
+  const info = await makeRepo(origin, "r.git", { binaryBytes: 300_000 });
+  await using relay = await startRelay(origin.url, { bytesPerSecond: 4_000_000 });
+  const viaRelay = `${relay.url}/r.git`;
+
+  origin.stats.reset();
+  await git(["clone", "-q", viaRelay, `${dir.path}/a`]);
+  await git(["-c", "protocol.version=0", "clone", "-q", viaRelay, `${dir.path}/b`]);
+  await assertSameClone(`${dir.path}/a`, `${dir.path}/b`);
+  assertEquals((await refsOf(`${dir.path}/a`)).HEAD, info.refs.HEAD);
+  assertEquals(relay.stats.bytesOut, origin.stats.bytesOut, "relay passes bytes through 1:1");
+  assertEquals(relay.stats.requests, origin.stats.requests);
+
+  await git(["commit", "-q", "--allow-empty", "-m", "pushed"], { cwd: `${dir.path}/a` });
+  await git(["push", "-q", "origin", "main"], { cwd: `${dir.path}/a` });
+  assertEquals(
+    (await refsOf(info.bare))["refs/heads/main"],
+    (await refsOf(`${dir.path}/a`)).HEAD,
+    "push through the relay",
+  );
+
+  relay.setFaults({ "/r.git/info/refs": { kind: "status", status: 503, times: 1 } });
+  await assertRejects(() => git(["clone", "-q", viaRelay, `${dir.path}/c`]), GitCommandError);
+  relay.setFaults({ "/r.git/git-upload-pack": { kind: "truncate", afterBytes: 1000, times: 2 } });
+  await assertRejects(() => git(["clone", "-q", viaRelay, `${dir.path}/d`]), GitCommandError);
+  await git(["clone", "-q", viaRelay, `${dir.path}/e`]);
+});
+
+Deno.test("relay: ranges and faults in front of a file server", async () => {
+  await using dir = await tempDir();
+  const content = randomBytes(64_000);
+  await Deno.writeFile(`${dir.path}/f`, content);
+  await using fs = await startFileServer({ files: { "/f": `${dir.path}/f` } });
+  await using relay = await startRelay(fs.url, {
+    faults: {
+      "/f": [{ kind: "ignore-range", times: 1 }, { kind: "corrupt", atByte: 1005, times: 1 }],
+    },
+  });
+  const ranged = () => fetch(`${relay.url}/f`, { headers: { Range: "bytes=1000-1999" } });
+  const full = await ranged();
+  assertEquals(full.status, 200, "Range dropped on the way");
+  assert(sameBytes((await readAll(full)).bytes, content), "whole body");
+  const corrupt = await ranged();
+  assertEquals(corrupt.status, 206);
+  assertEquals(corrupt.headers.get("content-range"), "bytes 1000-1999/64000");
+  const bytes = (await readAll(corrupt)).bytes;
+  assertEquals([...bytes.keys()].filter((i) => bytes[i] !== content[1000 + i]), [5]);
+  const normal = await ranged();
+  assert(sameBytes((await readAll(normal)).bytes, content.subarray(1000, 2000)), "then normal");
 });

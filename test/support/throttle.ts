@@ -1,0 +1,104 @@
+/** Bandwidth caps for test servers: a token bucket and a stream that respects it. */
+
+/** The largest burst a throttled stream may send at once. */
+export const MAX_BURST = 16 * 1024;
+
+/**
+ * A token bucket of `rate` bytes per second holding at most `burst` bytes. Tokens accrue from
+ * real elapsed time, so timer lateness does not lower the long-run rate.
+ */
+export class TokenBucket {
+  private tokens: number;
+  private last = performance.now();
+
+  constructor(readonly rate: number, readonly burst: number) {
+    if (!(rate > 0) || !(burst >= 1)) {
+      throw new RangeError(`token bucket needs rate > 0 and burst >= 1 (got ${rate}, ${burst})`);
+    }
+    this.tokens = burst;
+  }
+
+  /**
+   * Waits until `min(max, atLeast)` bytes may be sent, then spends and returns as many as are
+   * available up to `max`: late wake-ups send more at once instead of losing their tokens.
+   */
+  async takeUpTo(max: number, atLeast: number, signal?: AbortSignal): Promise<number> {
+    await this.waitFor(Math.min(max, atLeast, this.burst), signal);
+    const n = Math.min(max, Math.floor(this.tokens));
+    this.tokens -= n;
+    return n;
+  }
+
+  private async waitFor(n: number, signal?: AbortSignal): Promise<void> {
+    for (this.refill(); this.tokens < n; this.refill()) {
+      await sleep(((n - this.tokens) / this.rate) * 1000, signal);
+    }
+  }
+
+  private refill(): void {
+    const now = performance.now();
+    this.tokens = Math.min(this.burst, this.tokens + ((now - this.last) / 1000) * this.rate);
+    this.last = now;
+  }
+}
+
+/**
+ * The burst used for a cap: 20 ms worth of bytes, between 1 KiB and {@link MAX_BURST}. Above
+ * 8 MB/s it is 2 ms worth instead: timers cannot wake more often than about once a millisecond, so
+ * a 16 KiB burst could not sustain such rates.
+ */
+export function burstFor(bytesPerSecond: number): number {
+  if (bytesPerSecond > 8_000_000) return Math.floor(bytesPerSecond / 500);
+  return Math.max(1024, Math.min(MAX_BURST, Math.floor(bytesPerSecond / 50)));
+}
+
+/**
+ * Re-chunks `source` into pieces the bucket allows (at least a quarter of its burst, more when a
+ * timer fired late) and releases each only when allowed; pull-based, so nothing is read ahead.
+ */
+export function throttle(
+  source: ReadableStream<Uint8Array>,
+  bucket: TokenBucket,
+): ReadableStream<Uint8Array> {
+  const reader = source.getReader();
+  const cancelled = new AbortController();
+  // Waiting for only a quarter of the burst leaves room for timer lateness: tokens that accrue
+  // while a timer fires late are sent (up to the burst) instead of lost, so the rate holds.
+  const pieceSize = Math.max(1, Math.floor(bucket.burst / 4));
+  let pending: Uint8Array | null = null;
+  return new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      if (!pending || pending.byteLength === 0) {
+        const { done, value } = await reader.read();
+        if (done) {
+          controller.close();
+          return;
+        }
+        pending = value;
+      }
+      const n = await bucket.takeUpTo(pending.byteLength, pieceSize, cancelled.signal);
+      controller.enqueue(pending.subarray(0, n));
+      pending = pending.subarray(n);
+    },
+    cancel(reason) {
+      cancelled.abort(reason);
+      return reader.cancel(reason);
+    },
+  }, { highWaterMark: 0 });
+}
+
+/** Resolves after `ms`; rejects with the signal's reason if aborted first. */
+export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(signal.reason);
+    const timer = setTimeout(() => {
+      signal?.removeEventListener("abort", onAbort);
+      resolve();
+    }, ms);
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(signal!.reason);
+    };
+    signal?.addEventListener("abort", onAbort, { once: true });
+  });
+}
