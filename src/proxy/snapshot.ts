@@ -184,7 +184,7 @@ export class SnapshotBuilder {
       return [];
     }
     const parts = summary.size < this.#deps.minSplitBytes ? 1 : this.#deps.chunks;
-    const plan = planSplit(summary.entries, parts);
+    const plan = planSplit(summary.index, parts);
     if (plan.parts.length <= 1) {
       return [{
         hash: summary.checksum,
