@@ -318,6 +318,21 @@ Deno.test("fixtures: makePackFixtures writes self-contained, disjoint, named pac
   assertEquals(again.map((p) => p.hash), packs.map((p) => p.hash), "deterministic");
 });
 
+Deno.test("fixtures: targetBytes sizes the pack; big fixtures come from the disk cache", async () => {
+  await using origin = await startOrigin();
+  const spec = { targetBytes: 17 * 1024 * 1024, seed: 99, branches: 1, tags: 1 };
+  const first = await makeRepo(origin, "big-1.git", spec);
+  const started = performance.now();
+  const second = await makeRepo(origin, "big-2.git", spec);
+  const cachedMs = performance.now() - started;
+  assertEquals(second.refs, first.refs, "cached copy has the same refs");
+  assert(cachedMs < 1500, `cached fixture copied in ${cachedMs.toFixed(0)} ms`);
+  const out = await git(["count-objects", "-v"], { cwd: second.bare });
+  const kib = Number(/size-pack: (\d+)/.exec(out)![1]);
+  assert(Math.abs(kib * 1024 - spec.targetBytes) / spec.targetBytes < 0.1, `pack ${kib} KiB`);
+  await git(["fsck", "--full", "--no-progress"], { cwd: second.bare });
+});
+
 Deno.test("fixtures: the disk cache builds an entry once, even when asked twice at once", async () => {
   await using dir = await tempDir();
   let builds = 0;
@@ -562,4 +577,27 @@ Deno.test("relay: ranges and faults in front of a file server", async () => {
   assertEquals([...bytes.keys()].filter((i) => bytes[i] !== content[1000 + i]), [5]);
   const normal = await ranged();
   assert(sameBytes((await readAll(normal)).bytes, content.subarray(1000, 2000)), "then normal");
+});
+
+Deno.test("relay: compressed answers pass through byte for byte; a dead upstream is 502", async () => {
+  const text = "packfile-uris ".repeat(500);
+  const gz = new Blob([text]).stream().pipeThrough(new CompressionStream("gzip"));
+  const gzBytes = new Uint8Array(await new Response(gz).arrayBuffer());
+  const upstream = Deno.serve(
+    { hostname: "127.0.0.1", port: 0, onListen() {} },
+    () => new Response(gzBytes, { headers: { "Content-Encoding": "gzip" } }),
+  );
+  try {
+    await using relay = await startRelay(`http://127.0.0.1:${upstream.addr.port}`);
+    const res = await fetch(`${relay.url}/x`);
+    assertEquals(res.headers.get("content-encoding"), "gzip");
+    assertEquals(await res.text(), text, "the client decodes it");
+    assertEquals(relay.stats.bytesOut, gzBytes.byteLength, "relayed still compressed");
+  } finally {
+    await upstream.shutdown();
+  }
+  await using dead = await startRelay(`http://127.0.0.1:${upstream.addr.port}`);
+  const res = await fetch(`${dead.url}/x`);
+  await res.body?.cancel();
+  assertEquals(res.status, 502);
 });

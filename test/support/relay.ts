@@ -96,6 +96,7 @@ const HOP_BY_HOP = [
   "trailer",
   "upgrade",
   "host",
+  "expect",
 ];
 
 /**
@@ -115,14 +116,25 @@ export function startRelay(target: string, opts: RelayOptions = {}): Promise<Rel
 
     const headers = withoutHopByHop(req.headers);
     headers.delete("content-length"); // the body is streamed on, chunked
+    // Deno's fetch decodes answers in encodings it asked for; asking for identity keeps the bytes
+    // relayed (and counted) exactly as the upstream sends them, Content-Encoding included.
+    headers.set("accept-encoding", "identity");
     if (fault?.kind === "ignore-range") headers.delete("range");
-    const upstream = await fetch(`${base}${url.pathname}${url.search}`, {
-      method: req.method,
-      headers,
-      body: req.body,
-      redirect: "manual",
-      signal: closing,
-    });
+    let upstream: Response;
+    try {
+      upstream = await fetch(`${base}${url.pathname}${url.search}`, {
+        method: req.method,
+        headers,
+        body: req.body,
+        redirect: "manual",
+        signal: closing,
+      });
+    } catch (e) {
+      if (closing.aborted) throw e;
+      return new Response(`relay: upstream ${base} failed: ${(e as Error).message}\n`, {
+        status: 502,
+      });
+    }
     const outHeaders = withoutHopByHop(upstream.headers);
     if (!upstream.body) {
       return new Response(null, { status: upstream.status, headers: outHeaders });
@@ -130,7 +142,7 @@ export function startRelay(target: string, opts: RelayOptions = {}): Promise<Rel
     const rangeStart = Number(
       /^bytes (\d+)-/.exec(upstream.headers.get("content-range") ?? "")?.[1] ?? 0,
     );
-    const declared = upstream.headers.has("content-length");
+    const declared = outHeaders.has("content-length");
     const body = shape(upstream.body, fault, rangeStart, declared, opts, closing);
     return new Response(countingStream(body, (n) => stats.sent(key, n)), {
       status: upstream.status,
