@@ -2,7 +2,7 @@
  * A real Git smart-HTTP origin for tests: a Deno.serve server running `git http-backend` as CGI
  * for every request, with optional Basic auth and byte counters.
  */
-import { readCgiResponse } from "./cgi.ts";
+import { type CgiResponse, readCgiResponse } from "./cgi.ts";
 import { git, GIT_ENV } from "./git.ts";
 import { countingStream, TrafficCounter, type TrafficStats } from "./stats.ts";
 
@@ -156,7 +156,7 @@ async function handle(
   info.completed.catch(() => backend.kill());
   backend.feed(req.body, (n) => ctx.stats.bytesIn += n);
 
-  let cgi;
+  let cgi: CgiResponse;
   try {
     cgi = await readCgiResponse(backend.child.stdout);
   } catch (e) {
