@@ -165,3 +165,22 @@ export async function verifyPack(
   }
   return objects.sort((a, b) => a.offset - b.offset);
 }
+
+/**
+ * Writes `count` distinct tiny blobs with fast-import into a new repository at `dir` and
+ * returns the path of the pack fast-import wrote (no pack-objects pass: quick at 200k).
+ */
+export async function tinyBlobPack(dir: string, count: number): Promise<string> {
+  await git(["init", "-q", dir]);
+  const parts: string[] = [];
+  for (let i = 0; i < count; i++) {
+    const body = `blob ${i}\n`;
+    parts.push(`blob\ndata ${body.length}\n${body}\n`);
+  }
+  await git(["fast-import", "--quiet"], { cwd: dir, stdin: encoder.encode(parts.join("")) });
+  const packDir = `${dir}/.git/objects/pack`;
+  for await (const file of Deno.readDir(packDir)) {
+    if (file.name.endsWith(".pack")) return `${packDir}/${file.name}`;
+  }
+  throw new Error(`fast-import wrote no pack in ${packDir}`);
+}

@@ -1,0 +1,71 @@
+/**
+ * Memory of a pack scan's entry index: the compact {@link PackEntryIndex} against one
+ * `PackEntry` object per entry (the representation scans used to keep). Each mode runs in its
+ * own process on the same fast-import pack of tiny blobs; heap figures (JS heap plus external
+ * memory) are taken after a full GC.
+ *
+ *   deno run -A bench/pack_index_memory.ts [--objects 200000]
+ */
+import type { PackEntry } from "../src/git/pack.ts";
+import { scanPack } from "../src/git/pack_reader.ts";
+import { tempDir } from "../test/support/git.ts";
+import { tinyBlobPack } from "../test/git/pack_fixtures.ts";
+
+const MiB = 2 ** 20;
+
+function flag(name: string, fallback: number): number {
+  const i = Deno.args.indexOf(`--${name}`);
+  return i >= 0 ? Number(Deno.args[i + 1]) : fallback;
+}
+
+/**
+ * JS heap plus external memory (typed arrays' backing stores live outside the heap) and RSS,
+ * after a full collection (needs `--expose-gc`).
+ */
+function settled(): { heap: number; rss: number } {
+  (globalThis as unknown as { gc(): void }).gc();
+  const { heapUsed, external, rss } = Deno.memoryUsage();
+  return { heap: heapUsed + external, rss };
+}
+
+/** Child: scans `path`, keeping entries as `mode` says, and prints the memory figures. */
+async function measure(path: string, mode: string): Promise<void> {
+  const kept: PackEntry[] = [];
+  const before = settled();
+  using file = await Deno.open(path);
+  const summary = await scanPack(
+    file.readable,
+    mode === "objects" ? { keepEntries: false, onEntry: (e) => kept.push(e) } : {},
+  );
+  const after = settled();
+  const held = mode === "objects" ? kept.length : summary.index.length;
+  console.log(JSON.stringify({
+    mode,
+    objects: held,
+    heapMiB: (after.heap - before.heap) / MiB,
+    rssMiB: after.rss / MiB,
+    rssGrowthMiB: (after.rss - before.rss) / MiB,
+    indexBytes: mode === "compact" ? summary.index.bytesUsed() : undefined,
+  }));
+}
+
+if (Deno.args[0] === "--child") {
+  await measure(Deno.args[1], Deno.args[2]);
+} else {
+  const objects = flag("objects", 200_000);
+  await using dir = await tempDir();
+  const path = await tinyBlobPack(`${dir.path}/repo`, objects);
+  for (const mode of ["objects", "compact"]) {
+    const out = await new Deno.Command(Deno.execPath(), {
+      args: ["run", "-A", "--v8-flags=--expose-gc", import.meta.filename!, "--child", path, mode],
+      stderr: "inherit",
+    }).output();
+    if (!out.success) throw new Error(`${mode} run failed`);
+    const r = JSON.parse(new TextDecoder().decode(out.stdout));
+    console.log(
+      `${mode.padEnd(8)} ${r.objects} entries: heap+external +${r.heapMiB.toFixed(1)} MiB ` +
+        `(${((r.heapMiB * MiB) / r.objects).toFixed(1)} B/entry), RSS ${r.rssMiB.toFixed(1)} MiB ` +
+        `(+${r.rssGrowthMiB.toFixed(1)} MiB over the scan)`,
+    );
+  }
+}
