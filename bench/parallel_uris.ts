@@ -92,7 +92,7 @@ async function runScenario(scenario: Scenario, dir: string, runs: number): Promi
     bytesEach: scenario.bytesEach,
     seed: 42,
   });
-  await using server = await startFileServer({
+  await using server = await spawnFileServer({
     files: Object.fromEntries(packs.map((p) => [`/${p.hash}.pack`, p.path])),
     bytesPerSecond: scenario.bytesPerSecond,
   });
@@ -124,6 +124,56 @@ async function runScenario(scenario: Scenario, dir: string, runs: number): Promi
     });
   }
   return rows;
+}
+
+/** What the file-server child is started with. */
+interface ServeConfig {
+  files: Record<string, string>;
+  bytesPerSecond?: number;
+}
+
+/**
+ * Runs `startFileServer` in a child Deno process, so its throttling timers and streaming do not
+ * share an event loop with the client under test (a real server would not either).
+ */
+async function spawnFileServer(config: ServeConfig): Promise<{ url: string } & AsyncDisposable> {
+  const child = new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "--allow-all",
+      new URL(import.meta.url).pathname,
+      "--serve",
+      JSON.stringify(config),
+    ],
+    stdin: "piped",
+    stdout: "piped",
+    stderr: "inherit",
+  }).spawn();
+  const lines = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
+  let buffered = "";
+  while (!buffered.includes("\n")) {
+    const { done, value } = await lines.read();
+    if (done) throw new Error("file server child exited before printing its URL");
+    buffered += value;
+  }
+  const url = buffered.slice(0, buffered.indexOf("\n")).trim();
+  return {
+    url,
+    async [Symbol.asyncDispose]() {
+      await child.stdin.close();
+      await lines.cancel();
+      await child.status;
+    },
+  };
+}
+
+/** The child side of {@link spawnFileServer}: serve until stdin closes. */
+async function serveUntilStdinCloses(config: ServeConfig): Promise<void> {
+  await using server = await startFileServer(config);
+  console.log(server.url);
+  for await (const _ of Deno.stdin.readable) {
+    // Nothing is sent on stdin; its end is the signal to stop.
+  }
 }
 
 async function repeat(runs: number, once: () => Promise<number>): Promise<number[]> {
@@ -168,7 +218,9 @@ export function formatTable(rows: BenchRow[]): string {
   return lines.join("\n");
 }
 
-if (import.meta.main) {
+if (import.meta.main && Deno.args[0] === "--serve") {
+  await serveUntilStdinCloses(JSON.parse(Deno.args[1]));
+} else if (import.meta.main) {
   const at = Deno.args.indexOf("--runs");
   const runs = at >= 0 ? Number(Deno.args[at + 1]) : 3;
   const rows = await runBench({ runs, quick: Deno.args.includes("--quick") });
