@@ -5,15 +5,24 @@
  * checkout written the way `git clone` writes them. A failed clone removes what it created.
  */
 import { type CredentialHelper, CredentialManager, GitCredentialHelper } from "./credentials.ts";
-import { GitFormatError } from "../git/errors.ts";
-import { CloneError, ConnectivityError, GitProcessError, NetworkError } from "./errors.ts";
+import { chooseCheckout, wantedObjects } from "./checkout.ts";
+import { defaultDirectory, prepareTarget, removeTarget } from "./clone_target.ts";
 import { fetchPackfiles } from "./fetch_packfiles.ts";
 import { runGit } from "./git_command.ts";
-import { PackIndexer } from "./index_pack.ts";
+import { indexInlinePack } from "./inline_pack.ts";
 import type { PackfileResult, PackfileUri } from "./packfile_download.ts";
 import type { ProgressEvent } from "./progress.ts";
 import { SmartHttpClient } from "./smart_http.ts";
-import { type RemoteRef, UploadPackSession } from "./upload_pack.ts";
+import {
+  checkConnectivity,
+  configureRemote,
+  writeHead,
+  writeRefs,
+  writeRemoteHead,
+} from "./repo_setup.ts";
+import { UploadPackSession } from "./upload_pack.ts";
+
+export { defaultDirectory } from "./clone_target.ts";
 
 /** Where a clone reports progress (the CLI's `ProgressView` implements it). */
 export interface CloneProgress {
@@ -140,119 +149,6 @@ async function receiveObjects(
   return { bytesInline, bytesByUri, packs };
 }
 
-/** `git clone`'s default directory: the last path segment, minus `.git` (kept for bare). */
-export function defaultDirectory(url: string, bare: boolean): string {
-  const path = new URL(url).pathname.replace(/\/+$/, "").replace(/\/\.git$/, "");
-  const last = path.slice(path.lastIndexOf("/") + 1).replace(/\.git$/, "") ||
-    new URL(url).hostname;
-  return bare ? `${last}.git` : last;
-}
-
-/** Creates the target (or accepts an existing empty one); returns whether we created it. */
-async function prepareTarget(directory: string): Promise<boolean> {
-  try {
-    await Deno.mkdir(directory);
-    return true;
-  } catch (error) {
-    if (!(error instanceof Deno.errors.AlreadyExists)) throw error;
-  }
-  for await (const _ of Deno.readDir(directory)) {
-    throw new CloneError(`destination path '${directory}' already exists and is not empty`);
-  }
-  return false;
-}
-
-/** Undoes a failed clone: removes the directory we created, or empties the one we were given. */
-async function removeTarget(directory: string, created: boolean): Promise<void> {
-  if (created) {
-    await Deno.remove(directory, { recursive: true });
-    return;
-  }
-  for await (const entry of Deno.readDir(directory)) {
-    await Deno.remove(`${directory}/${entry.name}`, { recursive: true });
-  }
-}
-
-/** Every branch and tag tip, deduplicated. */
-function wantedObjects(refs: RemoteRef[]): string[] {
-  const oids = new Set<string>();
-  for (const ref of refs) {
-    if (ref.oid !== null && /^refs\/(heads|tags)\//.test(ref.name)) oids.add(ref.oid);
-  }
-  return [...oids];
-}
-
-/** What HEAD becomes: a branch (symbolic), a detached commit, or an unborn branch. */
-interface Checkout {
-  /** `refs/heads/<b>` for a branch, null when detached. */
-  ref: string | null;
-  /** The commit to check out, null for an unborn branch. */
-  oid: string | null;
-}
-
-function chooseCheckout(refs: RemoteRef[], branch: string | undefined): Checkout {
-  const byName = new Map(refs.map((r) => [r.name, r]));
-  if (branch !== undefined) {
-    const head = byName.get(`refs/heads/${branch}`);
-    if (head?.oid) return { ref: head.name, oid: head.oid };
-    const tag = byName.get(`refs/tags/${branch}`);
-    if (tag?.oid) return { ref: null, oid: tag.peeled ?? tag.oid };
-    throw new CloneError(`remote branch ${branch} not found in upstream origin`);
-  }
-  const head = byName.get("HEAD");
-  if (head?.symrefTarget) {
-    const target = byName.get(head.symrefTarget);
-    return { ref: head.symrefTarget, oid: target?.oid ?? null };
-  }
-  if (head?.oid) return { ref: null, oid: head.oid };
-  return { ref: null, oid: null };
-}
-
-/**
- * Streams the fetch response's pack into `index-pack --fix-thin`; returns its size. A transport
- * failure while reading becomes a {@link NetworkError}; malformed wire data keeps its own type.
- */
-async function indexInlinePack(
-  pack: ReadableStream<Uint8Array>,
-  gitDir: string,
-  url: string,
-  progress: CloneProgress | undefined,
-  signal: AbortSignal | undefined,
-): Promise<number> {
-  const indexer = PackIndexer.start({ gitDir, args: ["--fix-thin"] });
-  const reader = pack.getReader();
-  let bytes = 0;
-  try {
-    for (;;) {
-      const { done, value } = await readOrNetworkError(reader, url, signal);
-      if (done) break;
-      await indexer.write(value);
-      bytes += value.byteLength;
-      progress?.inline(bytes);
-    }
-    await indexer.finish();
-    await indexer.install();
-    return bytes;
-  } finally {
-    reader.releaseLock();
-    await indexer.discard();
-  }
-}
-
-async function readOrNetworkError(
-  reader: ReadableStreamDefaultReader<Uint8Array>,
-  url: string,
-  signal: AbortSignal | undefined,
-): Promise<ReadableStreamReadResult<Uint8Array>> {
-  try {
-    return await reader.read();
-  } catch (error) {
-    if (signal?.aborted) throw signal.reason;
-    if (error instanceof GitFormatError) throw error;
-    throw new NetworkError(url, error);
-  }
-}
-
 /** Downloads the announced packs; credentials go only to the repository's own origin. */
 function fetchUriPacks(
   uris: PackfileUri[],
@@ -272,76 +168,5 @@ function fetchUriPacks(
     onProgress: options.progress ? (e) => options.progress?.packEvent(e) : undefined,
     headersFor: (uri: string): Record<string, string> =>
       authorization && URL.parse(uri)?.origin === origin ? { authorization } : {},
-  });
-}
-
-/** Every wanted object and everything it reaches must be present. */
-async function checkConnectivity(gitDir: string, wants: string[]): Promise<void> {
-  try {
-    await runGit(["rev-list", "--objects", "--quiet", "--stdin"], {
-      gitDir,
-      stdin: wants.join("\n") + "\n",
-    });
-  } catch (error) {
-    if (error instanceof GitProcessError) throw new ConnectivityError(error.stderr);
-    throw error;
-  }
-}
-
-/** Branches as remote-tracking refs (or as local branches when bare), tags as tags. */
-async function writeRefs(gitDir: string, refs: RemoteRef[], bare: boolean): Promise<void> {
-  const lines: string[] = [];
-  for (const ref of refs) {
-    if (ref.oid === null) continue;
-    if (ref.name.startsWith("refs/tags/")) lines.push(`create ${ref.name} ${ref.oid}`);
-    else if (ref.name.startsWith("refs/heads/")) {
-      const local = bare ? ref.name : `refs/remotes/origin/${ref.name.slice("refs/heads/".length)}`;
-      lines.push(`create ${local} ${ref.oid}`);
-    }
-  }
-  if (lines.length > 0) {
-    await runGit(["update-ref", "--stdin"], { gitDir, stdin: lines.join("\n") + "\n" });
-  }
-}
-
-/** `remote.origin.url`, plus git's default fetch refspec for non-bare clones. */
-async function configureRemote(gitDir: string, url: string, bare: boolean): Promise<void> {
-  await runGit(["config", "remote.origin.url", url], { gitDir });
-  if (!bare) {
-    await runGit(["config", "remote.origin.fetch", "+refs/heads/*:refs/remotes/origin/*"], {
-      gitDir,
-    });
-  }
-}
-
-/** Points HEAD (and `origin/HEAD`) like git clone does; returns HEAD's ref or null. */
-async function writeHead(
-  gitDir: string,
-  checkout: Checkout,
-  bare: boolean,
-): Promise<string | null> {
-  if (checkout.ref === null) {
-    if (checkout.oid !== null) {
-      await runGit(["update-ref", "--no-deref", "HEAD", checkout.oid], { gitDir });
-    }
-    return null;
-  }
-  await runGit(["symbolic-ref", "HEAD", checkout.ref], { gitDir });
-  if (bare || checkout.oid === null) return checkout.ref;
-  const branch = checkout.ref.slice("refs/heads/".length);
-  await runGit(["update-ref", checkout.ref, checkout.oid], { gitDir });
-  await runGit(["config", `branch.${branch}.remote`, "origin"], { gitDir });
-  await runGit(["config", `branch.${branch}.merge`, checkout.ref], { gitDir });
-  return checkout.ref;
-}
-
-/** `refs/remotes/origin/HEAD` follows the remote's HEAD when it names an existing branch. */
-async function writeRemoteHead(gitDir: string, refs: RemoteRef[]): Promise<void> {
-  const target = refs.find((r) => r.name === "HEAD")?.symrefTarget;
-  if (!target?.startsWith("refs/heads/")) return;
-  if (!refs.some((r) => r.name === target && r.oid !== null)) return;
-  const branch = target.slice("refs/heads/".length);
-  await runGit(["symbolic-ref", "refs/remotes/origin/HEAD", `refs/remotes/origin/${branch}`], {
-    gitDir,
   });
 }

@@ -1,0 +1,49 @@
+/** Indexing the pack that arrives inline in a `fetch` response. */
+import { GitFormatError } from "../git/errors.ts";
+import { NetworkError } from "./errors.ts";
+import { PackIndexer } from "./index_pack.ts";
+
+/**
+ * Streams the fetch response's pack into `index-pack --fix-thin`; returns its size. A transport
+ * failure while reading becomes a {@link NetworkError}; malformed wire data keeps its own type.
+ */
+export async function indexInlinePack(
+  pack: ReadableStream<Uint8Array>,
+  gitDir: string,
+  url: string,
+  progress: { inline(bytes: number): void } | undefined,
+  signal: AbortSignal | undefined,
+): Promise<number> {
+  const indexer = PackIndexer.start({ gitDir, args: ["--fix-thin"] });
+  const reader = pack.getReader();
+  let bytes = 0;
+  try {
+    for (;;) {
+      const { done, value } = await readOrNetworkError(reader, url, signal);
+      if (done) break;
+      await indexer.write(value);
+      bytes += value.byteLength;
+      progress?.inline(bytes);
+    }
+    await indexer.finish();
+    await indexer.install();
+    return bytes;
+  } finally {
+    reader.releaseLock();
+    await indexer.discard();
+  }
+}
+
+async function readOrNetworkError(
+  reader: ReadableStreamDefaultReader<Uint8Array>,
+  url: string,
+  signal: AbortSignal | undefined,
+): Promise<ReadableStreamReadResult<Uint8Array>> {
+  try {
+    return await reader.read();
+  } catch (error) {
+    if (signal?.aborted) throw signal.reason;
+    if (error instanceof GitFormatError) throw error;
+    throw new NetworkError(url, error);
+  }
+}
