@@ -579,6 +579,22 @@ Deno.test("relay: ranges and faults in front of a file server", async () => {
   assert(sameBytes((await readAll(normal)).bytes, content.subarray(1000, 2000)), "then normal");
 });
 
+Deno.test("relay: the cap applies per response in front of another server", async () => {
+  await using dir = await tempDir();
+  const content = randomBytes(512 * 1024);
+  await Deno.writeFile(`${dir.path}/f`, content);
+  await using fs = await startFileServer({ files: { "/f": `${dir.path}/f` } });
+  const rate = 2_000_000;
+  await using relay = await startRelay(fs.url, { bytesPerSecond: rate });
+  const started = performance.now();
+  const { bytes } = await readAll(await fetch(`${relay.url}/f`));
+  const seconds = (performance.now() - started) / 1000;
+  assert(sameBytes(bytes, content), "content intact");
+  const measured = bytes.byteLength / seconds;
+  assert(Math.abs(measured - rate) / rate < 0.1, `measured ${(measured / 1e6).toFixed(3)} MB/s`);
+  assertEquals(relay.stats.bytesOut, content.byteLength);
+});
+
 Deno.test("relay: compressed answers pass through byte for byte; a dead upstream is 502", async () => {
   const text = "packfile-uris ".repeat(500);
   const gz = new Blob([text]).stream().pipeThrough(new CompressionStream("gzip"));

@@ -4,8 +4,11 @@
 export const MAX_BURST = 16 * 1024;
 
 /**
- * A token bucket of `rate` bytes per second holding at most `burst` bytes. Tokens accrue from
- * real elapsed time, so timer lateness does not lower the long-run rate.
+ * A token bucket of `rate` bytes per second that fills up to `burst` bytes while its user is idle.
+ * Time spent waiting on its own timer counts in full, even past the burst: a timer that fires late
+ * (a busy machine) is the bucket's fault, not the client's, so the credit is kept and spent in
+ * back-to-back pieces of at most `burst` bytes. Idle time beyond the burst is lost, as in any
+ * token bucket, so a slow reader cannot save up for a later burst.
  */
 export class TokenBucket {
   private tokens: number;
@@ -20,25 +23,28 @@ export class TokenBucket {
 
   /**
    * Waits until `min(max, atLeast)` bytes may be sent, then spends and returns as many as are
-   * available up to `max`: late wake-ups send more at once instead of losing their tokens.
+   * available, up to `max` and the burst.
    */
   async takeUpTo(max: number, atLeast: number, signal?: AbortSignal): Promise<number> {
-    await this.waitFor(Math.min(max, atLeast, this.burst), signal);
-    const n = Math.min(max, Math.floor(this.tokens));
+    const want = Math.min(max, atLeast, this.burst);
+    this.accrue(false);
+    while (this.tokens < want) {
+      await sleep(((want - this.tokens) / this.rate) * 1000, signal);
+      this.accrue(true);
+    }
+    const n = Math.min(max, this.burst, Math.floor(this.tokens));
     this.tokens -= n;
     return n;
   }
 
-  private async waitFor(n: number, signal?: AbortSignal): Promise<void> {
-    for (this.refill(); this.tokens < n; this.refill()) {
-      await sleep(((n - this.tokens) / this.rate) * 1000, signal);
-    }
-  }
-
-  private refill(): void {
+  /** Adds tokens for the time since the last call; only timer waits may go past the burst. */
+  private accrue(waited: boolean): void {
     const now = performance.now();
-    this.tokens = Math.min(this.burst, this.tokens + ((now - this.last) / 1000) * this.rate);
+    const gained = ((now - this.last) / 1000) * this.rate;
     this.last = now;
+    this.tokens = waited
+      ? this.tokens + gained
+      : Math.max(this.tokens, Math.min(this.burst, this.tokens + gained));
   }
 }
 
