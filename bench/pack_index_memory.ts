@@ -1,6 +1,7 @@
 /**
  * Memory of a pack scan's entry index: the compact {@link PackEntryIndex} against one
- * `PackEntry` object per entry (the representation scans used to keep). Each mode runs in its
+ * `PackEntry` object per entry (the representation scans used to keep), and the compact index
+ * followed by a 4-way split into discarded sinks (peak RSS of a whole snapshot build). Each mode runs in its
  * own process on the same fast-import pack of tiny blobs; heap figures (JS heap plus external
  * memory) are taken after a full GC.
  *
@@ -8,6 +9,7 @@
  */
 import type { PackEntry } from "../src/git/pack.ts";
 import { scanPack } from "../src/git/pack_reader.ts";
+import { planSplit, splitPack } from "../src/git/pack_split.ts";
 import { tempDir } from "../test/support/git.ts";
 import { tinyBlobPack } from "../test/git/pack_fixtures.ts";
 
@@ -28,6 +30,20 @@ function settled(): { heap: number; rss: number } {
   return { heap: heapUsed + external, rss };
 }
 
+/** Peak RSS of this process so far (Linux `VmHWM`), in bytes; NaN elsewhere. */
+function peakRss(): number {
+  const status = Deno.readTextFileSync("/proc/self/status");
+  const kb = /^VmHWM:\s+(\d+) kB/m.exec(status)?.[1];
+  return kb === undefined ? NaN : Number(kb) * 1024;
+}
+
+/** Splits the pack at `path` into `parts` discarded parts, like a snapshot build. */
+async function split(path: string, summary: Awaited<ReturnType<typeof scanPack>>, parts: number) {
+  const plan = planSplit(summary.index, parts);
+  using source = await Deno.open(path);
+  await splitPack(source.readable, summary, plan, plan.parts.map(() => new WritableStream()));
+}
+
 /** Child: scans `path`, keeping entries as `mode` says, and prints the memory figures. */
 async function measure(path: string, mode: string): Promise<void> {
   const kept: PackEntry[] = [];
@@ -38,6 +54,7 @@ async function measure(path: string, mode: string): Promise<void> {
     mode === "objects" ? { keepEntries: false, onEntry: (e) => kept.push(e) } : {},
   );
   const after = settled();
+  if (mode === "compact+split") await split(path, summary, 4);
   const held = mode === "objects" ? kept.length : summary.index.length;
   console.log(JSON.stringify({
     mode,
@@ -45,7 +62,7 @@ async function measure(path: string, mode: string): Promise<void> {
     heapMiB: (after.heap - before.heap) / MiB,
     rssMiB: after.rss / MiB,
     rssGrowthMiB: (after.rss - before.rss) / MiB,
-    indexBytes: mode === "compact" ? summary.index.bytesUsed() : undefined,
+    peakRssMiB: peakRss() / MiB,
   }));
 }
 
@@ -55,7 +72,7 @@ if (Deno.args[0] === "--child") {
   const objects = flag("objects", 200_000);
   await using dir = await tempDir();
   const path = await tinyBlobPack(`${dir.path}/repo`, objects);
-  for (const mode of ["objects", "compact"]) {
+  for (const mode of ["objects", "compact", "compact+split"]) {
     const out = await new Deno.Command(Deno.execPath(), {
       args: ["run", "-A", "--v8-flags=--expose-gc", import.meta.filename!, "--child", path, mode],
       stderr: "inherit",
@@ -63,9 +80,11 @@ if (Deno.args[0] === "--child") {
     if (!out.success) throw new Error(`${mode} run failed`);
     const r = JSON.parse(new TextDecoder().decode(out.stdout));
     console.log(
-      `${mode.padEnd(8)} ${r.objects} entries: heap+external +${r.heapMiB.toFixed(1)} MiB ` +
+      `${mode.padEnd(13)} ${r.objects} entries: heap+external +${r.heapMiB.toFixed(1)} MiB ` +
         `(${((r.heapMiB * MiB) / r.objects).toFixed(1)} B/entry), RSS ${r.rssMiB.toFixed(1)} MiB ` +
-        `(+${r.rssGrowthMiB.toFixed(1)} MiB over the scan)`,
+        `(+${r.rssGrowthMiB.toFixed(1)} MiB over the scan), peak RSS ${
+          r.peakRssMiB.toFixed(1)
+        } MiB`,
     );
   }
 }

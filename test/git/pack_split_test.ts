@@ -155,6 +155,21 @@ Deno.test("pack splitter", async (t) => {
     assert.deepEqual(await splitPackBytes(empty, 3), [empty]);
   });
 
+  await t.step("a plan that separates a delta from its base is refused", async () => {
+    const plan = planSplit(summary.index, 2);
+    const delta = summary.entries.findIndex((e) => e.type === OBJ_OFS_DELTA);
+    const from = plan.assignment[delta];
+    const to = 1 - from;
+    plan.assignment[delta] = to;
+    plan.parts[from].objects--;
+    plan.parts[to].objects++;
+    const sinks = plan.parts.map(() => new WritableStream<Uint8Array>());
+    await assert.rejects(
+      splitPack(chunked(pack, [65536]), summary, plan, sinks),
+      (e) => e instanceof PackFormatError && e.code === "bad-delta-base",
+    );
+  });
+
   await t.step("a source shorter than the scan fails and aborts every sink", async () => {
     const plan = planSplit(summary.index, 2);
     const aborted: unknown[] = [];
