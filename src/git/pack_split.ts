@@ -57,8 +57,8 @@ function deltaFamilies(index: PackEntryIndex, family: Uint32Array): Float64Array
  * their deltas). A pack containing any REF_DELTA gets a single part, because its base is
  * named by object id, which a scan does not compute. An empty pack gets one empty part.
  *
- * Working memory is typed arrays only: about 16 bytes per entry at the peak, assignment
- * included.
+ * Working memory is typed arrays: 16 bytes per entry, assignment included, plus the
+ * engine's temporary copy of the family roots while they are sorted.
  */
 export function planSplit(index: PackEntryIndex, parts: number): SplitPlan {
   if (!Number.isInteger(parts) || parts < 1) throw new RangeError(`invalid part count ${parts}`);
