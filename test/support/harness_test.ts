@@ -172,7 +172,8 @@ Deno.test("origin: stop() mid-response kills backends and is idempotent", async 
   await origin.createBare("big.git");
   await seedAndPush(`${dir.path}/w`, origin.repoUrl("big.git"), 4_000_000);
   const head = (await git(["rev-parse", "main"], { cwd: `${origin.root}/big.git` })).trim();
-  const want = `0032want ${head}\n`;
+  const line = `want ${head} no-progress\n`;
+  const want = (line.length + 4).toString(16).padStart(4, "0") + line;
   const res = await fetch(`${origin.repoUrl("big.git")}/git-upload-pack`, {
     method: "POST",
     headers: { "Content-Type": "application/x-git-upload-pack-request" },

@@ -46,7 +46,9 @@ export class InvalidRepoNameError extends Error {
 export class BackendError extends Error {
   override name = "BackendError";
   constructor(message: string, readonly stderr: string) {
-    super(stderr ? `${message}: ${stderr.trim()}` : message);
+    // Progress output repaints lines with \r: the last few lines say what went wrong.
+    const tail = stderr.split(/[\r\n]+/).filter((l) => l.trim() !== "").slice(-3).join(" | ");
+    super(tail ? `${message}: ${tail}` : message);
   }
 }
 
@@ -228,12 +230,9 @@ interface Backend {
   child: Deno.ChildProcess;
   /** Streams the request body into the backend's stdin, counting bytes. */
   feed(body: ReadableStream<Uint8Array> | null, onBytes: (n: number) => void): void;
-  /** Ends the backend; its exit is then not reported as a failure. */
+  /** Ends the backend (SIGTERM; git passes it on to its own children). */
   kill(): void;
-  /**
-   * Resolves when the backend exited cleanly or was killed on purpose; rejects with
-   * {@link BackendError} otherwise.
-   */
+  /** Resolves when the backend exited cleanly; rejects with {@link BackendError} otherwise. */
   finish(): Promise<void>;
 }
 
@@ -283,11 +282,10 @@ function spawnBackend(req: Request, env: Record<string, string>): Backend {
         } catch (e) {
           throw new BackendError(`feeding the request body failed: ${(e as Error).message}`, text);
         }
-        if (!status.success && !killed) {
-          throw new BackendError(
-            `git http-backend exited with ${status.signal ?? status.code}`,
-            text,
-          );
+        if (!status.success) {
+          // Also when killed on purpose: a cut-off response must not end like a complete one.
+          const why = killed ? "was stopped" : `exited with ${status.signal ?? status.code}`;
+          throw new BackendError(`git http-backend ${why}`, text);
         }
       })();
     },
