@@ -36,6 +36,9 @@ function isV2(request: Request): boolean {
   return (request.headers.get("git-protocol") ?? "").split(":").includes("version=2");
 }
 
+/** fetch() hands over origin bodies decoded: their content-encoding must not reach the client. */
+const DECODED = "content-encoding";
+
 /** A response to the client carrying the origin's status, chosen headers and `body`. */
 function relay(
   ctx: ProxyContext,
@@ -46,7 +49,7 @@ function relay(
   const headers = new Headers(extra);
   for (const name of FORWARDED_RESPONSE_HEADERS) {
     const v = origin.headers.get(name);
-    if (v !== null && !headers.has(name)) headers.set(name, v);
+    if (v !== null && !headers.has(name) && name !== DECODED) headers.set(name, v);
   }
   const counted = body?.pipeThrough(countingStream(ctx.metrics, "gitedge_origin_bytes_total")) ??
     null;
@@ -220,7 +223,7 @@ export async function handleUploadPack(
   const headersOut = new Headers();
   for (const name of FORWARDED_RESPONSE_HEADERS) {
     const v = origin.headers.get(name);
-    if (v !== null) headersOut.set(name, v);
+    if (v !== null && name !== DECODED) headersOut.set(name, v);
   }
   return new Response(rewritten, { status: 200, headers: headersOut });
 }

@@ -489,3 +489,60 @@ Deno.test({
     assertValidPack(view.pack);
   },
 });
+
+/**
+ * A reverse proxy in front of `originUrl` that gzips every response body, as a compressing front
+ * (nginx with `gzip_types`) may do.
+ */
+function startGzipFront(originUrl: string): { url: string } & AsyncDisposable {
+  const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, async (req) => {
+    const url = new URL(req.url);
+    const headers = new Headers(req.headers);
+    headers.set("accept-encoding", "identity");
+    const res = await fetch(`${originUrl}${url.pathname}${url.search}`, {
+      method: req.method,
+      headers,
+      body: req.body ? await req.arrayBuffer() : undefined,
+    });
+    const out = new Headers(res.headers);
+    out.set("content-encoding", "gzip");
+    out.delete("content-length");
+    const body = res.body?.pipeThrough(new CompressionStream("gzip")) ?? null;
+    return new Response(body, { status: res.status, headers: out });
+  });
+  return {
+    url: `http://127.0.0.1:${server.addr.port}`,
+    [Symbol.asyncDispose]: () => server.shutdown(),
+  };
+}
+
+Deno.test({
+  name: "an origin that gzips its responses: clones through the edge work, with URIs",
+  sanitizeOps: false,
+  sanitizeResources: false,
+  fn: async () => {
+    await using origin = await startOrigin();
+    await using front = startGzipFront(origin.url);
+    await using edge = await denoEdgeFactory({ origin: front.url, chunks: 2 });
+    await using dir = await tempDir();
+    await makeRepo(origin, "gz.git", { commits: 10, binaryBytes: 300_000 });
+    await git(["clone", "-q", `${front.url}/gz.git`, `${dir.path}/direct`]);
+    const snap = await warm(edge, "gz.git");
+    const packs = (snap.packs as { hash: string }[]).map((p) => p.hash).sort();
+    // fetch() hands the edge decoded bodies: what it relays must not claim to be gzip.
+    const trace = await tracedGitWithEnv([
+      "-c",
+      "protocol.version=2",
+      "-c",
+      "fetch.uriProtocols=http",
+      "clone",
+      "-q",
+      `${edge.url}/gz.git`,
+      `${dir.path}/v2`,
+    ], {});
+    assertEquals(urisFetched(trace).map((f) => f.hash).sort(), packs, "packs by URI");
+    await assertSameClone(`${dir.path}/direct`, `${dir.path}/v2`);
+    await git(["-c", "protocol.version=0", "clone", "-q", `${edge.url}/gz.git`, `${dir.path}/v0`]);
+    await assertSameClone(`${dir.path}/direct`, `${dir.path}/v0`);
+  },
+});
