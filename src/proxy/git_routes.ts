@@ -41,7 +41,6 @@ const DECODED = "content-encoding";
 
 /** A response to the client carrying the origin's status, chosen headers and `body`. */
 function relay(
-  ctx: ProxyContext,
   origin: Response,
   body: ReadableStream<Uint8Array> | null,
   extra: Record<string, string> = {},
@@ -51,9 +50,15 @@ function relay(
     const v = origin.headers.get(name);
     if (v !== null && !headers.has(name) && name !== DECODED) headers.set(name, v);
   }
-  const counted = body?.pipeThrough(countingStream(ctx.metrics, "gitedge_origin_bytes_total")) ??
-    null;
-  return new Response(counted, { status: origin.status, headers });
+  return new Response(body, { status: origin.status, headers });
+}
+
+/** Calls the origin; the response body counts into `gitedge_origin_bytes_total` as it is read. */
+async function fromOrigin(ctx: ProxyContext, url: string, init: RequestInit): Promise<Response> {
+  const res = await callOrigin(ctx.deps.originFetch, url, init);
+  if (!res.body) return res;
+  const body = res.body.pipeThrough(countingStream(ctx.metrics, "gitedge_origin_bytes_total"));
+  return new Response(body, { status: res.status, headers: res.headers });
 }
 
 /** `GET <repo>/info/refs?service=…`: v2 advertisements gain `packfile-uris`; others pass through. */
@@ -63,28 +68,24 @@ export async function handleInfoRefs(
   repo: RepoRef,
   url: URL,
 ): Promise<Response> {
-  const origin = await callOrigin(
-    ctx.deps.originFetch,
-    `${repo.originUrl}/info/refs${url.search}`,
-    {
-      method: "GET",
-      headers: forwardHeaders(request.headers),
-    },
-  );
+  const origin = await fromOrigin(ctx, `${repo.originUrl}/info/refs${url.search}`, {
+    method: "GET",
+    headers: forwardHeaders(request.headers),
+  });
   const service = url.searchParams.get("service");
   if (
     origin.status !== 200 || service !== "git-upload-pack" || !isV2(request) || !origin.body
   ) {
-    return relay(ctx, origin, origin.body);
+    return relay(origin, origin.body);
   }
   const reader = new PktLineReader(origin.body);
   const first = await reader.peek();
   const isVersion2 = first?.type === "data" &&
     new TextDecoder().decode(first.data).replace(/\n$/, "") === "version 2";
-  if (!isVersion2) return relay(ctx, origin, reader.remainder());
+  if (!isVersion2) return relay(origin, reader.remainder());
   const adv = withFetchFeature(await readCapabilityAdvertisement(reader), "packfile-uris");
   const out = serializeCapabilityAdvertisement(adv);
-  return relay(ctx, origin, new Blob([out as Uint8Array<ArrayBuffer>]).stream(), {
+  return relay(origin, new Blob([out as Uint8Array<ArrayBuffer>]).stream(), {
     "cache-control": "no-cache",
   });
 }
@@ -129,14 +130,14 @@ async function streamThrough(
   const body = (request.body ?? new Blob([]).stream()).pipeThrough(
     limitStream(ctx.deps.config.maxRequestBytes),
   );
-  const origin = await callOrigin(ctx.deps.originFetch, originUrl, {
+  const origin = await fromOrigin(ctx, originUrl, {
     method: "POST",
     headers,
     body,
     // @ts-ignore: `duplex` is required by fetch for streaming request bodies.
     duplex: "half",
   });
-  return relay(ctx, origin, origin.body);
+  return relay(origin, origin.body);
 }
 
 export async function handleReceivePack(
@@ -199,12 +200,12 @@ export async function handleUploadPack(
     body = serializeCommandRequest({ ...req, args: serializeFetchArgs(a) });
   }
   const headers = forwardHeaders(request.headers);
-  const origin = await callOrigin(ctx.deps.originFetch, originUrl, {
+  const origin = await fromOrigin(ctx, originUrl, {
     method: "POST",
     headers,
     body: body as Uint8Array<ArrayBuffer>,
   });
-  if (!inject || origin.status !== 200 || !origin.body) return relay(ctx, origin, origin.body);
+  if (!inject || origin.status !== 200 || !origin.body) return relay(origin, origin.body);
 
   const section = await packfileUrisSection(
     ctx,
@@ -215,17 +216,10 @@ export async function handleUploadPack(
   );
   ctx.metrics.inc("gitedge_fetch_rewrites_total");
   ctx.metrics.inc("gitedge_packfile_uris_total", manifestPacks(inject.manifest).length);
-  const rewritten = injectBeforePackfile(
-    origin.body.pipeThrough(countingStream(ctx.metrics, "gitedge_origin_bytes_total")),
-    section,
-    { sidebandAll: inject.args.sidebandAll },
+  return relay(
+    origin,
+    injectBeforePackfile(origin.body, section, { sidebandAll: inject.args.sidebandAll }),
   );
-  const headersOut = new Headers();
-  for (const name of FORWARDED_RESPONSE_HEADERS) {
-    const v = origin.headers.get(name);
-    if (v !== null && name !== DECODED) headersOut.set(name, v);
-  }
-  return new Response(rewritten, { status: 200, headers: headersOut });
 }
 
 /** The manifest to advertise, or null when there is none or one of its packs is not in the store. */
@@ -246,15 +240,14 @@ function publicBase(ctx: ProxyContext, url: URL): string {
   return (ctx.deps.config.publicUrl ?? url.origin).replace(/\/+$/, "");
 }
 
-/** Signed URL of a stored pack. */
-export async function packUrl(
+/** Signed URL of a pack of `repo` stored under `key`. */
+async function packUrl(
   ctx: ProxyContext,
   base: string,
+  repo: RepoRef,
   key: string,
 ): Promise<string> {
-  // key: repos/<id>/packs/<file>
-  const [, id, , file] = key.split("/");
-  const path = `/_edge/packs/${id}/${file}`;
+  const path = `/_edge/packs/${repo.id}/${key.slice(key.lastIndexOf("/") + 1)}`;
   const now = Math.floor(ctx.deps.clock.now() / 1000);
   const exp = expiryFor(now, ctx.deps.config.urlTtlSeconds);
   const sig = await ctx.signer.sign(path, exp);
@@ -271,8 +264,7 @@ async function packfileUrisSection(
   const base = publicBase(ctx, url);
   const lines: string[] = [];
   for (const pack of manifestPacks(manifest)) {
-    lines.push(formatPackfileUriLine(pack.hash, await packUrl(ctx, base, pack.key)));
+    lines.push(formatPackfileUriLine(pack.hash, await packUrl(ctx, base, repo, pack.key)));
   }
-  void repo;
   return encodeFetchSection("packfile-uris", lines, sidebandAll);
 }

@@ -29,14 +29,16 @@ const FORWARDED_REQUEST_HEADERS = [
   "accept-language",
 ];
 
-/** Response headers of the origin that reach the client. */
+/**
+ * Response headers of the origin that reach the client. Not `content-encoding`: fetch hands us
+ * the body already decoded, in Deno and in Workers alike.
+ */
 export const FORWARDED_RESPONSE_HEADERS = [
   "content-type",
   "cache-control",
   "expires",
   "pragma",
   "www-authenticate",
-  "content-encoding",
 ];
 
 /** The headers of `incoming` that go to the origin. */
@@ -89,8 +91,21 @@ export async function postUploadPack(
     body: body as Uint8Array<ArrayBuffer>,
   });
   if (res.status !== 200) {
-    const detail = (await res.text().catch(() => "")).slice(0, 200).trim();
-    throw new OriginStatusError(url, res.status, detail);
+    throw new OriginStatusError(url, res.status, await headOfBody(res, 200));
   }
   return res;
+}
+
+/** The first `max` bytes of a response body as text; the rest is discarded unread. */
+async function headOfBody(res: Response, max: number): Promise<string> {
+  if (!res.body) return "";
+  const reader = res.body.getReader();
+  try {
+    const { value } = await reader.read();
+    return value ? new TextDecoder().decode(value.subarray(0, max)).trim() : "";
+  } catch {
+    return "";
+  } finally {
+    await reader.cancel().catch(() => {});
+  }
 }

@@ -4,6 +4,7 @@
  */
 import type { ProxyContext } from "./git_routes.ts";
 import { countingStream } from "./metrics.ts";
+import { packKey } from "./snapshot.ts";
 
 const ID = /^[0-9a-f]{32}$/;
 const FILE = /^[0-9a-z-]+\.pack$/;
@@ -51,7 +52,7 @@ export async function handlePackGet(
   if (!(await ctx.signer.verify(path, exp, sig, now))) {
     return text(403, "pack URL signature is invalid or expired");
   }
-  const key = `repos/${id}/packs/${file}`;
+  const key = packKey(id, file);
   const info = await ctx.deps.store.head(key);
   if (!info) return text(404, "pack not found");
   const headers = new Headers({

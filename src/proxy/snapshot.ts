@@ -48,7 +48,12 @@ export function manifestKey(repo: RepoRef): string {
 }
 
 function packPrefix(repo: RepoRef): string {
-  return `repos/${repo.id}/packs/`;
+  return packKey(repo.id, "");
+}
+
+/** Where pack `file` of the repository with id `repoId` lives in the store. */
+export function packKey(repoId: string, file: string): string {
+  return `repos/${repoId}/packs/${file}`;
 }
 
 /** Every pack of a manifest, oldest layer first. */
