@@ -17,7 +17,7 @@ import {
 } from "./git_routes.ts";
 import { handlePackGet } from "./pack_routes.ts";
 import { GitFormatError } from "../git/errors.ts";
-import { RequestTooLargeError } from "./errors.ts";
+import { ClientRequestError } from "./errors.ts";
 
 export interface EdgeApp {
   app: Hono;
@@ -93,7 +93,7 @@ function repoFromEdgePath(c: Context, prefix: string, ctx: ProxyContext): RepoRe
 /** Maps errors to responses git shows to its user (text/plain bodies are printed by git). */
 function errorResponse(c: Context, err: Error): Response {
   if (err instanceof RepoPathError) return c.text(`gitedge: ${err.message}\n`, err.status);
-  if (err instanceof RequestTooLargeError) return c.text(`gitedge: ${err.message}\n`, 413);
+  if (err instanceof ClientRequestError) return c.text(`gitedge: ${err.message}\n`, err.status);
   if (err instanceof GitFormatError) return c.text(`gitedge: bad request: ${err.message}\n`, 400);
   if (err instanceof OriginUnreachableError) return c.text(`gitedge: ${err.message}\n`, 502);
   if (err instanceof OriginStatusError) return c.text(`gitedge: ${err.message}\n`, 502);

@@ -11,7 +11,7 @@ import { expiryFor } from "./signing.ts";
 import { authOf, callOrigin, FORWARDED_RESPONSE_HEADERS, forwardHeaders } from "./origin.ts";
 import { injectBeforePackfile } from "./rewrite.ts";
 import { manifestPacks } from "./snapshot.ts";
-import { RequestTooLargeError } from "./errors.ts";
+import { ClientRequestError, RequestTooLargeError } from "./errors.ts";
 import { PktLineReader } from "../git/pktline.ts";
 import {
   encodeFetchSection,
@@ -36,9 +36,6 @@ function isV2(request: Request): boolean {
   return (request.headers.get("git-protocol") ?? "").split(":").includes("version=2");
 }
 
-/** fetch() hands over origin bodies decoded: their content-encoding must not reach the client. */
-const DECODED = "content-encoding";
-
 /** A response to the client carrying the origin's status, chosen headers and `body`. */
 function relay(
   origin: Response,
@@ -48,7 +45,7 @@ function relay(
   const headers = new Headers(extra);
   for (const name of FORWARDED_RESPONSE_HEADERS) {
     const v = origin.headers.get(name);
-    if (v !== null && !headers.has(name) && name !== DECODED) headers.set(name, v);
+    if (v !== null && !headers.has(name)) headers.set(name, v);
   }
   return new Response(body, { status: origin.status, headers });
 }
@@ -102,7 +99,7 @@ function requestBody(request: Request, max: number): ReadableStream<Uint8Array> 
       new DecompressionStream("gzip") as unknown as TransformStream<Uint8Array, Uint8Array>,
     );
   } else if (enc && enc !== "identity") {
-    throw new RequestTooLargeError(`unsupported content-encoding ${enc}`);
+    throw new ClientRequestError(`unsupported content-encoding ${enc}`, 415);
   }
   return body.pipeThrough(limitStream(max));
 }
@@ -172,7 +169,7 @@ export async function handleUploadPack(
 
   const reader = new PktLineReader(requestBody(request, ctx.deps.config.maxRequestBytes));
   const req = await readCommandRequest(reader);
-  if (req === null) throw new RequestTooLargeError("empty request");
+  if (req === null) throw new ClientRequestError("empty request", 400);
   let inject: { manifest: Manifest; args: FetchArgs } | null = null;
   if (req.command === "fetch") {
     const args = parseFetchArgs(req.args);
