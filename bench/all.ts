@@ -1,0 +1,32 @@
+/**
+ * Runs every bench, one after another, each in its own process (so one's memory does not colour
+ * another's figures). Extra arguments go to every bench, e.g. `--runs 5`.
+ *
+ *   deno task bench            # all of them
+ *   deno task bench pack edge  # only benches whose file name contains one of the words
+ */
+const BENCHES = [
+  "pack_bench.ts",
+  "pack_index_memory.ts",
+  "parallel_uris.ts",
+  "edge_clone.ts",
+  "worker_vs_deno.ts",
+];
+
+const words = Deno.args.filter((a) => !a.startsWith("-"));
+const flags = Deno.args.filter((a) => a.startsWith("-"));
+let failed = 0;
+for (const file of BENCHES) {
+  if (words.length && !words.some((w) => file.includes(w))) continue;
+  console.log(`\n=== bench/${file} ${flags.join(" ")}`);
+  const { code } = await new Deno.Command(Deno.execPath(), {
+    args: ["run", "--allow-all", new URL(file, import.meta.url).pathname, ...flags],
+    stdout: "inherit",
+    stderr: "inherit",
+  }).output();
+  if (code !== 0) {
+    console.log(`bench/${file} exited with ${code}`);
+    failed++;
+  }
+}
+Deno.exit(failed ? 1 : 0);
