@@ -13,6 +13,10 @@ export interface EdgeUnderTestOptions {
   urlTtlSeconds?: number;
   adminToken?: string;
   maxRequestBytes?: number;
+  /** Base URL put in packfile URIs instead of the edge's own (e.g. a relay in front of it). */
+  publicUrl?: string;
+  /** Port to listen on (default 0: any free port). */
+  port?: number;
 }
 
 export interface EdgeUnderTest extends AsyncDisposable {
@@ -33,7 +37,7 @@ export const denoEdgeFactory: EdgeFactory = async (opts) => {
   const store = await Deno.makeTempDir({ prefix: "gitedge-store-" });
   const edge = await startDenoEdge({
     store,
-    port: 0,
+    port: opts.port ?? 0,
     config: {
       origin: opts.origin,
       allowHosts: opts.allowHosts,
@@ -42,6 +46,7 @@ export const denoEdgeFactory: EdgeFactory = async (opts) => {
       urlTtlSeconds: opts.urlTtlSeconds ?? 3600,
       adminToken: opts.adminToken,
       ...(opts.maxRequestBytes ? { maxRequestBytes: opts.maxRequestBytes } : {}),
+      ...(opts.publicUrl ? { publicUrl: opts.publicUrl } : {}),
     },
     onBuildError: () => {},
   });

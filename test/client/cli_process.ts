@@ -1,0 +1,56 @@
+/** Runs the `gitedge` CLI as a subprocess, the way a user would. */
+import { GIT_ENV } from "../support/git.ts";
+
+/** What a finished CLI run printed and returned. */
+export interface CliRun {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+const CLI = new URL("../../src/cli.ts", import.meta.url).pathname;
+
+/** Runs `gitedge clone ARGS` in `cwd` with stdout and stderr piped (so not terminals). */
+export async function runCloneCli(args: string[], cwd: string): Promise<CliRun> {
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: ["run", "--allow-all", CLI, "clone", ...args],
+    cwd,
+    env: GIT_ENV,
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  const decoder = new TextDecoder();
+  return { code: out.code, stdout: decoder.decode(out.stdout), stderr: decoder.decode(out.stderr) };
+}
+
+/** The `--json` summary of `gitedge clone`. */
+export interface CloneJson {
+  directory: string;
+  bytesInline: number;
+  bytesByUri: number;
+  seconds: number;
+  packs: { hash: string; bytes: number; seconds: number; retries: number }[];
+}
+
+/** `gitedge clone` exited with a failure code. */
+export class CliFailedError extends Error {
+  override name = "CliFailedError";
+  constructor(readonly args: string[], readonly run: CliRun) {
+    super(`gitedge clone ${args.join(" ")} exited ${run.code}: ${run.stderr}`);
+  }
+}
+
+/** Runs `gitedge clone --json ARGS`, throws with its stderr unless it exits 0, parses the summary. */
+export async function cloneJson(args: string[], cwd: string): Promise<CloneJson> {
+  const run = await runCloneCli(["--json", ...args], cwd);
+  if (run.code !== 0) throw new CliFailedError(args, run);
+  return JSON.parse(run.stdout) as CloneJson;
+}
+
+/** A free loopback port (bound then released), for servers that must know each other's URL. */
+export function freePort(): number {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = (listener.addr as Deno.NetAddr).port;
+  listener.close();
+  return port;
+}
