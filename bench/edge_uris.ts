@@ -1,0 +1,215 @@
+/**
+ * The seed comparison (`fetch.packfileURIThreads`: 7.58x at 8 threads for 8×1 MB packs at 2 MB/s
+ * per connection; 5.35x for 8×16 MB unthrottled) through the real edge, whole clones end to end:
+ *
+ *   - "2 MB/s, 8×1 MiB": a repository of 8 MiB of random blobs, warmed into 8 snapshot packs;
+ *     clients clone through a relay capped at 2 MB/s per connection, which is also the edge's
+ *     public URL (so every pack URI download is capped). Competitors: stock
+ *     `git -c fetch.uriProtocols=http clone`, `gitedge clone --jobs 1|2|4|8`.
+ *   - "unthrottled, 8×16 MiB": 128 MiB in 8 packs, straight from the edge; stock git, jobs 1, 8.
+ *
+ * Every competitor runs as its own process (git, or the gitedge CLI under `deno run`, so CLI
+ * start-up counts) and makes a full clone with checkout. Runs are interleaved round by round;
+ * the table shows medians of `--runs` (3). The origin, edge and relay share this process.
+ *
+ * Usage: deno run --allow-all bench/edge_uris.ts [--runs 3] [--quick]
+ */
+import { type BenchRow, formatTable } from "./parallel_uris.ts";
+import { cloneJson, freePort } from "../test/client/cli_process.ts";
+import { makeRepo } from "../test/support/fixtures.ts";
+import { denoEdgeFactory } from "../test/support/edge.ts";
+import { startOrigin } from "../test/support/origin.ts";
+import { startRelay } from "../test/support/relay.ts";
+import { tracedGit, urisFetched, warm } from "../test/proxy/edge_suite.ts";
+
+const MiB = 1024 * 1024;
+
+interface EdgeScenario {
+  name: string;
+  /** Random blob bytes in the repository (1 MiB blobs). */
+  binaryBytes: number;
+  /** Snapshot packs the edge splits it into. */
+  chunks: number;
+  /** Per-connection cap of the relay in front of the edge; no relay when absent. */
+  bytesPerSecond?: number;
+  jobs: number[];
+}
+
+const SCENARIOS: EdgeScenario[] = [
+  {
+    name: "edge 2 MB/s, 8×1 MiB",
+    binaryBytes: 8 * MiB,
+    chunks: 8,
+    bytesPerSecond: 2_000_000,
+    jobs: [1, 2, 4, 8],
+  },
+  { name: "edge no cap, 8×16 MiB", binaryBytes: 128 * MiB, chunks: 8, jobs: [1, 8] },
+];
+
+/** One client: clones `url` into `dir`, checks it fetched `packs` URIs, returns wall seconds. */
+interface Competitor {
+  label: string;
+  jobs: number | null;
+  clone(url: string, dir: string, packs: number): Promise<number>;
+}
+
+/** The benchmark found a client not doing what it is measured for. */
+export class BenchInvariantError extends Error {
+  override name = "BenchInvariantError";
+}
+
+function stockGit(): Competitor {
+  return {
+    label: "stock git",
+    jobs: null,
+    async clone(url, dir, packs) {
+      const started = performance.now();
+      const trace = await tracedGit([
+        "-c",
+        "fetch.uriProtocols=http",
+        "-c",
+        "protocol.version=2",
+        "clone",
+        "-q",
+        url,
+        dir,
+      ]);
+      const elapsed = (performance.now() - started) / 1000;
+      const fetched = urisFetched(trace).length;
+      if (fetched !== packs) {
+        throw new BenchInvariantError(`stock git fetched ${fetched} URIs, expected ${packs}`);
+      }
+      return elapsed;
+    },
+  };
+}
+
+function gitedge(jobs: number): Competitor {
+  return {
+    label: "gitedge clone",
+    jobs,
+    async clone(url, dir, packs) {
+      const started = performance.now();
+      const summary = await cloneJson(["--jobs", String(jobs), url, dir], Deno.cwd());
+      const elapsed = (performance.now() - started) / 1000;
+      if (summary.packs.length !== packs) {
+        throw new BenchInvariantError(
+          `gitedge fetched ${summary.packs.length} URIs, expected ${packs}`,
+        );
+      }
+      return elapsed;
+    },
+  };
+}
+
+/** Runs every scenario; returns the rows and the snapshot pack sizes per scenario. */
+export async function runEdgeBench(
+  options: { runs?: number; quick?: boolean } = {},
+): Promise<{ rows: BenchRow[]; packSizes: Record<string, number[]> }> {
+  const runs = options.runs ?? 3;
+  const rows: BenchRow[] = [];
+  const packSizes: Record<string, number[]> = {};
+  for (const scenario of SCENARIOS) {
+    const sized = options.quick ? { ...scenario, binaryBytes: scenario.binaryBytes / 4 } : scenario;
+    const result = await runScenario(sized, runs);
+    rows.push(...result.rows);
+    packSizes[scenario.name] = result.packSizes;
+  }
+  return { rows, packSizes };
+}
+
+async function runScenario(
+  scenario: EdgeScenario,
+  runs: number,
+): Promise<{ rows: BenchRow[]; packSizes: number[] }> {
+  const root = await Deno.makeTempDir({ prefix: "gitedge-bench-edge-" });
+  try {
+    await using origin = await startOrigin();
+    await makeRepo(origin, "bench.git", {
+      binaryBytes: scenario.binaryBytes,
+      commits: 8,
+      branches: 0,
+      tags: 0,
+      deltaFileRevisions: 4,
+    });
+    const port = freePort();
+    const edgeUrl = `http://127.0.0.1:${port}`;
+    await using relay = scenario.bytesPerSecond === undefined
+      ? null
+      : await startRelay(edgeUrl, { bytesPerSecond: scenario.bytesPerSecond });
+    await using edge = await denoEdgeFactory({
+      origin: origin.url,
+      chunks: scenario.chunks,
+      port,
+      publicUrl: relay?.url,
+    });
+    const snapshot = await warm(edge, "bench.git");
+    const packSizes = (snapshot.packs as { bytes: number }[]).map((p) => p.bytes);
+    const url = `${relay?.url ?? edge.url}/bench.git`;
+
+    const competitors = [stockGit(), ...scenario.jobs.map(gitedge)];
+    const seconds = competitors.map((): number[] => []);
+    let n = 0;
+    for (let round = 0; round < runs; round++) {
+      for (const [i, c] of competitors.entries()) {
+        const dir = `${root}/clone-${n++}`;
+        seconds[i].push(await c.clone(url, dir, packSizes.length));
+        await Deno.remove(dir, { recursive: true });
+      }
+    }
+    const medians = seconds.map(medianOf);
+    const base = medians[competitors.findIndex((c) => c.jobs === 1)];
+    const rows = competitors.map((c, i) => ({
+      scenario: scenario.name,
+      label: c.label,
+      jobs: c.jobs,
+      seconds: seconds[i],
+      median: medians[i],
+      speedup: base / medians[i],
+    }));
+    return { rows, packSizes };
+  } finally {
+    await Deno.remove(root, { recursive: true });
+  }
+}
+
+function medianOf(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
+}
+
+/** Lines with the ratios the seed reports: jobs 8 vs jobs 1, and jobs 8 vs stock git. */
+export function formatRatios(rows: BenchRow[]): string {
+  const lines: string[] = [];
+  for (const scenario of new Set(rows.map((r) => r.scenario))) {
+    const of = (pick: (r: BenchRow) => boolean) =>
+      rows.find((r) => r.scenario === scenario && pick(r))?.median;
+    const j1 = of((r) => r.jobs === 1);
+    const j8 = of((r) => r.jobs === 8);
+    const stock = of((r) => r.label === "stock git");
+    if (j1 === undefined || j8 === undefined || stock === undefined) continue;
+    lines.push(
+      `${scenario}: jobs 8 vs jobs 1 ${(j1 / j8).toFixed(2)}x; ` +
+        `jobs 8 vs stock git ${(stock / j8).toFixed(2)}x`,
+    );
+  }
+  return lines.join("\n");
+}
+
+if (import.meta.main) {
+  const at = Deno.args.indexOf("--runs");
+  const runs = at >= 0 ? Number(Deno.args[at + 1]) : 3;
+  const before = Deno.loadavg();
+  const { rows, packSizes } = await runEdgeBench({ runs, quick: Deno.args.includes("--quick") });
+  const after = Deno.loadavg();
+  for (const [name, sizes] of Object.entries(packSizes)) {
+    console.log(`${name}: snapshot packs (bytes) ${sizes.join(" ")}`);
+  }
+  console.log(formatTable(rows));
+  console.log(formatRatios(rows));
+  console.log(
+    `load average before ${before.map((l) => l.toFixed(2)).join(" ")}, ` +
+      `after ${after.map((l) => l.toFixed(2)).join(" ")}`,
+  );
+}
