@@ -70,6 +70,7 @@ export async function startDenoEdge(opts: DenoEdgeOptions): Promise<RunningEdge>
   const coordinator = new LocalCoordinator({
     store,
     builder,
+    clock,
     metrics,
     onError: (repo, err) => onBuildError(repo.path, err),
   });

@@ -19,7 +19,7 @@ import {
 } from "./coordinator_protocol.ts";
 import { edgeConfigFromEnv, type Env, partBytesFromEnv, refreshMsFromEnv } from "./env.ts";
 import { R2PackStore } from "./r2_store.ts";
-import { RepoMismatchError, RepoSnapshots } from "./repo_snapshots.ts";
+import { RepoMismatchError, RepoSnapshots } from "../src/proxy/repo_snapshots.ts";
 import type { DurableObjectState } from "./worker_types.ts";
 
 /** The Durable Object class bound as `REPO_COORDINATOR` (one instance per repository id). */

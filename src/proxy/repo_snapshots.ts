@@ -1,14 +1,38 @@
 /**
- * The snapshot coordination one `RepoCoordinator` Durable Object performs for its repository:
- * a single-flight over the snapshot builder, with the manifest and build counters kept in
- * durable storage. Runtime-free (the DO class wires it to `DurableObjectState` and R2), so it is
- * tested directly with an in-memory storage.
+ * One repository's snapshot coordination: a single-flight over the snapshot builder, with the
+ * manifest and build counters kept in a small key-value storage. Runtime-free: the Deno server
+ * keeps one per repository in memory (`LocalCoordinator`), the Worker one per Durable Object with
+ * the DO's storage (`edge/repo_coordinator_do.ts`).
  */
-import type { Clock, Manifest, OriginAuth, RepoRef, SnapshotStatus } from "../src/proxy/deps.ts";
-import type { DurableObjectStorage } from "./worker_types.ts";
+import type { Clock, Manifest, OriginAuth, RepoRef, SnapshotStatus } from "./deps.ts";
+import type { Metrics } from "./metrics.ts";
 
-/** The part of Durable Object storage this needs. */
-export type SnapshotStorage = Pick<DurableObjectStorage, "get" | "put" | "setAlarm">;
+/** The storage this needs: a subset of Durable Object storage's API. */
+export interface SnapshotStorage {
+  get<T>(key: string): Promise<T | undefined>;
+  put<T>(key: string, value: T): Promise<void>;
+  put<T>(entries: Record<string, T>): Promise<void>;
+  setAlarm(scheduledTime: number | Date): Promise<void>;
+}
+
+/** Process memory as `SnapshotStorage` (values are kept as given; no alarms). */
+export class MemorySnapshotStorage implements SnapshotStorage {
+  readonly #values = new Map<string, unknown>();
+
+  get<T>(key: string): Promise<T | undefined> {
+    return Promise.resolve(this.#values.get(key) as T | undefined);
+  }
+
+  put<T>(keyOrEntries: string | Record<string, T>, value?: T): Promise<void> {
+    const entries = typeof keyOrEntries === "string" ? { [keyOrEntries]: value } : keyOrEntries;
+    for (const [k, v] of Object.entries(entries)) this.#values.set(k, v);
+    return Promise.resolve();
+  }
+
+  setAlarm(): Promise<void> {
+    return Promise.reject(new Error("MemorySnapshotStorage has no alarms: set refreshMs to null"));
+  }
+}
 
 /** Builds or refreshes a snapshot (implemented by `SnapshotBuilder`). */
 export interface Builder {
@@ -25,6 +49,8 @@ export interface RepoSnapshotsDeps {
   refreshMs: number | null;
   /** Where failures of builds nobody awaits are reported. */
   onBackgroundError: (repo: RepoRef, error: unknown) => void;
+  /** Counts builds and failures, when given. */
+  metrics?: Metrics;
 }
 
 /** What is kept in storage besides the manifest. */
@@ -120,11 +146,13 @@ export class RepoSnapshots {
     const { storage, builder, clock, refreshMs } = this.#deps;
     const snapshot = await this.#load(repo);
     snapshot.meta.builds++;
+    this.#deps.metrics?.inc("gitedge_snapshot_builds_total");
     await storage.put(META_KEY, snapshot.meta);
     let manifest: Manifest;
     try {
       manifest = await builder.build(repo, auth, snapshot.manifest);
     } catch (error) {
+      this.#deps.metrics?.inc("gitedge_snapshot_build_failures_total");
       snapshot.meta.lastError = error instanceof Error ? error.message : String(error);
       await storage.put(META_KEY, snapshot.meta);
       throw error;

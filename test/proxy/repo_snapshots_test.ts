@@ -11,7 +11,7 @@ import {
   RepoMismatchError,
   RepoSnapshots,
   type SnapshotStorage,
-} from "../../edge/repo_snapshots.ts";
+} from "../../src/proxy/repo_snapshots.ts";
 
 /** Durable Object storage semantics that matter here: structured-cloned values, one alarm. */
 class MemoryStorage implements SnapshotStorage {
