@@ -212,7 +212,7 @@ try {
   const scanPeak = scanRss.stop();
 
   const summary = await scanPack(await open());
-  const plan = planSplit(summary.entries, 8);
+  const plan = planSplit(summary.index, 8);
   const splitRss = rssSampler();
   const split = await median(runs, async () => {
     await splitPack(await open(), summary, plan, plan.parts.map(() => discardSink()));
