@@ -62,9 +62,16 @@ async function startEdgeProcess(origin: string, store: string) {
     const status = await Deno.readTextFile(`/proc/${child.pid}/status`);
     return Number(/VmHWM:\s+(\d+) kB/.exec(status)![1]) / 1024;
   };
+  /** CPU seconds (user + system) the edge process has used so far. */
+  const cpuSeconds = async () => {
+    const stat = await Deno.readTextFile(`/proc/${child.pid}/stat`);
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    return (Number(fields[11]) + Number(fields[12])) / 100;
+  };
   return {
     url,
     peakRssMiB,
+    cpuSeconds,
     stop: async () => {
       child.kill("SIGTERM");
       await child.status;
@@ -90,12 +97,15 @@ const clone = (url: string, extra: string[] = []) =>
   git([...extra, "clone", "-q", "--bare", url, `${work.path}/c${n++}`]);
 
 const direct: number[] = [], cold: number[] = [], warm: number[] = [];
+const coldCpu: number[] = [];
 const directBytes: number[] = [], warmBytes: number[] = [];
 for (let i = 0; i < RUNS; i++) {
   origin.stats.reset();
   direct.push(await timed(() => clone(origin.repoUrl("big.git"))));
   directBytes.push(origin.stats.bytesOut);
+  const cpu0 = await edge.cpuSeconds();
   cold.push(await timed(() => clone(`${edge.url}/big.git`)));
+  coldCpu.push(await edge.cpuSeconds() - cpu0);
 }
 const coldPeak = await edge.peakRssMiB();
 const warmSeconds = await timed(async () => {
@@ -121,7 +131,9 @@ console.log(
   } MB`,
 );
 console.log(
-  `  cold clone through edge      ${c.toFixed(2)} s   overhead ratio ${(c / d).toFixed(2)}x`,
+  `  cold clone through edge      ${c.toFixed(2)} s   overhead ratio ${
+    (c / d).toFixed(2)
+  }x, edge CPU ${median(coldCpu).toFixed(2)} s`,
 );
 console.log(`  snapshot build (warm)        ${warmSeconds.toFixed(2)} s   ${CHUNKS} chunks`);
 console.log(
