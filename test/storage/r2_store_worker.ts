@@ -48,19 +48,51 @@ function countingBucket(bucket: R2Bucket, calls: Calls): R2Bucket {
   };
 }
 
-/** Passes `limit` bytes through, then errors the stream. */
-function failAfter(limit: number): TransformStream<Uint8Array, Uint8Array> {
+/** The request body as the store reads it, and a way to finish reading it afterwards. */
+interface StoreSource {
+  /** What the store is given: the body, erroring after `limit` bytes when a limit is set. */
+  stream: ReadableStream<Uint8Array>;
+  /** Reads and discards whatever of the request body the store left unread. */
+  drain(): Promise<void>;
+}
+
+/**
+ * Wraps the request body for the store. When the store gives up early (a failing source, a
+ * refused key) the fixture still reads the rest of the body before answering: workerd closes a
+ * connection whose request body was left unread, and the kernel then resets it, which can
+ * destroy the answer before the client has read it.
+ */
+function storeSource(body: ReadableStream<Uint8Array>, limit?: number): StoreSource {
+  const reader = body.getReader();
   let seen = 0;
-  return new TransformStream({
-    transform(chunk, controller) {
-      if (seen + chunk.byteLength > limit) {
+  let released = false;
+  // workerd allows one pending read on a request body: `drain` waits for the store's last one.
+  let lastRead: Promise<ReadableStreamReadResult<Uint8Array>> | null = null;
+  const stream = new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      lastRead = reader.read();
+      const { done, value } = await lastRead;
+      if (released) return;
+      if (done) return controller.close();
+      if (limit !== undefined && seen + value.byteLength > limit) {
+        released = true;
         controller.error(new Error(`source failed after ${limit} bytes`));
         return;
       }
-      seen += chunk.byteLength;
-      controller.enqueue(chunk);
+      seen += value.byteLength;
+      controller.enqueue(value);
     },
-  });
+    cancel() {
+      // Leave the request body to `drain`: cancelling it would also cut the connection.
+      released = true;
+    },
+  }, { highWaterMark: 0 });
+  const drain = async () => {
+    released = true;
+    let result = await (lastRead ?? reader.read());
+    while (!result.done) result = await reader.read();
+  };
+  return { stream, drain };
 }
 
 function json(body: unknown, status = 200): Response {
@@ -85,14 +117,17 @@ async function route(request: Request, env: FixtureEnv): Promise<Response> {
   const [, area, ...rest] = url.pathname.split("/");
   const key = rest.join("/");
   if (area === "objects" && request.method === "PUT") {
-    const failAt = numberParam(url, "fail_after");
-    const body = request.body ?? new Blob([]).stream();
-    const source = failAt === undefined ? body : body.pipeThrough(failAfter(failAt));
+    const source = storeSource(
+      request.body ?? new Blob([]).stream(),
+      numberParam(url, "fail_after"),
+    );
     try {
-      return json({ ...(await store.put(key, source)), calls });
+      return json({ ...(await store.put(key, source.stream)), calls });
     } catch (error) {
       if (!(error instanceof StoreError)) throw error;
       return json({ error: error.name, message: error.message, calls }, 500);
+    } finally {
+      await source.drain();
     }
   }
   if (area === "objects" && request.method === "GET") {
