@@ -50,7 +50,14 @@ const SCENARIOS: EdgeScenario[] = [
 interface Competitor {
   label: string;
   jobs: number | null;
-  clone(url: string, dir: string, packs: number): Promise<number>;
+  clone(url: string, dir: string, packs: number): Promise<Timing>;
+}
+
+/** Seconds of one clone: wall time of the process, and the time the client reported itself. */
+interface Timing {
+  wall: number;
+  /** The CLI's own `seconds` (without process start-up); absent for stock git. */
+  reported?: number;
 }
 
 /** The benchmark found a client not doing what it is measured for. */
@@ -79,7 +86,7 @@ function stockGit(): Competitor {
       if (fetched !== packs) {
         throw new BenchInvariantError(`stock git fetched ${fetched} URIs, expected ${packs}`);
       }
-      return elapsed;
+      return { wall: elapsed };
     },
   };
 }
@@ -97,31 +104,37 @@ function gitedge(jobs: number): Competitor {
           `gitedge fetched ${summary.packs.length} URIs, expected ${packs}`,
         );
       }
-      return elapsed;
+      return { wall: elapsed, reported: summary.seconds };
     },
   };
 }
 
-/** Runs every scenario; returns the rows and the snapshot pack sizes per scenario. */
-export async function runEdgeBench(
-  options: { runs?: number; quick?: boolean } = {},
-): Promise<{ rows: BenchRow[]; packSizes: Record<string, number[]> }> {
-  const runs = options.runs ?? 3;
-  const rows: BenchRow[] = [];
-  const packSizes: Record<string, number[]> = {};
-  for (const scenario of SCENARIOS) {
-    const sized = options.quick ? { ...scenario, binaryBytes: scenario.binaryBytes / 4 } : scenario;
-    const result = await runScenario(sized, runs);
-    rows.push(...result.rows);
-    packSizes[scenario.name] = result.packSizes;
-  }
-  return { rows, packSizes };
+/** What one scenario measured. */
+export interface ScenarioResult {
+  /** Wall time of each client process. */
+  rows: BenchRow[];
+  /** The gitedge CLI's self-reported seconds (no process start-up), same jobs-1 base. */
+  reportedRows: BenchRow[];
+  /** Sizes of the snapshot packs the edge handed out. */
+  packSizes: number[];
+  /** The relay's cap, if any. */
+  bytesPerSecond?: number;
 }
 
-async function runScenario(
-  scenario: EdgeScenario,
-  runs: number,
-): Promise<{ rows: BenchRow[]; packSizes: number[] }> {
+/** Runs every scenario (each with its own origin, edge and relay). */
+export async function runEdgeBench(
+  options: { runs?: number; quick?: boolean } = {},
+): Promise<ScenarioResult[]> {
+  const runs = options.runs ?? 3;
+  const results: ScenarioResult[] = [];
+  for (const scenario of SCENARIOS) {
+    const sized = options.quick ? { ...scenario, binaryBytes: scenario.binaryBytes / 4 } : scenario;
+    results.push(await runScenario(sized, runs));
+  }
+  return results;
+}
+
+async function runScenario(scenario: EdgeScenario, runs: number): Promise<ScenarioResult> {
   const root = await Deno.makeTempDir({ prefix: "gitedge-bench-edge-" });
   try {
     await using origin = await startOrigin();
@@ -148,29 +161,55 @@ async function runScenario(
     const url = `${relay?.url ?? edge.url}/bench.git`;
 
     const competitors = [stockGit(), ...scenario.jobs.map(gitedge)];
-    const seconds = competitors.map((): number[] => []);
+    const timings = competitors.map((): Timing[] => []);
     let n = 0;
     for (let round = 0; round < runs; round++) {
       for (const [i, c] of competitors.entries()) {
         const dir = `${root}/clone-${n++}`;
-        seconds[i].push(await c.clone(url, dir, packSizes.length));
+        timings[i].push(await c.clone(url, dir, packSizes.length));
         await Deno.remove(dir, { recursive: true });
       }
     }
-    const medians = seconds.map(medianOf);
-    const base = medians[competitors.findIndex((c) => c.jobs === 1)];
-    const rows = competitors.map((c, i) => ({
-      scenario: scenario.name,
-      label: c.label,
-      jobs: c.jobs,
-      seconds: seconds[i],
-      median: medians[i],
-      speedup: base / medians[i],
-    }));
-    return { rows, packSizes };
+    const wall = competitors.map((c, i) => ({ c, seconds: timings[i].map((t) => t.wall) }));
+    const reported = competitors.flatMap((c, i) =>
+      c.jobs === null ? [] : [{ c, seconds: timings[i].map((t) => t.reported ?? NaN) }]
+    );
+    return {
+      rows: toRows(scenario.name, wall),
+      reportedRows: toRows(scenario.name, reported),
+      packSizes,
+      bytesPerSecond: scenario.bytesPerSecond,
+    };
   } finally {
     await Deno.remove(root, { recursive: true });
   }
+}
+
+/** Table rows with medians and speedups against the jobs-1 row. */
+function toRows(scenario: string, measured: { c: Competitor; seconds: number[] }[]): BenchRow[] {
+  const medians = measured.map((m) => medianOf(m.seconds));
+  const base = medians[measured.findIndex((m) => m.c.jobs === 1)];
+  return measured.map((m, i) => ({
+    scenario,
+    label: m.c.label,
+    jobs: m.c.jobs,
+    seconds: m.seconds,
+    median: medians[i],
+    speedup: base / medians[i],
+  }));
+}
+
+/**
+ * The pure transfer time at the relay's cap with `jobs` connections, packs handed out in order
+ * (a lower bound for any client).
+ */
+export function transferFloor(packSizes: number[], bytesPerSecond: number, jobs: number): number {
+  const lanes = new Array(Math.min(jobs, packSizes.length)).fill(0);
+  for (const size of packSizes) {
+    const lane = lanes.indexOf(Math.min(...lanes));
+    lanes[lane] += size / bytesPerSecond;
+  }
+  return Math.max(...lanes);
 }
 
 function medianOf(values: number[]): number {
@@ -201,15 +240,26 @@ if (import.meta.main) {
   const at = Deno.args.indexOf("--runs");
   const runs = at >= 0 ? Number(Deno.args[at + 1]) : 3;
   const before = Deno.loadavg();
-  const { rows, packSizes } = await runEdgeBench({ runs, quick: Deno.args.includes("--quick") });
+  const results = await runEdgeBench({ runs, quick: Deno.args.includes("--quick") });
   const after = Deno.loadavg();
-  for (const [name, sizes] of Object.entries(packSizes)) {
-    console.log(`${name}: snapshot packs (bytes) ${sizes.join(" ")}`);
+  for (const r of results) {
+    const name = r.rows[0].scenario;
+    console.log(`${name}: snapshot packs (bytes) ${r.packSizes.join(" ")}`);
+    if (r.bytesPerSecond !== undefined) {
+      const floors = [1, 2, 4, 8].map((j) =>
+        `jobs ${j} ${transferFloor(r.packSizes, r.bytesPerSecond!, j).toFixed(2)} s`
+      );
+      console.log(`${name}: transfer floor at the cap: ${floors.join(", ")}`);
+    }
   }
+  const rows = results.flatMap((r) => r.rows);
+  console.log("\nwall time of the client process (gitedge includes `deno run` start-up)");
   console.log(formatTable(rows));
   console.log(formatRatios(rows));
+  console.log("\ngitedge clone --json self-reported seconds (in-process, no start-up)");
+  console.log(formatTable(results.flatMap((r) => r.reportedRows)));
   console.log(
-    `load average before ${before.map((l) => l.toFixed(2)).join(" ")}, ` +
+    `\nload average before ${before.map((l) => l.toFixed(2)).join(" ")}, ` +
       `after ${after.map((l) => l.toFixed(2)).join(" ")}`,
   );
 }
