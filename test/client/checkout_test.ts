@@ -1,4 +1,4 @@
-import { assertEquals, assertThrows } from "./assert.ts";
+import { assertEquals, assertThrows } from "../support/assert.ts";
 import { chooseCheckout, wantedObjects } from "../../src/client/checkout.ts";
 import { defaultDirectory } from "../../src/client/clone_target.ts";
 import { CloneError } from "../../src/client/errors.ts";

@@ -1,4 +1,4 @@
-import { assertEquals, assertThrows } from "./assert.ts";
+import { assertEquals, assertThrows } from "../support/assert.ts";
 import { exitCodeFor, parseCloneArgs } from "../../src/client/clone_cli.ts";
 import {
   HttpStatusError,

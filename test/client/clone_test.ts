@@ -1,4 +1,4 @@
-import { assert, assertEquals, assertRejects } from "./assert.ts";
+import { assert, assertEquals, assertRejects } from "../support/assert.ts";
 import { clone } from "../../src/client/clone.ts";
 import { exitCodeFor } from "../../src/client/clone_cli.ts";
 import { AuthenticationError, CloneError } from "../../src/client/errors.ts";

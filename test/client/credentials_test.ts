@@ -1,4 +1,4 @@
-import { assert, assertEquals } from "./assert.ts";
+import { assert, assertEquals } from "../support/assert.ts";
 import {
   type Credential,
   type CredentialHelper,

@@ -1,5 +1,5 @@
 /** fetchPackfiles against the shared test file server (`test/support/relay.ts`) and its faults. */
-import { assert, assertEquals, assertRejects } from "./assert.ts";
+import { assert, assertEquals, assertRejects } from "../support/assert.ts";
 import { fetchPackfiles } from "../../src/client/fetch_packfiles.ts";
 import { PackfileDownloadError } from "../../src/client/errors.ts";
 import { git, tempDir } from "../support/git.ts";

@@ -1,4 +1,4 @@
-import { assert, assertEquals, assertRejects } from "./assert.ts";
+import { assert, assertEquals, assertRejects } from "../support/assert.ts";
 import { fetchPackfiles } from "../../src/client/fetch_packfiles.ts";
 import { PackfileDownloadError, VerificationError } from "../../src/client/errors.ts";
 import type { ProgressEvent } from "../../src/client/progress.ts";

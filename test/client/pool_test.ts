@@ -1,4 +1,4 @@
-import { assert, assertEquals, assertRejects } from "./assert.ts";
+import { assert, assertEquals, assertRejects } from "../support/assert.ts";
 import { runPool } from "../../src/client/pool.ts";
 import { sleep } from "../../src/client/backoff.ts";
 

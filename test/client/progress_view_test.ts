@@ -1,4 +1,4 @@
-import { assert, assertEquals } from "./assert.ts";
+import { assert, assertEquals } from "../support/assert.ts";
 import { formatBytes, ProgressView } from "../../src/client/progress_view.ts";
 
 Deno.test("ProgressView shows packs done, totals and per-pack percentages on one line", () => {

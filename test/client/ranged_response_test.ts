@@ -1,4 +1,4 @@
-import { assertEquals, assertThrows } from "./assert.ts";
+import { assertEquals, assertThrows } from "../support/assert.ts";
 import { parseContentRange, planResponse } from "../../src/client/ranged_response.ts";
 import { HttpStatusError, RangeMismatchError } from "../../src/client/errors.ts";
 

@@ -1,4 +1,4 @@
-import assert from "node:assert/strict";
+import { assert, assertEquals, assertMatch, assertRejects } from "../support/assert.ts";
 import {
   CoordinatorCallError,
   CoordinatorProtocolError,
@@ -17,7 +17,7 @@ Deno.test("a call survives encoding and decoding", async () => {
     repo: REPO,
     auth: { headers: { authorization: "Basic eA==" } },
   };
-  assert.deepEqual(await decodeCall(encodeCall(call)), call);
+  assertEquals(await decodeCall(encodeCall(call)), call);
 });
 
 Deno.test("malformed calls are protocol errors", async () => {
@@ -33,20 +33,20 @@ Deno.test("malformed calls are protocol errors", async () => {
       body: JSON.stringify({ repo: REPO, auth: { headers: { a: 1 } } }),
     }),
   ];
-  for (const request of bad) await assert.rejects(decodeCall(request), CoordinatorProtocolError);
+  for (const request of bad) await assertRejects(decodeCall(request), CoordinatorProtocolError);
 });
 
 Deno.test("origin failures cross the Durable Object boundary as the same error types", () => {
   const refused = new OriginStatusError("https://git.example/x.git/git-upload-pack", 401, "auth");
   const back = decodeFailure("warm", "x.git", 500, JSON.stringify(encodeFailure(refused)));
-  assert.ok(back instanceof OriginStatusError);
-  assert.equal(back.message, refused.message);
-  assert.equal(back.status, 401);
+  assert(back instanceof OriginStatusError);
+  assertEquals(back.message, refused.message);
+  assertEquals(back.status, 401);
 
   const down = new OriginUnreachableError("https://git.example/x.git", new Error("refused"));
   const again = decodeFailure("warm", "x.git", 500, JSON.stringify(encodeFailure(down)));
-  assert.ok(again instanceof OriginUnreachableError);
-  assert.equal(again.message, down.message);
+  assert(again instanceof OriginUnreachableError);
+  assertEquals(again.message, down.message);
 });
 
 Deno.test("other failures become CoordinatorCallError, whatever the body", () => {
@@ -56,9 +56,9 @@ Deno.test("other failures become CoordinatorCallError, whatever the body", () =>
     500,
     JSON.stringify(encodeFailure(new Error("boom"))),
   );
-  assert.ok(plain instanceof CoordinatorCallError);
-  assert.match(plain.message, /status for x\.git failed \(500\): boom/);
+  assert(plain instanceof CoordinatorCallError);
+  assertMatch(plain.message, /status for x\.git failed \(500\): boom/);
   const page = decodeFailure("manifest", "x.git", 503, "<html>overloaded</html>");
-  assert.ok(page instanceof CoordinatorCallError);
-  assert.match(page.message, /overloaded/);
+  assert(page instanceof CoordinatorCallError);
+  assertMatch(page.message, /overloaded/);
 });

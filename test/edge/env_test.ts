@@ -1,4 +1,4 @@
-import assert from "node:assert/strict";
+import { assertEquals, assertThrows } from "../support/assert.ts";
 import {
   edgeConfigFromEnv,
   type Env,
@@ -20,7 +20,7 @@ function env(vars: Partial<Env>): Env {
 }
 
 Deno.test("edgeConfigFromEnv: single-origin mode with defaults", () => {
-  assert.deepEqual(edgeConfigFromEnv(env({ ORIGIN: "https://git.example/" })), {
+  assertEquals(edgeConfigFromEnv(env({ ORIGIN: "https://git.example/" })), {
     origin: "https://git.example",
     chunks: 4,
     urlTtlSeconds: 3600,
@@ -38,7 +38,7 @@ Deno.test("edgeConfigFromEnv: multi-origin mode and every optional var", () => {
     MAX_REQUEST_BYTES: "2048",
     ADMIN_TOKEN: "secret",
   }));
-  assert.deepEqual(config, {
+  assertEquals(config, {
     allowHosts: ["github.com", "git.example:8443"],
     multiOriginScheme: "http",
     publicUrl: "https://edge.example",
@@ -59,16 +59,12 @@ Deno.test("edgeConfigFromEnv: refuses missing, conflicting and malformed vars", 
     [{ ALLOW_HOSTS: "a", MULTI_ORIGIN_SCHEME: "ftp" }, /MULTI_ORIGIN_SCHEME/],
   ];
   for (const [vars, message] of cases) {
-    assert.throws(() => edgeConfigFromEnv(env(vars)), (e: unknown) => {
-      assert.ok(e instanceof WorkerConfigError);
-      assert.match(e.message, message);
-      return true;
-    });
+    assertThrows(() => edgeConfigFromEnv(env(vars)), WorkerConfigError, message);
   }
 });
 
 Deno.test("signingKeyFromEnv decodes hex and refuses short or missing keys", () => {
-  assert.deepEqual(
+  assertEquals(
     Array.from(signingKeyFromEnv(env({}))),
     [
       0x00,
@@ -89,17 +85,18 @@ Deno.test("signingKeyFromEnv decodes hex and refuses short or missing keys", () 
       0xff,
     ],
   );
-  assert.throws(() => signingKeyFromEnv(env({ EDGE_SIGNING_KEY: "abcd" })), WorkerConfigError);
-  assert.throws(
+  assertThrows(() => signingKeyFromEnv(env({ EDGE_SIGNING_KEY: "abcd" })), WorkerConfigError);
+  assertThrows(
     () => signingKeyFromEnv(env({ EDGE_SIGNING_KEY: "" })),
+    Error,
     /secret put EDGE_SIGNING_KEY/,
   );
 });
 
 Deno.test("part size and refresh period come from their vars", () => {
-  assert.equal(partBytesFromEnv(env({})), 8 << 20);
-  assert.equal(partBytesFromEnv(env({ R2_PART_MIB: "5" })), 5 << 20);
-  assert.throws(() => partBytesFromEnv(env({ R2_PART_MIB: "4" })), WorkerConfigError);
-  assert.equal(refreshMsFromEnv(env({})), null);
-  assert.equal(refreshMsFromEnv(env({ REFRESH_SECONDS: "900" })), 900_000);
+  assertEquals(partBytesFromEnv(env({})), 8 << 20);
+  assertEquals(partBytesFromEnv(env({ R2_PART_MIB: "5" })), 5 << 20);
+  assertThrows(() => partBytesFromEnv(env({ R2_PART_MIB: "4" })), WorkerConfigError);
+  assertEquals(refreshMsFromEnv(env({})), null);
+  assertEquals(refreshMsFromEnv(env({ REFRESH_SECONDS: "900" })), 900_000);
 });

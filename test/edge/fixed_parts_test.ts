@@ -1,4 +1,4 @@
-import assert from "node:assert/strict";
+import { assertEquals, assertRejects } from "../support/assert.ts";
 import { fixedSizeParts, type Part, PartSizeError } from "../../edge/fixed_parts.ts";
 
 /** A stream emitting `chunks` one by one, recording whether it was cancelled. */
@@ -34,28 +34,28 @@ function sequence(from: number, length: number): number[] {
 
 Deno.test("fixedSizeParts re-chunks uneven chunks into equal parts and flags the last", async () => {
   const parts = await collect(chunked([3, 7, 1, 9, 4]).stream, 10);
-  assert.deepEqual(parts.map((p) => p.bytes.byteLength), [10, 10, 4]);
-  assert.deepEqual(parts.map((p) => p.last), [false, false, true]);
-  assert.deepEqual(Array.from(parts[1].bytes), sequence(10, 10));
-  assert.deepEqual(Array.from(parts[2].bytes), sequence(20, 4));
+  assertEquals(parts.map((p) => p.bytes.byteLength), [10, 10, 4]);
+  assertEquals(parts.map((p) => p.last), [false, false, true]);
+  assertEquals(Array.from(parts[1].bytes), sequence(10, 10));
+  assertEquals(Array.from(parts[2].bytes), sequence(20, 4));
 });
 
 Deno.test("fixedSizeParts marks a full part last when the source ends on a boundary", async () => {
   const parts = await collect(chunked([5, 0, 5, 0]).stream, 5);
-  assert.deepEqual(parts.map((p) => [p.bytes.byteLength, p.last]), [[5, false], [5, true]]);
+  assertEquals(parts.map((p) => [p.bytes.byteLength, p.last]), [[5, false], [5, true]]);
 });
 
 Deno.test("fixedSizeParts yields one empty last part for an empty source", async () => {
   const parts = await collect(chunked([]).stream, 8);
-  assert.deepEqual(parts.map((p) => [p.bytes.byteLength, p.last]), [[0, true]]);
+  assertEquals(parts.map((p) => [p.bytes.byteLength, p.last]), [[0, true]]);
 });
 
 Deno.test("fixedSizeParts grows its buffer past the initial capacity", async () => {
   const big = 200 * 1024;
   const parts = await collect(chunked([big, big]).stream, 3 * big);
-  assert.equal(parts.length, 1);
-  assert.equal(parts[0].bytes.byteLength, 2 * big);
-  assert.deepEqual(Array.from(parts[0].bytes.subarray(big - 2, big + 2)), sequence(big - 2, 4));
+  assertEquals(parts.length, 1);
+  assertEquals(parts[0].bytes.byteLength, 2 * big);
+  assertEquals(Array.from(parts[0].bytes.subarray(big - 2, big + 2)), sequence(big - 2, 4));
 });
 
 Deno.test("fixedSizeParts propagates a source error", async () => {
@@ -65,18 +65,18 @@ Deno.test("fixedSizeParts propagates a source error", async () => {
       controller.error(new Error("origin went away"));
     },
   });
-  await assert.rejects(collect(failing, 16), /origin went away/);
+  await assertRejects(collect(failing, 16), Error, /origin went away/);
 });
 
 Deno.test("fixedSizeParts cancels the source when the consumer stops early", async () => {
   const source = chunked([4, 4, 4, 4]);
   for await (const part of fixedSizeParts(source.stream, 4)) {
-    assert.equal(part.last, false);
+    assertEquals(part.last, false);
     break;
   }
-  assert.equal(source.cancelled(), true);
+  assertEquals(source.cancelled(), true);
 });
 
 Deno.test("fixedSizeParts rejects a non-positive part size", async () => {
-  await assert.rejects(collect(chunked([1]).stream, 0), PartSizeError);
+  await assertRejects(collect(chunked([1]).stream, 0), PartSizeError);
 });

@@ -2,7 +2,7 @@
  * The gitedge Worker end to end in workerd (Miniflare: local R2, Durable Objects), in front of a
  * real `git http-backend` origin, cloned with real git. One workerd for the whole file.
  */
-import assert from "node:assert/strict";
+import { assert, assertEquals } from "../support/assert.ts";
 import type { SnapshotStatus } from "../../src/proxy/deps.ts";
 import { assertSameClone, makeRepo } from "../support/fixtures.ts";
 import { git, spawnGit, tempDir } from "../support/git.ts";
@@ -30,7 +30,7 @@ function valuesOf<T>(results: PromiseSettledResult<T>[]): T[] {
 async function edgeJson(url: string, init?: RequestInit): Promise<{ snapshot: SnapshotStatus }> {
   const res = await fetch(url, init);
   const text = await res.text();
-  assert.equal(res.status, 200, `${init?.method ?? "GET"} ${url}: ${text}`);
+  assertEquals(res.status, 200, `${init?.method ?? "GET"} ${url}: ${text}`);
   return JSON.parse(text);
 }
 
@@ -55,17 +55,17 @@ Deno.test("gitedge Worker in workerd", async (t) => {
   await t.step("a stock git clone through the Worker equals a direct clone", async () => {
     const dest = `${dir.path}/stock`;
     const trace = await cloneTraced(`${worker.url}/team/app.git`, dest);
-    assert.doesNotMatch(trace, /_edge\/packs/);
+    assert(!/_edge\/packs/.test(trace), "no pack URIs fetched");
     await assertSameClone(direct("app"), dest);
   });
 
   await t.step("after warm, a packfile-uris clone fetches its packs from R2", async () => {
     const warmed = await edgeJson(`${worker.url}/_edge/warm/team/app.git`, { method: "POST" });
-    assert.equal(warmed.snapshot.state, "ready");
-    assert.equal(warmed.snapshot.builds, 1);
-    assert.ok(warmed.snapshot.packs.length >= 1);
+    assertEquals(warmed.snapshot.state, "ready");
+    assertEquals(warmed.snapshot.builds, 1);
+    assert(warmed.snapshot.packs.length >= 1);
     const stored = (await listBucket(worker, "repos/")).filter((k) => k.endsWith(".pack"));
-    assert.equal(stored.length, warmed.snapshot.packs.length);
+    assertEquals(stored.length, warmed.snapshot.packs.length);
     const packBytes = warmed.snapshot.packs.reduce((sum, p) => sum + p.bytes, 0);
 
     origin.stats.reset();
@@ -80,9 +80,9 @@ Deno.test("gitedge Worker in workerd", async (t) => {
         .map((line) => packUri.exec(line))
         .map((m) => m ? `repos/${m[1]}/packs/${m[2]}` : "(no pack URI)"),
     );
-    assert.deepEqual([...fetched].sort(), stored, trace);
+    assertEquals([...fetched].sort(), stored, trace);
     await assertSameClone(direct("app"), dest);
-    assert.ok(
+    assert(
       origin.stats.bytesOut < packBytes / 4,
       `origin served ${origin.stats.bytesOut} bytes; the snapshot holds ${packBytes}`,
     );
@@ -104,14 +104,14 @@ Deno.test("gitedge Worker in workerd", async (t) => {
     valuesOf(cloned);
     const statuses = valuesOf(warmed);
     for (const { snapshot } of statuses) {
-      assert.equal(snapshot.state, "ready");
-      assert.equal(snapshot.builds, 1);
+      assertEquals(snapshot.state, "ready");
+      assertEquals(snapshot.builds, 1);
     }
     const after = await edgeJson(`${worker.url}/_edge/status/team/big.git`);
-    assert.equal(after.snapshot.builds, 1);
-    assert.equal(after.snapshot.lastError, null);
+    assertEquals(after.snapshot.builds, 1);
+    assertEquals(after.snapshot.lastError, null);
     const partBytes = 5 << 20;
-    assert.ok(
+    assert(
       after.snapshot.packs.every((p) => p.bytes > partBytes),
       `packs larger than one R2 part (multipart): ${JSON.stringify(after.snapshot.packs)}`,
     );

@@ -1,4 +1,4 @@
-import assert from "node:assert/strict";
+import { assert, assertEquals, assertThrows } from "../support/assert.ts";
 import { unzlibSync, zlibSync } from "fflate";
 import { DeflateScanner, ZlibFormatError } from "../../src/git/deflate_scan.ts";
 import { GitFormatError } from "../../src/git/errors.ts";
@@ -16,7 +16,7 @@ function scanInPieces(input: Uint8Array, sizes: number[]): { end: number; s: Def
     const stop = Math.min(at + size, input.length);
     const end = s.scan(input, at, stop);
     if (s.done) return { end, s };
-    assert.equal(end, stop, "an unfinished scan consumes all it is given");
+    assertEquals(end, stop, "an unfinished scan consumes all it is given");
     at = stop;
   }
   return { end: at, s };
@@ -48,11 +48,11 @@ Deno.test("scanner finds the exact end and inflated size of fflate streams at al
       const s = new DeflateScanner();
       const end = s.scan(input);
       const what = `${name} at level ${level}`;
-      assert.ok(s.done, what);
-      assert.equal(end, z.length, what);
-      assert.equal(s.compressedLength, z.length, what);
-      assert.equal(s.inflatedLength, data.length, what);
-      assert.equal(s.scan(input, end), end, "a finished scanner consumes nothing more");
+      assert(s.done, what);
+      assertEquals(end, z.length, what);
+      assertEquals(s.compressedLength, z.length, what);
+      assertEquals(s.inflatedLength, data.length, what);
+      assertEquals(s.scan(input, end), end, "a finished scanner consumes nothing more");
     }
   }
 });
@@ -64,14 +64,14 @@ Deno.test("scanner resumes at every split point and bytewise", () => {
     const input = concatBytes([z, new Uint8Array(8)]);
     for (let cut = 0; cut <= input.length; cut++) {
       const { end, s } = scanInPieces(input, [cut, input.length]);
-      assert.deepEqual(
+      assertEquals(
         [s.done, end, s.compressedLength, s.inflatedLength],
         [true, z.length, z.length, data.length],
         `level ${level}, cut at ${cut}`,
       );
     }
     const { end, s } = scanInPieces(input, new Array(input.length).fill(1));
-    assert.deepEqual([s.done, end, s.inflatedLength], [true, z.length, data.length]);
+    assertEquals([s.done, end, s.inflatedLength], [true, z.length, data.length]);
   }
 });
 
@@ -83,11 +83,11 @@ Deno.test("scanner handles seeded random chunking of large streams and can be re
     s.reset();
     let at = 0;
     while (!s.done) {
-      assert.ok(at < z.length, `${name}: stream ended early`);
+      assert(at < z.length, `${name}: stream ended early`);
       const stop = Math.min(z.length, at + 1 + Math.floor(rand() * 5000));
       at = s.scan(z, at, stop);
     }
-    assert.deepEqual([at, s.compressedLength, s.inflatedLength], [z.length, z.length, data.length]);
+    assertEquals([at, s.compressedLength, s.inflatedLength], [z.length, z.length, data.length]);
   }
 });
 
@@ -107,11 +107,11 @@ Deno.test("scanner agrees with git's own zlib streams (loose objects)", async ()
     })).trim();
     const loose = await Deno.readFile(`${dir.path}/.git/objects/${id.slice(0, 2)}/${id.slice(2)}`);
     const s = new DeflateScanner();
-    assert.equal(s.scan(loose), loose.length);
-    assert.ok(s.done);
+    assertEquals(s.scan(loose), loose.length);
+    assert(s.done);
     const header = `blob ${content.length}\0`.length;
-    assert.equal(s.inflatedLength, header + content.length, `level ${level}`);
-    assert.equal(unzlibSync(loose).length, s.inflatedLength);
+    assertEquals(s.inflatedLength, header + content.length, `level ${level}`);
+    assertEquals(unzlibSync(loose).length, s.inflatedLength);
     await Deno.remove(`${dir.path}/.git/objects/${id.slice(0, 2)}`, { recursive: true });
   }
 });
@@ -139,13 +139,9 @@ class BitWriter {
 }
 
 function assertBadZlib(input: Uint8Array, message: RegExp): void {
-  assert.throws(() => new DeflateScanner().scan(input), (error: unknown) => {
-    assert.ok(error instanceof ZlibFormatError);
-    assert.ok(error instanceof GitFormatError);
-    assert.equal(error.code, "bad-zlib");
-    assert.match(error.message, message);
-    return true;
-  });
+  const error = assertThrows(() => new DeflateScanner().scan(input), ZlibFormatError, message);
+  assert(error instanceof GitFormatError);
+  assertEquals(error.code, "bad-zlib");
 }
 
 Deno.test("scanner rejects malformed streams with ZlibFormatError", () => {
@@ -208,5 +204,5 @@ Deno.test("random corruption ends in ZlibFormatError or a (wrong) scan, never a 
   }
   // Flips inside literal codes, stored data or the Adler-32 are structurally valid and only
   // an inflating consumer can catch them; header, block and length fields are caught here.
-  assert.ok(rejected > runs / 10, `only ${rejected} of ${runs} corruptions detected`);
+  assert(rejected > runs / 10, `only ${rejected} of ${runs} corruptions detected`);
 });

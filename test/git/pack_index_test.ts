@@ -1,4 +1,4 @@
-import assert from "node:assert/strict";
+import { assert, assertEquals, assertMatch, assertThrows } from "../support/assert.ts";
 import { OBJ_BLOB, OBJ_OFS_DELTA, OBJ_REF_DELTA } from "../../src/git/pack.ts";
 import { PackEntryIndex } from "../../src/git/pack_index.ts";
 import { packScanner, scanPack } from "../../src/git/pack_reader.ts";
@@ -9,12 +9,12 @@ import { buildRepo, packObjects, tinyBlobPack, verifyPack } from "./pack_fixture
 
 /** Asserts every accessor of `a` and `b` agrees on every entry. */
 function assertSameIndex(a: PackEntryIndex, b: PackEntryIndex): void {
-  assert.equal(a.length, b.length);
-  assert.equal(a.dataEnd, b.dataEnd);
-  assert.equal(a.refDeltas, b.refDeltas);
+  assertEquals(a.length, b.length);
+  assertEquals(a.dataEnd, b.dataEnd);
+  assertEquals(a.refDeltas, b.refDeltas);
   for (let i = 0; i < a.length; i++) {
-    assert.deepEqual(a.entry(i), b.entry(i), `entry ${i}`);
-    assert.equal(a.baseIndex(i), b.baseIndex(i), `entry ${i}`);
+    assertEquals(a.entry(i), b.entry(i), `entry ${i}`);
+    assertEquals(a.baseIndex(i), b.baseIndex(i), `entry ${i}`);
   }
 }
 
@@ -27,29 +27,29 @@ Deno.test("PackEntryIndex from real packs", async (t) => {
     const pack = await packObjects(repo);
     const verified = await verifyPack(dir.path, "ofs", pack);
     const { index } = await scanPack(chunked(pack, { seed: 4, maxChunk: 8192 }));
-    assert.equal(index.length, verified.length);
-    assert.equal(index.dataEnd, pack.length - 20);
-    assert.equal(index.refDeltas, 0);
+    assertEquals(index.length, verified.length);
+    assertEquals(index.dataEnd, pack.length - 20);
+    assertEquals(index.refDeltas, 0);
     const idAt = new Map(verified.map((v, i) => [i, v.id]));
     let deltas = 0;
     verified.forEach((v, i) => {
-      assert.equal(index.offset(i), v.offset);
-      assert.equal(index.byteLength(i), v.sizeInPack);
-      assert.equal(index.end(i), v.offset + v.sizeInPack);
-      assert.equal(index.headerLength(i) + index.compressedLength(i), v.sizeInPack);
-      assert.equal(index.size(i), v.size);
-      assert.equal(index.indexOf(v.offset), i);
-      assert.equal(index.indexOf(v.offset + 1), -1);
+      assertEquals(index.offset(i), v.offset);
+      assertEquals(index.byteLength(i), v.sizeInPack);
+      assertEquals(index.end(i), v.offset + v.sizeInPack);
+      assertEquals(index.headerLength(i) + index.compressedLength(i), v.sizeInPack);
+      assertEquals(index.size(i), v.size);
+      assertEquals(index.indexOf(v.offset), i);
+      assertEquals(index.indexOf(v.offset + 1), -1);
       if (index.type(i) === OBJ_OFS_DELTA) {
         deltas++;
-        assert.ok(index.baseIndex(i) < i);
-        assert.equal(idAt.get(index.baseIndex(i)), v.baseId, `entry ${i}`);
+        assert(index.baseIndex(i) < i);
+        assertEquals(idAt.get(index.baseIndex(i)), v.baseId, `entry ${i}`);
       } else {
-        assert.equal(index.baseIndex(i), -1);
-        assert.equal(v.baseId, undefined);
+        assertEquals(index.baseIndex(i), -1);
+        assertEquals(v.baseId, undefined);
       }
     });
-    assert.ok(deltas > 20, `fixture has deltas (${deltas})`);
+    assert(deltas > 20, `fixture has deltas (${deltas})`);
     assertSameIndex(PackEntryIndex.fromEntries(index.toArray()), index);
   });
 
@@ -58,12 +58,12 @@ Deno.test("PackEntryIndex from real packs", async (t) => {
     const verified = await verifyPack(dir.path, "ref", pack);
     const { index } = await scanPack(chunked(pack, [65536]));
     const refs = verified.filter((v) => v.baseId !== undefined);
-    assert.ok(refs.length > 20);
-    assert.equal(index.refDeltas, refs.length);
+    assert(refs.length > 20);
+    assertEquals(index.refDeltas, refs.length);
     verified.forEach((v, i) => {
-      assert.equal(index.baseId(i), v.baseId);
-      assert.equal(index.baseIndex(i), -1);
-      if (v.baseId) assert.equal(index.type(i), OBJ_REF_DELTA);
+      assertEquals(index.baseId(i), v.baseId);
+      assertEquals(index.baseIndex(i), -1);
+      if (v.baseId) assertEquals(index.type(i), OBJ_REF_DELTA);
     });
     assertSameIndex(PackEntryIndex.fromEntries(index.toArray()), index);
   });
@@ -80,27 +80,32 @@ Deno.test("PackEntryIndex stores what it is given, or refuses", () => {
     end: 120,
     baseIndex: 0,
   });
-  assert.equal(index.size(0), 2 ** 40, "sizes past 32 bits round-trip");
-  assert.equal(index.entry(1).baseOffset, 12);
-  assert.equal(index.compressedLength(1), 17);
+  assertEquals(index.size(0), 2 ** 40, "sizes past 32 bits round-trip");
+  assertEquals(index.entry(1).baseOffset, 12);
+  assertEquals(index.compressedLength(1), 17);
   const bad = { type: OBJ_BLOB, size: 1, headerLength: 2 };
-  assert.throws(() => index.push({ ...bad, offset: 121, end: 130 }), /does not start at 120/);
-  assert.throws(() => index.push({ ...bad, offset: 120, end: 130, headerLength: 32 }), RangeError);
-  assert.throws(() => index.push({ ...bad, offset: 120, end: 121 }), /before its data/);
-  assert.throws(
+  assertThrows(() => index.push({ ...bad, offset: 121, end: 130 }), Error, /does not start at 120/);
+  assertThrows(() => index.push({ ...bad, offset: 120, end: 130, headerLength: 32 }), RangeError);
+  assertThrows(() => index.push({ ...bad, offset: 120, end: 121 }), Error, /before its data/);
+  assertThrows(
     () => index.push({ ...bad, offset: 120, end: 130, baseIndex: 2 }),
+    Error,
     /not an earlier/,
   );
-  assert.throws(() => index.push({ ...bad, offset: 120, end: 130, size: -1 }), /invalid size/);
-  assert.throws(() => index.offset(2), RangeError);
-  assert.throws(() => index.type(-1), RangeError);
+  assertThrows(
+    () => index.push({ ...bad, offset: 120, end: 130, size: -1 }),
+    Error,
+    /invalid size/,
+  );
+  assertThrows(() => index.offset(2), RangeError);
+  assertThrows(() => index.type(-1), RangeError);
   index.push({ ...bad, offset: 120, end: 130 });
-  assert.equal(index.length, 3);
+  assertEquals(index.length, 3);
   // Capacity stopped at the expected count; one side-map entry for the large size.
-  assert.equal(index.bytesUsed(), 3 * 17 + 64);
+  assertEquals(index.bytesUsed(), 3 * 17 + 64);
   index.push({ ...bad, offset: 130, end: 140 });
-  assert.equal(index.end(3), 140);
-  assert.equal(index.dataEnd, 140);
+  assertEquals(index.end(3), 140);
+  assertEquals(index.dataEnd, 140);
 });
 
 Deno.test("200k tiny blobs: the index stays within 40 bytes per object, and splits", async () => {
@@ -110,13 +115,13 @@ Deno.test("200k tiny blobs: the index stays within 40 bytes per object, and spli
   using file = await Deno.open(path);
   const summary = await scanPack(file.readable);
   const { index } = summary;
-  assert.equal(index.length, count);
+  assertEquals(index.length, count);
   const perObject = index.bytesUsed() / count;
-  assert.ok(perObject <= 40, `${perObject} bytes per object`);
+  assert(perObject <= 40, `${perObject} bytes per object`);
   console.log(`    index ${index.bytesUsed()} bytes for ${count} objects (${perObject} B/object)`);
 
   const plan = planSplit(index, 2);
-  assert.deepEqual(plan.parts.map((p) => p.objects), [count / 2, count / 2]);
+  assertEquals(plan.parts.map((p) => p.objects), [count / 2, count / 2]);
   using source = await Deno.open(path);
   const partPath = `${dir.path}/part0.pack`;
   const partFile = await Deno.open(partPath, { write: true, create: true });
@@ -128,9 +133,9 @@ Deno.test("200k tiny blobs: the index stays within 40 bytes per object, and spli
   ]);
   await rescanned;
   const second = await rescan.summary;
-  assert.equal(second.objects, count / 2);
-  assert.equal(second.checksum, written[1].hash);
+  assertEquals(second.objects, count / 2);
+  assertEquals(second.checksum, written[1].hash);
   const verified = await git(["index-pack", partPath], { cwd: dir.path });
-  assert.match(verified, /^[0-9a-f]{40}\n$/);
-  assert.equal(written[0].objects, count / 2);
+  assertMatch(verified, /^[0-9a-f]{40}\n$/);
+  assertEquals(written[0].objects, count / 2);
 });

@@ -1,4 +1,4 @@
-import assert from "node:assert/strict";
+import { assert, assertEquals, assertRejects } from "../support/assert.ts";
 import { bytesToHex } from "@noble/hashes/utils.js";
 import { GitFormatError } from "../../src/git/errors.ts";
 import {
@@ -21,27 +21,27 @@ function assertMatchesGit(
   summary: PackSummary,
   verified: VerifiedObject[],
 ): void {
-  assert.equal(summary.version, 2);
-  assert.equal(summary.objects, verified.length);
-  assert.equal(summary.entries.length, verified.length);
-  assert.equal(summary.size, pack.length);
-  assert.equal(summary.checksum, bytesToHex(pack.subarray(pack.length - 20)));
+  assertEquals(summary.version, 2);
+  assertEquals(summary.objects, verified.length);
+  assertEquals(summary.entries.length, verified.length);
+  assertEquals(summary.size, pack.length);
+  assertEquals(summary.checksum, bytesToHex(pack.subarray(pack.length - 20)));
   const idAt = new Map(verified.map((v) => [v.offset, v.id]));
   summary.entries.forEach((entry, i) => {
     const v = verified[i];
     const what = `entry ${i} (${v.id})`;
-    assert.equal(entry.index, i, what);
-    assert.equal(entry.offset, v.offset, what);
-    assert.equal(entry.size, v.size, what);
-    assert.equal(entry.headerLength + entry.compressedLength, v.sizeInPack, what);
-    assert.equal(entry.end, entry.offset + v.sizeInPack, what);
+    assertEquals(entry.index, i, what);
+    assertEquals(entry.offset, v.offset, what);
+    assertEquals(entry.size, v.size, what);
+    assertEquals(entry.headerLength + entry.compressedLength, v.sizeInPack, what);
+    assertEquals(entry.end, entry.offset + v.sizeInPack, what);
     if (entry.type === OBJ_OFS_DELTA) {
-      assert.equal(idAt.get(entry.baseOffset!), v.baseId, what);
+      assertEquals(idAt.get(entry.baseOffset!), v.baseId, what);
     } else if (entry.type === OBJ_REF_DELTA) {
-      assert.equal(entry.baseId, v.baseId, what);
+      assertEquals(entry.baseId, v.baseId, what);
     } else {
-      assert.equal(typeName(entry.type), v.type, what);
-      assert.equal(v.baseId, undefined, what);
+      assertEquals(typeName(entry.type), v.type, what);
+      assertEquals(v.baseId, undefined, what);
     }
   });
 }
@@ -51,12 +51,12 @@ async function expectPackError(
   codes: string[],
   message?: RegExp,
 ): Promise<void> {
-  await assert.rejects(scanPack(chunked(bytes, { seed: bytes.length, maxChunk: 4096 })), (e) => {
-    assert.ok(e instanceof PackFormatError, `expected PackFormatError, got ${e}`);
-    assert.ok(codes.includes(e.code), `code ${e.code} (${e.message}) not in ${codes}`);
-    if (message) assert.match(e.message, message);
-    return true;
-  });
+  const e = await assertRejects(
+    scanPack(chunked(bytes, { seed: bytes.length, maxChunk: 4096 })),
+    PackFormatError,
+    message,
+  );
+  assert(codes.includes(e.code), `code ${e.code} (${e.message}) not in ${codes}`);
 }
 
 Deno.test("pack reader", async (t) => {
@@ -78,25 +78,25 @@ Deno.test("pack reader", async (t) => {
       assertMatchesGit(pack, summary, verified);
       if (name === "small") continue;
       // The fixture really has what it is meant to exercise.
-      assert.ok(Math.max(...verified.map((v) => v.depth ?? 0)) >= 20, `${name}: deep chains`);
-      assert.ok(summary.entries.some((e) => e.compressedLength > 1_500_000), `${name}: big blob`);
-      assert.ok(summary.entries.some((e) => e.size === 0), `${name}: empty blob`);
-      assert.equal(summary.entries.filter((e) => e.type === OBJ_TAG).length, 3);
+      assert(Math.max(...verified.map((v) => v.depth ?? 0)) >= 20, `${name}: deep chains`);
+      assert(summary.entries.some((e) => e.compressedLength > 1_500_000), `${name}: big blob`);
+      assert(summary.entries.some((e) => e.size === 0), `${name}: empty blob`);
+      assertEquals(summary.entries.filter((e) => e.type === OBJ_TAG).length, 3);
       const deltaType = name === "ref1" ? OBJ_REF_DELTA : OBJ_OFS_DELTA;
-      assert.ok(summary.entries.filter((e) => e.type === deltaType).length > 50, name);
+      assert(summary.entries.filter((e) => e.type === deltaType).length > 50, name);
     }
   });
 
   const whole = await scanPack(chunked(packs.small, [packs.small.length]));
   await t.step("bytewise and seeded random chunking give the same entries", async () => {
-    assert.deepEqual(await scanPack(chunked(packs.small, "bytewise")), whole);
+    assertEquals(await scanPack(chunked(packs.small, "bytewise")), whole);
     for (let seed = 1; seed <= 5; seed++) {
-      assert.deepEqual(await scanPack(chunked(packs.small, { seed, maxChunk: 64 })), whole);
+      assertEquals(await scanPack(chunked(packs.small, { seed, maxChunk: 64 })), whole);
     }
     const big = await scanPack(chunked(packs.ofs6, [packs.ofs6.length]));
     for (let seed = 1; seed <= 2; seed++) {
       const plan = { seed, maxChunk: 100_000 };
-      assert.deepEqual(await scanPack(chunked(packs.ofs6, plan)), big);
+      assertEquals(await scanPack(chunked(packs.ofs6, plan)), big);
     }
   });
 
@@ -105,8 +105,8 @@ Deno.test("pack reader", async (t) => {
     const out = await collect(
       chunked(packs.ofs9, { seed: 9, maxChunk: 10_000 }).pipeThrough(scanner.stream),
     );
-    assert.deepEqual(out, packs.ofs9);
-    assert.deepEqual(await scanner.summary, await scanPack(chunked(packs.ofs9, [1 << 20])));
+    assertEquals(out, packs.ofs9);
+    assertEquals(await scanner.summary, await scanPack(chunked(packs.ofs9, [1 << 20])));
   });
 
   await t.step("onEntry streams entries; keepEntries: false keeps none", async () => {
@@ -115,9 +115,9 @@ Deno.test("pack reader", async (t) => {
       keepEntries: false,
       onEntry: (e) => seen.push(e),
     });
-    assert.deepEqual(summary.entries, []);
-    assert.equal(summary.objects, whole.objects);
-    assert.deepEqual(seen, whole.entries);
+    assertEquals(summary.entries, []);
+    assertEquals(summary.objects, whole.objects);
+    assertEquals(seen, whole.entries);
   });
 
   await t.step("malformed packs are rejected with typed errors", async () => {
@@ -171,23 +171,23 @@ Deno.test("pack reader", async (t) => {
       stdin: new Uint8Array(0),
     });
     const summary = await scanPack(chunked(empty, "bytewise"));
-    assert.deepEqual(
+    assertEquals(
       [summary.objects, summary.entries, summary.size],
       [0, [], 32],
     );
-    assert.equal(summary.checksum, bytesToHex(empty.subarray(12)));
+    assertEquals(summary.checksum, bytesToHex(empty.subarray(12)));
   });
 
   await t.step("packScanner fails the stream and the summary alike", async () => {
     const bad = packs.small.slice(0, packs.small.length - 1);
     const scanner = packScanner();
-    await assert.rejects(
+    await assertRejects(
       collect(chunked(bad, [4096]).pipeThrough(scanner.stream)),
       PackFormatError,
     );
-    await assert.rejects(
-      scanner.summary,
-      (e) => e instanceof PackFormatError && e.code === "truncated",
+    assertEquals(
+      (await assertRejects(scanner.summary, PackFormatError)).code,
+      "truncated",
     );
   });
 
@@ -214,7 +214,7 @@ Deno.test("pack reader", async (t) => {
         }
       }
       // Every byte is covered by the trailer, so every mutation must be caught.
-      assert.equal(rejected, 300);
+      assertEquals(rejected, 300);
     },
   );
 });

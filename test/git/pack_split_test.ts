@@ -1,4 +1,10 @@
-import assert from "node:assert/strict";
+import {
+  assert,
+  assertEquals,
+  assertMatch,
+  assertRejects,
+  assertThrows,
+} from "../support/assert.ts";
 import {
   OBJ_BLOB,
   OBJ_OFS_DELTA,
@@ -38,25 +44,25 @@ Deno.test("planSplit keeps delta families together and balances them", () => {
   // Families: {0,2,5} = 600 bytes, {1,4} = 500, {3} = 100, {6} = 50.
   const list = entries([[100, -1], [300, -1], [200, 0], [100, -1], [200, 1], [300, 2], [50, -1]]);
   const plan = planSplit(PackEntryIndex.fromEntries(list), 2);
-  assert.equal(plan.families, 4);
-  assert.equal(plan.parts.length, 2);
+  assertEquals(plan.families, 4);
+  assertEquals(plan.parts.length, 2);
   const partOf = (i: number) => plan.assignment[i];
-  assert.equal(partOf(0), partOf(2));
-  assert.equal(partOf(2), partOf(5));
-  assert.equal(partOf(1), partOf(4));
-  assert.notEqual(partOf(0), partOf(1));
-  assert.deepEqual(plan.parts.map((p) => p.bytes).sort(), [600, 650]);
-  assert.deepEqual(plan.parts.map((p) => p.objects).sort(), [3, 4]);
-  assert.equal(plan.note, undefined);
+  assertEquals(partOf(0), partOf(2));
+  assertEquals(partOf(2), partOf(5));
+  assertEquals(partOf(1), partOf(4));
+  assert(partOf(0) !== partOf(1), "objects 0 and 1 in different parts");
+  assertEquals(plan.parts.map((p) => p.bytes).sort(), [600, 650]);
+  assertEquals(plan.parts.map((p) => p.objects).sort(), [3, 4]);
+  assertEquals(plan.note, undefined);
 
   const many = planSplit(PackEntryIndex.fromEntries(list), 8);
-  assert.equal(many.parts.length, 4, "never more parts than families");
-  assert.ok(many.parts.every((p) => p.objects > 0));
-  assert.match(many.note!, /only 4 delta families/);
+  assertEquals(many.parts.length, 4, "never more parts than families");
+  assert(many.parts.every((p) => p.objects > 0));
+  assertMatch(many.note!, /only 4 delta families/);
 
   const one = planSplit(PackEntryIndex.fromEntries(list), 1);
-  assert.deepEqual(one.parts, [{ objects: 7, bytes: 1250 }]);
-  assert.ok(one.assignment.every((p) => p === 0));
+  assertEquals(one.parts, [{ objects: 7, bytes: 1250 }]);
+  assert(one.assignment.every((p) => p === 0));
 
   const withRef = list.map((e) => ({ ...e }));
   withRef[4] = {
@@ -66,11 +72,11 @@ Deno.test("planSplit keeps delta families together and balances them", () => {
     baseId: "ab".repeat(20),
   };
   const refPlan = planSplit(PackEntryIndex.fromEntries(withRef), 4);
-  assert.equal(refPlan.parts.length, 1);
-  assert.match(refPlan.note!, /REF_DELTA/);
+  assertEquals(refPlan.parts.length, 1);
+  assertMatch(refPlan.note!, /REF_DELTA/);
 
-  assert.deepEqual(planSplit(new PackEntryIndex(), 3).parts, [{ objects: 0, bytes: 0 }]);
-  assert.throws(() => planSplit(PackEntryIndex.fromEntries(list), 0), RangeError);
+  assertEquals(planSplit(new PackEntryIndex(), 3).parts, [{ objects: 0, bytes: 0 }]);
+  assertThrows(() => planSplit(PackEntryIndex.fromEntries(list), 0), RangeError);
 });
 
 Deno.test("pack splitter", async (t) => {
@@ -88,24 +94,24 @@ Deno.test("pack splitter", async (t) => {
       async () => {
         const outputs = await splitPackBytes(pack, parts);
         const plan = planSplit(summary.index, parts);
-        assert.equal(outputs.length, Math.min(parts, plan.families));
+        assertEquals(outputs.length, Math.min(parts, plan.families));
         const ids: string[] = [];
         for (const [i, output] of outputs.entries()) {
           // index-pack fails on a delta whose base is not in the pack: each part is self-contained.
           const objects = await verifyPack(dir.path, `split${parts}-${i}`, output);
-          assert.equal(objects.length, plan.parts[i].objects);
-          assert.ok(objects.length > 0);
+          assertEquals(objects.length, plan.parts[i].objects);
+          assert(objects.length > 0);
           ids.push(...objects.map((o) => o.id));
         }
-        assert.deepEqual(ids.sort(), allIds, "union equals the input, with no duplicates");
-        if (parts === 1) assert.deepEqual(outputs[0], pack, "one part is the input, byte for byte");
+        assertEquals(ids.sort(), allIds, "union equals the input, with no duplicates");
+        if (parts === 1) assertEquals(outputs[0], pack, "one part is the input, byte for byte");
         // Largest-first greedy bound: no part exceeds the mean by more than the largest family.
         const largestFamily = Math.max(
           ...planSplit(summary.index, 1e6).parts.map((p) => p.bytes),
         );
         const total = plan.parts.reduce((n, p) => n + p.bytes, 0);
         const biggest = Math.max(...plan.parts.map((p) => p.bytes));
-        assert.ok(biggest <= total / plan.parts.length + largestFamily);
+        assert(biggest <= total / plan.parts.length + largestFamily);
         const sizes = outputs.map((o) => o.length);
         console.log(
           `    ${parts} parts: bytes max ${Math.max(...sizes)} min ${Math.min(...sizes)}`,
@@ -130,21 +136,21 @@ Deno.test("pack splitter", async (t) => {
     const expected = await splitPackBytes(pack, 3);
     for (const [i, result] of results.entries()) {
       const written = await Deno.readFile(`${dir.path}/file-${i}.pack`);
-      assert.deepEqual(written, expected[i]);
-      assert.equal(result.size, written.length);
-      assert.equal(result.objects, plan.parts[i].objects);
-      assert.equal(result.hash, (await scanPack(chunked(written, [1 << 20]))).checksum);
+      assertEquals(written, expected[i]);
+      assertEquals(result.size, written.length);
+      assertEquals(result.objects, plan.parts[i].objects);
+      assertEquals(result.hash, (await scanPack(chunked(written, [1 << 20]))).checksum);
     }
   });
 
   await t.step("a REF_DELTA pack is kept whole and stays valid", async () => {
     const refPack = await packObjects(repo, { ofsDelta: false, revs: ["small"] });
     const refSummary = await scanPack(chunked(refPack, [4096]));
-    assert.ok(refSummary.entries.some((e) => e.type === OBJ_REF_DELTA));
+    assert(refSummary.entries.some((e) => e.type === OBJ_REF_DELTA));
     const plan = planSplit(refSummary.index, 4);
-    assert.equal(plan.parts.length, 1);
-    assert.match(plan.note!, /REF_DELTA/);
-    assert.deepEqual(await splitPackBytes(refPack, 4), [refPack]);
+    assertEquals(plan.parts.length, 1);
+    assertMatch(plan.note!, /REF_DELTA/);
+    assertEquals(await splitPackBytes(refPack, 4), [refPack]);
   });
 
   await t.step("an empty pack splits into one empty pack", async () => {
@@ -152,7 +158,7 @@ Deno.test("pack splitter", async (t) => {
       cwd: repo,
       stdin: new Uint8Array(0),
     });
-    assert.deepEqual(await splitPackBytes(empty, 3), [empty]);
+    assertEquals(await splitPackBytes(empty, 3), [empty]);
   });
 
   await t.step("a plan that separates a delta from its base is refused", async () => {
@@ -164,9 +170,12 @@ Deno.test("pack splitter", async (t) => {
     plan.parts[from].objects--;
     plan.parts[to].objects++;
     const sinks = plan.parts.map(() => new WritableStream<Uint8Array>());
-    await assert.rejects(
-      splitPack(chunked(pack, [65536]), summary, plan, sinks),
-      (e) => e instanceof PackFormatError && e.code === "bad-delta-base",
+    assertEquals(
+      (await assertRejects(
+        splitPack(chunked(pack, [65536]), summary, plan, sinks),
+        PackFormatError,
+      )).code,
+      "bad-delta-base",
     );
   });
 
@@ -176,10 +185,13 @@ Deno.test("pack splitter", async (t) => {
     const sinks = plan.parts.map(() =>
       new WritableStream<Uint8Array>({ abort: (reason) => void aborted.push(reason) })
     );
-    await assert.rejects(
-      splitPack(chunked(pack.subarray(0, pack.length - 30), [65536]), summary, plan, sinks),
-      (e) => e instanceof PackFormatError && e.code === "truncated",
+    assertEquals(
+      (await assertRejects(
+        splitPack(chunked(pack.subarray(0, pack.length - 30), [65536]), summary, plan, sinks),
+        PackFormatError,
+      )).code,
+      "truncated",
     );
-    assert.equal(aborted.length, 2);
+    assertEquals(aborted.length, 2);
   });
 });

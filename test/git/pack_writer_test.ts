@@ -1,4 +1,4 @@
-import assert from "node:assert/strict";
+import { assert, assertEquals, assertRejects, assertThrows } from "../support/assert.ts";
 import {
   OBJ_BLOB,
   OBJ_COMMIT,
@@ -31,11 +31,11 @@ function memorySink(delayMs = 0) {
 }
 
 Deno.test("encodeEntryHeader and encodeOfsOffset produce git's encodings", () => {
-  assert.deepEqual([...encodeEntryHeader(OBJ_BLOB, 0)], [0x30]);
-  assert.deepEqual([...encodeEntryHeader(OBJ_BLOB, 15)], [0x3f]);
-  assert.deepEqual([...encodeEntryHeader(OBJ_BLOB, 16)], [0xb0, 0x01]);
-  assert.deepEqual([...encodeEntryHeader(OBJ_COMMIT, 1000)], [0x98, 0x3e]);
-  assert.deepEqual([...encodeEntryHeader(OBJ_TAG, 2 ** 40)], [
+  assertEquals([...encodeEntryHeader(OBJ_BLOB, 0)], [0x30]);
+  assertEquals([...encodeEntryHeader(OBJ_BLOB, 15)], [0x3f]);
+  assertEquals([...encodeEntryHeader(OBJ_BLOB, 16)], [0xb0, 0x01]);
+  assertEquals([...encodeEntryHeader(OBJ_COMMIT, 1000)], [0x98, 0x3e]);
+  assertEquals([...encodeEntryHeader(OBJ_TAG, 2 ** 40)], [
     0xc0,
     0x80,
     0x80,
@@ -44,13 +44,13 @@ Deno.test("encodeEntryHeader and encodeOfsOffset produce git's encodings", () =>
     0x80,
     0x02,
   ]);
-  assert.deepEqual([...encodeOfsOffset(1)], [0x01]);
-  assert.deepEqual([...encodeOfsOffset(127)], [0x7f]);
-  assert.deepEqual([...encodeOfsOffset(128)], [0x80, 0x00]);
-  assert.deepEqual([...encodeOfsOffset(16511)], [0xff, 0x7f]);
-  assert.deepEqual([...encodeOfsOffset(16512)], [0x80, 0x80, 0x00]);
-  assert.throws(() => encodeOfsOffset(0), RangeError);
-  assert.throws(() => encodeEntryHeader(OBJ_BLOB, -1), RangeError);
+  assertEquals([...encodeOfsOffset(1)], [0x01]);
+  assertEquals([...encodeOfsOffset(127)], [0x7f]);
+  assertEquals([...encodeOfsOffset(128)], [0x80, 0x00]);
+  assertEquals([...encodeOfsOffset(16511)], [0xff, 0x7f]);
+  assertEquals([...encodeOfsOffset(16512)], [0x80, 0x80, 0x00]);
+  assertThrows(() => encodeOfsOffset(0), RangeError);
+  assertThrows(() => encodeEntryHeader(OBJ_BLOB, -1), RangeError);
 });
 
 Deno.test("pack writer", async (t) => {
@@ -66,9 +66,9 @@ Deno.test("pack writer", async (t) => {
     for (const e of summary.entries) {
       const typeSize = encodeEntryHeader(e.type, e.size);
       const original = pack.subarray(e.offset, e.offset + e.headerLength);
-      assert.deepEqual(original.subarray(0, typeSize.length), typeSize, `entry ${e.index}`);
+      assertEquals(original.subarray(0, typeSize.length), typeSize, `entry ${e.index}`);
       if (e.type === OBJ_OFS_DELTA) {
-        assert.deepEqual(
+        assertEquals(
           original.subarray(typeSize.length),
           encodeOfsOffset(e.offset - e.baseOffset!),
         );
@@ -81,13 +81,13 @@ Deno.test("pack writer", async (t) => {
     const writer = new PackWriter(out.sink, summary.objects);
     for (const e of summary.entries) await writer.writeEntry(e, entryBytes(e.index));
     const result = await writer.finish();
-    assert.deepEqual(await out.bytes(), pack);
-    assert.deepEqual(result, {
+    assertEquals(await out.bytes(), pack);
+    assertEquals(result, {
       hash: summary.checksum,
       size: pack.length,
       objects: summary.objects,
     });
-    assert.equal(writer.hash, summary.checksum);
+    assertEquals(writer.hash, summary.checksum);
   });
 
   await t.step("streamed entries in random pieces give identical bytes", async () => {
@@ -104,7 +104,7 @@ Deno.test("pack writer", async (t) => {
       }
     }
     await writer.finish();
-    assert.deepEqual(await out.bytes(), pack);
+    assertEquals(await out.bytes(), pack);
   });
 
   await t.step(
@@ -121,17 +121,17 @@ Deno.test("pack writer", async (t) => {
       await writer.finish();
       const written = await out.bytes();
       const rescanned = await scanPack(chunked(written, [4096]));
-      assert.equal(rescanned.objects, kept.length);
+      assertEquals(rescanned.objects, kept.length);
       const moved = rescanned.entries.filter((e, i) =>
         e.type === OBJ_OFS_DELTA &&
         e.offset - e.baseOffset! !== kept[i].offset - kept[i].baseOffset!
       );
-      assert.ok(moved.length > 3, `only ${moved.length} delta headers re-encoded`);
+      assert(moved.length > 3, `only ${moved.length} delta headers re-encoded`);
       const original = await verifyPack(dir.path, "all", pack);
       const subset = await verifyPack(dir.path, "subset", written);
       const keptOffsets = new Set(kept.map((e) => e.offset));
       const expected = original.filter((o) => keptOffsets.has(o.offset)).map((o) => o.id);
-      assert.deepEqual(
+      assertEquals(
         subset.map((o) => o.id).sort(),
         expected.sort(),
       );
@@ -142,31 +142,39 @@ Deno.test("pack writer", async (t) => {
     const [first] = summary.entries;
     const tooFew = new PackWriter(memorySink().sink, 2);
     await tooFew.writeEntry(first, entryBytes(0));
-    await assert.rejects(
-      tooFew.finish(),
-      (e) => e instanceof PackFormatError && e.code === "bad-count",
+    assertEquals(
+      (await assertRejects(tooFew.finish(), PackFormatError)).code,
+      "bad-count",
     );
 
     const tooMany = new PackWriter(memorySink().sink, 1);
     await tooMany.writeEntry(first, entryBytes(0));
-    await assert.rejects(tooMany.writeEntry(first, entryBytes(0)), /refusing to write another/);
+    await assertRejects(
+      tooMany.writeEntry(first, entryBytes(0)),
+      Error,
+      /refusing to write another/,
+    );
 
     const short = new PackWriter(memorySink().sink, 1);
     await short.beginEntry(first, entryBytes(0).subarray(0, first.headerLength));
-    await assert.rejects(
-      short.finish(),
-      (e) => e instanceof PackFormatError && e.code === "size-mismatch",
+    assertEquals(
+      (await assertRejects(short.finish(), PackFormatError)).code,
+      "size-mismatch",
     );
-    await assert.rejects(
-      short.writeData(new Uint8Array(first.compressedLength + 1)),
-      (e) => e instanceof PackFormatError && e.code === "size-mismatch",
+    assertEquals(
+      (await assertRejects(
+        short.writeData(new Uint8Array(first.compressedLength + 1)),
+        PackFormatError,
+      )).code,
+      "size-mismatch",
     );
 
     const delta = summary.entries.find((e) => e.type === OBJ_OFS_DELTA)!;
     const orphan = new PackWriter(memorySink().sink, 1);
-    await assert.rejects(
-      orphan.writeEntry(delta, entryBytes(delta.index)),
-      (e) => e instanceof PackFormatError && e.code === "bad-delta-base",
+    assertEquals(
+      (await assertRejects(orphan.writeEntry(delta, entryBytes(delta.index)), PackFormatError))
+        .code,
+      "bad-delta-base",
     );
   });
 
@@ -176,10 +184,10 @@ Deno.test("pack writer", async (t) => {
     for (const e of summary.entries) {
       await writer.writeEntry(e, entryBytes(e.index));
       // At most the 64 KiB gathering buffer may be pending.
-      assert.ok(writer.size - out.received() <= 64 * 1024);
+      assert(writer.size - out.received() <= 64 * 1024);
     }
     await writer.finish();
-    assert.equal(out.received(), pack.length);
-    assert.ok(pack.length > 1 << 20, "the pack is big enough to need many sink writes");
+    assertEquals(out.received(), pack.length);
+    assert(pack.length > 1 << 20, "the pack is big enough to need many sink writes");
   });
 });

@@ -1,4 +1,4 @@
-import { assert, assertEquals, assertRejects, assertThrows } from "./wire_assert.ts";
+import { assert, assertEquals, assertRejects, assertThrows } from "../support/assert.ts";
 import { GitFormatError } from "../../src/git/errors.ts";
 import {
   DELIM_PKT,

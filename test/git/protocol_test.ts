@@ -1,6 +1,6 @@
 import { sha1 } from "@noble/hashes/legacy.js";
 import { bytesToHex } from "@noble/hashes/utils.js";
-import { assert, assertEquals, assertRejects, assertThrows } from "./wire_assert.ts";
+import { assert, assertEquals, assertRejects, assertThrows } from "../support/assert.ts";
 import { GitFormatError } from "../../src/git/errors.ts";
 import { decodePkts, encodePkts, pktBytes, PktLineReader } from "../../src/git/pktline.ts";
 import {

@@ -7,15 +7,7 @@ import { encodePkts } from "../../src/git/pktline.ts";
 import { type Origin, type OriginOptions, startOrigin } from "../support/origin.ts";
 import { addCommits, assertSameClone, makeRepo, refsOf } from "../support/fixtures.ts";
 import type { EdgeFactory, EdgeUnderTest, EdgeUnderTestOptions } from "../support/edge.ts";
-
-export function assert(cond: unknown, msg: string): asserts cond {
-  if (!cond) throw new Error(`assertion failed: ${msg}`);
-}
-
-export function assertEquals<T>(actual: T, expected: T, msg = ""): void {
-  const a = JSON.stringify(actual), e = JSON.stringify(expected);
-  if (a !== e) throw new Error(`assertion failed: ${msg}\n  actual:   ${a}\n  expected: ${e}`);
-}
+import { assert, assertEquals } from "../support/assert.ts";
 
 /**
  * Packfile URIs a traced stock-git clone fetched: each `git http-fetch --packfile=<hash> … <uri>`

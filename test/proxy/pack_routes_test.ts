@@ -1,5 +1,5 @@
 import { parseRange } from "../../src/proxy/pack_routes.ts";
-import { assertEquals } from "./edge_suite.ts";
+import { assertEquals } from "../support/assert.ts";
 
 Deno.test("Range headers parse like RFC 9110 single byte ranges", () => {
   assertEquals(parseRange(null, 100), undefined);

@@ -3,7 +3,7 @@
  * controllable builder: single-flight, durable state across instances, failures, alarms.
  * The end-to-end behaviour inside workerd with real git is in `worker_edge_test.ts`.
  */
-import assert from "node:assert/strict";
+import { assert, assertEquals, assertRejects } from "../support/assert.ts";
 import type { Manifest, OriginAuth, RepoRef } from "../../src/proxy/deps.ts";
 import {
   type Builder,
@@ -87,19 +87,19 @@ const settle = () => new Promise((resolve) => setTimeout(resolve, 0));
 
 Deno.test("concurrent warms and schedules share one build", async () => {
   const { builder, snapshots } = setup();
-  assert.equal((await snapshots.status(REPO)).state, "none");
+  assertEquals((await snapshots.status(REPO)).state, "none");
   const warms = [snapshots.warm(REPO, NO_AUTH), snapshots.warm(REPO, NO_AUTH)];
-  assert.equal(snapshots.schedule(REPO, NO_AUTH), false, "schedule joins the running build");
+  assertEquals(snapshots.schedule(REPO, NO_AUTH), false, "schedule joins the running build");
   await settle();
-  assert.equal((await snapshots.status(REPO)).state, "building");
+  assertEquals((await snapshots.status(REPO)).state, "building");
   builder.release();
   const results = await Promise.all(warms);
-  assert.equal(builder.calls.length, 1);
-  assert.deepEqual(results.map((r) => r.started), [true, false]);
+  assertEquals(builder.calls.length, 1);
+  assertEquals(results.map((r) => r.started), [true, false]);
   for (const { status } of results) {
-    assert.equal(status.state, "ready");
-    assert.equal(status.builds, 1);
-    assert.deepEqual(status.packs, [{ hash: "1".repeat(40), bytes: 100 }]);
+    assertEquals(status.state, "ready");
+    assertEquals(status.builds, 1);
+    assertEquals(status.packs, [{ hash: "1".repeat(40), bytes: 100 }]);
   }
 });
 
@@ -111,13 +111,13 @@ Deno.test("the manifest and counters survive a new instance over the same storag
   await warmed;
   const second = setup(first.storage);
   const manifest = await second.snapshots.manifest(REPO);
-  assert.equal(manifest?.builtAt, 1000);
+  assertEquals(manifest?.builtAt, 1000);
   const refreshed = second.snapshots.warm(REPO, NO_AUTH);
   await settle();
   second.builder.release();
   const { status } = await refreshed;
-  assert.equal(status.builds, 2);
-  assert.equal(
+  assertEquals(status.builds, 2);
+  assertEquals(
     second.builder.calls[0].previous?.builtAt,
     1000,
     "refresh starts from the stored manifest",
@@ -135,15 +135,15 @@ Deno.test("a failed build keeps the old manifest and reports lastError", async (
   await settle();
   builder.release();
   await settle();
-  assert.equal(backgroundErrors.length, 1);
+  assertEquals(backgroundErrors.length, 1);
   const status = await snapshots.status(REPO);
-  assert.equal(status.state, "ready");
-  assert.equal(status.lastError, "origin answered 500");
-  assert.equal(status.builtAt, 1000);
+  assertEquals(status.state, "ready");
+  assertEquals(status.lastError, "origin answered 500");
+  assertEquals(status.builtAt, 1000);
   const failing = snapshots.warm(REPO, NO_AUTH);
   await settle();
   builder.release();
-  await assert.rejects(failing, /origin answered 500/);
+  await assertRejects(failing, Error, /origin answered 500/);
 });
 
 Deno.test("credential-free builds arm the refresh alarm; the alarm rebuilds", async () => {
@@ -152,24 +152,24 @@ Deno.test("credential-free builds arm the refresh alarm; the alarm rebuilds", as
   await settle();
   builder.release();
   await withAuth;
-  assert.equal(storage.alarm, null, "credentialed snapshots are not refreshed without a client");
-  assert.ok(!JSON.stringify([...storage.values]).includes("Basic"), "credentials are not stored");
+  assertEquals(storage.alarm, null, "credentialed snapshots are not refreshed without a client");
+  assert(!JSON.stringify([...storage.values]).includes("Basic"), "credentials are not stored");
   const open = snapshots.warm(REPO, NO_AUTH);
   await settle();
   builder.release();
   await open;
-  assert.equal(storage.alarm, 65_000);
+  assertEquals(storage.alarm, 65_000);
   const refresh = snapshots.refresh();
   await settle();
   builder.release();
   await refresh;
-  assert.equal(builder.calls.length, 3);
-  assert.deepEqual(builder.calls[2].auth, NO_AUTH);
-  assert.ok(storage.values.has(MANIFEST_KEY));
+  assertEquals(builder.calls.length, 3);
+  assertEquals(builder.calls[2].auth, NO_AUTH);
+  assert(storage.values.has(MANIFEST_KEY));
 });
 
 Deno.test("calls naming another repository are refused", async () => {
   const { snapshots } = setup();
   await snapshots.status(REPO);
-  await assert.rejects(snapshots.status({ ...REPO, id: "cd".repeat(16) }), RepoMismatchError);
+  await assertRejects(snapshots.status({ ...REPO, id: "cd".repeat(16) }), RepoMismatchError);
 });

@@ -1,5 +1,5 @@
 import { RepoPathError, resolveRepo, splitGitPath } from "../../src/proxy/repo.ts";
-import { assert, assertEquals } from "./edge_suite.ts";
+import { assert, assertEquals } from "../support/assert.ts";
 
 const base = { chunks: 1, urlTtlSeconds: 60, maxRequestBytes: 1024 };
 

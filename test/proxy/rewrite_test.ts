@@ -6,7 +6,7 @@
  */
 import { sha1 } from "@noble/hashes/legacy.js";
 import { bytesToHex } from "@noble/hashes/utils.js";
-import { assert, assertEquals, assertRejects } from "../git/wire_assert.ts";
+import { assert, assertEquals, assertRejects } from "../support/assert.ts";
 import { PktLineError, PktLineReader } from "../../src/git/pktline.ts";
 import {
   encodeFetchSection,

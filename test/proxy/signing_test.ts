@@ -1,5 +1,5 @@
 import { expiryFor, UrlSigner } from "../../src/proxy/signing.ts";
-import { assert, assertEquals } from "./edge_suite.ts";
+import { assert, assertEquals } from "../support/assert.ts";
 
 const key = new TextEncoder().encode("0123456789abcdef0123456789abcdef");
 

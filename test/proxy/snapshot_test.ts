@@ -10,7 +10,7 @@ import { FsPackStore } from "../../src/storage/fs.ts";
 import { git, tempDir } from "../support/git.ts";
 import { startOrigin } from "../support/origin.ts";
 import { addCommits, makeRepo } from "../support/fixtures.ts";
-import { assert, assertEquals } from "./edge_suite.ts";
+import { assert, assertEquals } from "../support/assert.ts";
 
 const noAuth = { headers: {} };
 
