@@ -4,6 +4,7 @@
  *
  * @module
  */
+import { concat } from "../../src/git/pktline.ts";
 
 /** How {@link chunked} cuts its input. */
 export type ChunkPlan =
@@ -86,24 +87,12 @@ export function chunked(bytes: Uint8Array, plan: ChunkPlan): ReadableStream<Uint
 /** Reads a stream to the end and returns all its bytes concatenated. */
 export async function collect(stream: ReadableStream<Uint8Array>): Promise<Uint8Array> {
   const parts: Uint8Array[] = [];
-  let total = 0;
-  for await (const chunk of stream) {
-    parts.push(chunk);
-    total += chunk.length;
-  }
-  return concatBytes(parts, total);
+  for await (const chunk of stream) parts.push(chunk);
+  return concat(parts);
 }
 
-/** Concatenates byte arrays. */
-export function concatBytes(parts: Uint8Array[], total?: number): Uint8Array {
-  const out = new Uint8Array(total ?? parts.reduce((n, p) => n + p.length, 0));
-  let at = 0;
-  for (const p of parts) {
-    out.set(p, at);
-    at += p.length;
-  }
-  return out;
-}
+/** Concatenates byte arrays: `src/git/pktline.ts`'s `concat`, under the name the tests use. */
+export { concat as concatBytes };
 
 /** UTF-8 encodes a string (shorthand for tests). */
 export function utf8(text: string): Uint8Array {
