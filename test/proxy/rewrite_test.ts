@@ -271,7 +271,7 @@ async function readAtLeast(
     parts.push(value);
     got += value.length;
   }
-  return concatBytes(parts, got);
+  return concatBytes(parts);
 }
 
 Deno.test("injectBeforePackfile on real upload-pack responses", async (t) => {
