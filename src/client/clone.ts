@@ -8,6 +8,7 @@ import { type CredentialHelper, CredentialManager, GitCredentialHelper } from ".
 import { chooseCheckout, wantedObjects } from "./checkout.ts";
 import { defaultDirectory, prepareTarget, removeTarget } from "./clone_target.ts";
 import { fetchPackfiles } from "./fetch_packfiles.ts";
+import { settleAll } from "./pool.ts";
 import { runGit } from "./git_command.ts";
 import { indexInlinePack } from "./inline_pack.ts";
 import type { PackfileResult, PackfileUri } from "./packfile_download.ts";
@@ -95,21 +96,35 @@ async function cloneInto(
   const http = new SmartHttpClient({ credentials, fetch: options.fetch, signal: options.signal });
   options.progress?.phase("Connecting");
   const session = await UploadPackSession.connect(http);
+  const format = `--object-format=${session.objectFormat}`;
+  const init = runGit(["init", "-q", format, ...(bare ? ["--bare"] : []), directory]);
+  // Observed here, awaited below: a failed ls-refs must not leave it unhandled.
+  init.catch(() => {});
   const refs = await session.lsRefs(["refs/heads/", "refs/tags/", "HEAD"]);
   const checkout = chooseCheckout(refs, options.branch);
-  const format = `--object-format=${session.objectFormat}`;
-  await runGit(["init", "-q", format, ...(bare ? ["--bare"] : []), directory]);
+  await init;
   const gitDir = bare ? directory : `${directory}/.git`;
 
-  const received = await receiveObjects(session, wantedObjects(refs), gitDir, credentials, options);
-  await writeRefs(gitDir, refs, bare);
-  await configureRemote(gitDir, options.url, bare);
-  const head = await writeHead(gitDir, checkout, bare);
-  if (!bare) await writeRemoteHead(gitDir, refs);
-  if (!bare && checkout.oid !== null) {
-    options.progress?.phase("Checking out");
-    await runGit(["reset", "-q", "--hard"], { cwd: directory });
-  }
+  const wants = wantedObjects(refs);
+  const received = await receiveObjects(session, wants, gitDir, credentials, options);
+  // The connectivity check and writing refs/checkout are independent; a failure of either
+  // fails the clone (and the directory is removed).
+  const finish = async () => {
+    await writeRefs(gitDir, refs, bare);
+    await configureRemote(gitDir, options.url, bare);
+    const head = await writeHead(gitDir, checkout, bare);
+    if (!bare) await writeRemoteHead(gitDir, refs);
+    if (!bare && checkout.oid !== null) {
+      options.progress?.phase("Checking out");
+      await runGit(["reset", "-q", "--hard"], { cwd: directory });
+    }
+    return head;
+  };
+  if (wants.length > 0) options.progress?.phase("Checking connectivity");
+  const [, head] = await settleAll<[void, string | null]>([
+    wants.length > 0 ? checkConnectivity(gitDir, wants) : Promise.resolve(),
+    finish(),
+  ]);
   return { ...received, head };
 }
 
@@ -117,8 +132,8 @@ async function cloneInto(
 type Received = Pick<CloneSummary, "bytesInline" | "bytesByUri" | "packs">;
 
 /**
- * Fetches `wants`: indexes the inline pack, then downloads the announced packfile URIs in
- * parallel, then checks that everything the refs need is present.
+ * Fetches `wants`: indexes the inline pack while downloading the announced packfile URIs in
+ * parallel. The caller checks connectivity.
  */
 async function receiveObjects(
   session: UploadPackSession,
@@ -135,16 +150,16 @@ async function receiveObjects(
     onRemoteProgress: options.progress?.remote?.bind(options.progress),
   });
   const baseUrl = session.http.baseUrl;
-  const bytesInline = await indexInlinePack(
-    response.pack,
-    gitDir,
-    baseUrl,
-    options.progress,
-    options.signal,
-  );
-  const packs = await fetchUriPacks(response.uris, gitDir, baseUrl, credentials, options);
-  options.progress?.phase("Checking connectivity");
-  await checkConnectivity(gitDir, wants);
+  // The URI packs are self-contained, so their downloads need not wait for the inline pack's
+  // index (stock git waits); a failure of either stops the other.
+  const stop = new AbortController();
+  const signal = options.signal ? AbortSignal.any([options.signal, stop.signal]) : stop.signal;
+  const both = [
+    indexInlinePack(response.pack, gitDir, baseUrl, options.progress, signal),
+    fetchUriPacks(response.uris, gitDir, baseUrl, credentials, { ...options, signal }),
+  ] as const;
+  both.forEach((p) => p.catch((error) => stop.abort(error)));
+  const [bytesInline, packs] = await settleAll<[number, PackfileResult[]]>(both);
   const bytesByUri = packs.reduce((sum, p) => sum + p.bytes, 0);
   return { bytesInline, bytesByUri, packs };
 }

@@ -62,3 +62,16 @@ export async function runPool<T>(
   if (controller.signal.aborted) throw controller.signal.reason;
   return results;
 }
+
+/**
+ * Awaits every promise, then throws the first rejection (in argument order) if any: unlike
+ * `Promise.all`, nothing is still running when the caller sees the failure.
+ */
+export async function settleAll<T extends readonly unknown[]>(
+  promises: { readonly [K in keyof T]: Promise<T[K]> },
+): Promise<T> {
+  const settled = await Promise.allSettled(promises);
+  const failed = settled.find((r) => r.status === "rejected");
+  if (failed) throw failed.reason;
+  return settled.map((r) => (r as PromiseFulfilledResult<unknown>).value) as unknown as T;
+}

@@ -1,5 +1,5 @@
 import { assert, assertEquals, assertRejects } from "../support/assert.ts";
-import { runPool } from "../../src/client/pool.ts";
+import { runPool, settleAll } from "../../src/client/pool.ts";
 import { sleep } from "../../src/client/backoff.ts";
 
 Deno.test("runPool keeps at most N tasks in flight and returns results in order", async () => {
@@ -54,4 +54,27 @@ Deno.test("runPool honours an outer abort signal", async () => {
 Deno.test("runPool with no tasks resolves to an empty list", async () => {
   assert(Array.isArray(await runPool([], { concurrency: 4 })));
   assertEquals(await runPool<number>([], { concurrency: 4 }), []);
+});
+
+Deno.test("settleAll throws the first failure only after every promise settled", async () => {
+  let slowDone = false;
+  const slow = new Promise<number>((r) =>
+    setTimeout(() => {
+      slowDone = true;
+      r(1);
+    }, 30)
+  );
+  const failing = Promise.reject(new Error("boom"));
+  let caught: unknown;
+  try {
+    await settleAll<[number, never]>([slow, failing]);
+  } catch (e) {
+    caught = e;
+  }
+  assert(caught instanceof Error && caught.message === "boom", "first failure thrown");
+  assert(slowDone, "the slow promise had settled first");
+  assertEquals(await settleAll<[number, string]>([Promise.resolve(1), Promise.resolve("a")]), [
+    1,
+    "a",
+  ]);
 });
