@@ -9,7 +9,7 @@
 import { Log, LogLevel, Miniflare } from "miniflare";
 import type { EdgeConfig } from "../../src/proxy/deps.ts";
 import type { R2Bucket } from "../../edge/worker_types.ts";
-import type { EdgeFactory } from "../support/edge.ts";
+import { edgeConfigFor, type EdgeFactory } from "../support/edge.ts";
 
 /** `deno bundle` failed. */
 export class WorkerBundleError extends Error {
@@ -143,17 +143,7 @@ export function workerVars(
  * hooks reaching into Miniflare's local R2 bucket.
  */
 export const workerEdgeFactory: EdgeFactory = async (opts) => {
-  const worker = await startWorkerEdge({
-    config: {
-      origin: opts.origin,
-      allowHosts: opts.allowHosts,
-      multiOriginScheme: opts.allowHosts ? "http" : undefined,
-      chunks: opts.chunks ?? 3,
-      urlTtlSeconds: opts.urlTtlSeconds ?? 3600,
-      adminToken: opts.adminToken,
-      ...(opts.maxRequestBytes ? { maxRequestBytes: opts.maxRequestBytes } : {}),
-    },
-  });
+  const worker = await startWorkerEdge({ config: edgeConfigFor(opts) });
   return {
     runtime: "worker",
     url: worker.url,

@@ -3,6 +3,7 @@
  * `EdgeFactory`, so the same cases run against the Deno server and the Worker in workerd.
  */
 import { startDenoEdge } from "../../edge/deno.ts";
+import type { EdgeConfig } from "../../src/proxy/deps.ts";
 
 export interface EdgeUnderTestOptions {
   /** Origin base URL (single-origin mode); omit for multi-origin mode with `allowHosts`. */
@@ -32,22 +33,30 @@ export interface EdgeUnderTest extends AsyncDisposable {
 
 export type EdgeFactory = (opts: EdgeUnderTestOptions) => Promise<EdgeUnderTest>;
 
+/**
+ * The edge configuration `opts` asks for, the same for every runtime: multi-origin mode over http
+ * (test origins are plain HTTP), 3 packs per layer and hour-long URLs unless set.
+ */
+export function edgeConfigFor(opts: EdgeUnderTestOptions): Partial<EdgeConfig> {
+  return {
+    origin: opts.origin,
+    allowHosts: opts.allowHosts,
+    multiOriginScheme: opts.allowHosts ? "http" : undefined,
+    chunks: opts.chunks ?? 3,
+    urlTtlSeconds: opts.urlTtlSeconds ?? 3600,
+    adminToken: opts.adminToken,
+    ...(opts.maxRequestBytes ? { maxRequestBytes: opts.maxRequestBytes } : {}),
+    ...(opts.publicUrl ? { publicUrl: opts.publicUrl } : {}),
+  };
+}
+
 /** The Deno server with a filesystem store in a fresh temp dir. */
 export const denoEdgeFactory: EdgeFactory = async (opts) => {
   const store = await Deno.makeTempDir({ prefix: "gitedge-store-" });
   const edge = await startDenoEdge({
     store,
     port: opts.port ?? 0,
-    config: {
-      origin: opts.origin,
-      allowHosts: opts.allowHosts,
-      multiOriginScheme: opts.allowHosts ? "http" : undefined,
-      chunks: opts.chunks ?? 3,
-      urlTtlSeconds: opts.urlTtlSeconds ?? 3600,
-      adminToken: opts.adminToken,
-      ...(opts.maxRequestBytes ? { maxRequestBytes: opts.maxRequestBytes } : {}),
-      ...(opts.publicUrl ? { publicUrl: opts.publicUrl } : {}),
-    },
+    config: edgeConfigFor(opts),
     onBuildError: () => {},
   });
   const stop = async () => {
