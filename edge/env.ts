@@ -3,6 +3,12 @@
  * `wrangler.toml` `[vars]`, secrets from `wrangler secret put`; both arrive as strings.
  */
 import type { EdgeConfig } from "../src/proxy/deps.ts";
+import {
+  ConfigValueError,
+  parseHttpUrl,
+  parseIntAtLeast,
+  parseSigningKeyHex,
+} from "../src/proxy/config_parse.ts";
 import type { DurableObjectNamespace, R2Bucket } from "./worker_types.ts";
 
 /** Everything the Worker and its Durable Object are bound to. */
@@ -82,10 +88,7 @@ export function signingKeyFromEnv(env: Env): Uint8Array {
       "the EDGE_SIGNING_KEY secret is not set (openssl rand -hex 32 | wrangler secret put EDGE_SIGNING_KEY)",
     );
   }
-  if (!/^([0-9a-f]{2}){16,}$/i.test(hex)) {
-    throw new WorkerConfigError("EDGE_SIGNING_KEY must be at least 32 hex digits");
-  }
-  return Uint8Array.from(hex.match(/../g) ?? [], (pair) => parseInt(pair, 16));
+  return parsed("EDGE_SIGNING_KEY", hex, parseSigningKeyHex, { secret: true });
 }
 
 /** R2 multipart part size in bytes, from `R2_PART_MIB`. */
@@ -114,22 +117,28 @@ type NumericVar =
 function integer(env: Env, name: NumericVar, min: number): number | undefined {
   const raw = optional(env[name]);
   if (raw === undefined) return undefined;
-  const n = Number(raw);
-  if (!Number.isSafeInteger(n) || n < min) {
-    throw new WorkerConfigError(`${name} must be an integer >= ${min}, got '${raw}'`);
-  }
-  return n;
+  return parsed(name, raw, (text) => parseIntAtLeast(text, min));
 }
 
 function httpUrl(name: string, value: string): string {
-  let url: URL;
+  return parsed(name, value, parseHttpUrl);
+}
+
+/**
+ * Runs `parse` on the value of `name`, turning a malformed value into a `WorkerConfigError` that
+ * quotes the value, unless it is a secret.
+ */
+function parsed<T>(
+  name: string,
+  value: string,
+  parse: (text: string) => T,
+  { secret = false } = {},
+): T {
   try {
-    url = new URL(value);
-  } catch {
-    throw new WorkerConfigError(`${name} must be a URL, got '${value}'`);
+    return parse(value);
+  } catch (error) {
+    if (!(error instanceof ConfigValueError)) throw error;
+    const got = secret ? "" : `, got '${value}'`;
+    throw new WorkerConfigError(`${name} must be ${error.expected}${got}`);
   }
-  if (url.protocol !== "https:" && url.protocol !== "http:") {
-    throw new WorkerConfigError(`${name} must be an http(s) URL, got '${value}'`);
-  }
-  return value.replace(/\/+$/, "");
 }

@@ -1,5 +1,11 @@
 /** `gitedge serve`: run the edge on Deno with the filesystem store. */
 import { startDenoEdge } from "../../edge/deno.ts";
+import {
+  ConfigValueError,
+  parseHttpUrl,
+  parseIntAtLeast,
+  parseSigningKeyHex,
+} from "./config_parse.ts";
 
 const HELP = `usage: gitedge serve [options]
 
@@ -41,24 +47,25 @@ export interface ServeOptions {
 }
 
 function positiveInt(flag: string, v: string, min = 1): number {
-  const n = Number(v);
-  if (!Number.isSafeInteger(n) || n < min) {
-    throw new UsageError(`${flag} needs an integer >= ${min}`);
-  }
-  return n;
+  return parsed(v, (text) => parseIntAtLeast(text, min), (expected) => `${flag} needs ${expected}`);
 }
 
 function httpUrl(flag: string, v: string): string {
-  let u: URL;
+  return parsed(v, parseHttpUrl, (expected) => `${flag} needs ${expected}, got '${v}'`);
+}
+
+/** Runs `parse` on `value`, turning a malformed value into a `UsageError` worded by `message`. */
+function parsed<T>(
+  value: string,
+  parse: (text: string) => T,
+  message: (expected: string) => string,
+): T {
   try {
-    u = new URL(v);
-  } catch {
-    throw new UsageError(`${flag} needs a URL, got '${v}'`);
+    return parse(value);
+  } catch (error) {
+    if (!(error instanceof ConfigValueError)) throw error;
+    throw new UsageError(message(error.expected));
   }
-  if (u.protocol !== "http:" && u.protocol !== "https:") {
-    throw new UsageError(`${flag} needs an http(s) URL`);
-  }
-  return v.replace(/\/+$/, "");
 }
 
 export function parseServeArgs(
@@ -131,10 +138,7 @@ export function parseServeArgs(
 
 function signingKeyFromEnv(hex: string | undefined): Uint8Array | undefined {
   if (!hex) return undefined;
-  if (!/^([0-9a-f]{2}){16,}$/i.test(hex)) {
-    throw new UsageError("GITEDGE_SIGNING_KEY must be at least 32 hex digits");
-  }
-  return Uint8Array.from(hex.match(/../g)!, (h) => parseInt(h, 16));
+  return parsed(hex, parseSigningKeyHex, (expected) => `GITEDGE_SIGNING_KEY must be ${expected}`);
 }
 
 export async function serveMain(args: string[]): Promise<number> {
