@@ -1,4 +1,5 @@
 /** Scripted failures for the test file server and relay. */
+import { piecewise } from "./streams.ts";
 import { sleep } from "./throttle.ts";
 
 /** One kind of failure, applied to the next `times` requests for its path. */
@@ -77,48 +78,32 @@ export function applyBodyFault(
   placement: BodyPlacement,
 ): ReadableStream<Uint8Array> {
   if (!fault || !["truncate", "corrupt", "stall"].includes(fault.kind)) return body;
-  const reader = body.getReader();
-  const cancelled = new AbortController();
   let sent = 0;
   let stalled = false;
-  let pending: Uint8Array | null = null;
-  return new ReadableStream<Uint8Array>({
-    async pull(controller) {
-      if (!pending || pending.byteLength === 0) {
-        const { done, value } = await reader.read();
-        if (done) {
-          controller.close();
-          return;
-        }
-        pending = value;
+  return piecewise(body, async (rest, { controller, signal, cancelSource }) => {
+    let chunk = rest;
+    if (fault.kind === "stall" && !stalled) {
+      if (sent >= fault.afterBytes) {
+        stalled = true;
+        await sleep(fault.ms, signal);
+      } else chunk = chunk.subarray(0, fault.afterBytes - sent);
+    }
+    if (fault.kind === "truncate") {
+      if (sent >= fault.afterBytes) {
+        await cancelSource();
+        // With a declared length, ending early makes the server drop the connection quietly.
+        if (placement.lengthDeclared) controller.close();
+        else controller.error(new InjectedTruncation(fault.afterBytes));
+        return 0;
       }
-      let chunk = pending;
-      if (fault.kind === "stall" && !stalled) {
-        if (sent >= fault.afterBytes) {
-          stalled = true;
-          await sleep(fault.ms, cancelled.signal);
-        } else chunk = chunk.subarray(0, fault.afterBytes - sent);
-      }
-      if (fault.kind === "truncate") {
-        if (sent >= fault.afterBytes) {
-          await reader.cancel();
-          // With a declared length, ending early makes the server drop the connection quietly.
-          if (placement.lengthDeclared) controller.close();
-          else controller.error(new InjectedTruncation(fault.afterBytes));
-          return;
-        }
-        chunk = chunk.subarray(0, fault.afterBytes - sent);
-      }
-      pending = pending.subarray(chunk.byteLength);
-      if (fault.kind === "corrupt") chunk = corrupted(chunk, fault.atByte - placement.start - sent);
-      sent += chunk.byteLength;
-      controller.enqueue(chunk);
-    },
-    cancel(reason) {
-      cancelled.abort(reason);
-      return reader.cancel(reason);
-    },
-  }, { highWaterMark: 0 });
+      chunk = chunk.subarray(0, fault.afterBytes - sent);
+    }
+    const used = chunk.byteLength;
+    if (fault.kind === "corrupt") chunk = corrupted(chunk, fault.atByte - placement.start - sent);
+    sent += chunk.byteLength;
+    controller.enqueue(chunk);
+    return used;
+  });
 }
 
 /** A copy of `chunk` with the byte at `index` inverted, or `chunk` itself if out of range. */

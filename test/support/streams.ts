@@ -98,3 +98,50 @@ export { concat as concatBytes };
 export function utf8(text: string): Uint8Array {
   return new TextEncoder().encode(text);
 }
+
+/** What a {@link piecewise} step may use besides the bytes it is given. */
+export interface PieceContext {
+  /** The output stream's controller: a step enqueues, closes or errors through it. */
+  controller: ReadableStreamDefaultController<Uint8Array>;
+  /** Aborted when the consumer cancels the output; pass it to any wait. */
+  signal: AbortSignal;
+  /** Cancels the source, for a step that ends the output early. */
+  cancelSource(): Promise<void>;
+}
+
+/**
+ * A pull-based stream (nothing is read ahead) that passes `source` on piece by piece: each pull
+ * calls `step` with the unsent rest of the current source chunk, reading the next chunk when that
+ * is used up, and closes at the source's end. `step` returns how many bytes of the rest it used;
+ * every call must enqueue, close or error (a pull that does none of these is never repeated).
+ */
+export function piecewise(
+  source: ReadableStream<Uint8Array>,
+  step: (rest: Uint8Array, context: PieceContext) => Promise<number>,
+): ReadableStream<Uint8Array> {
+  const reader = source.getReader();
+  const cancelled = new AbortController();
+  let rest: Uint8Array | null = null;
+  return new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      if (!rest || rest.byteLength === 0) {
+        const { done, value } = await reader.read();
+        if (done) {
+          controller.close();
+          return;
+        }
+        rest = value;
+      }
+      const used = await step(rest, {
+        controller,
+        signal: cancelled.signal,
+        cancelSource: () => reader.cancel(),
+      });
+      rest = rest.subarray(used);
+    },
+    cancel(reason) {
+      cancelled.abort(reason);
+      return reader.cancel(reason);
+    },
+  }, { highWaterMark: 0 });
+}

@@ -1,4 +1,5 @@
 /** Bandwidth caps for test servers: a token bucket and a stream that respects it. */
+import { piecewise } from "./streams.ts";
 
 /** The largest burst a throttled stream may send at once. */
 export const MAX_BURST = 16 * 1024;
@@ -66,31 +67,14 @@ export function throttle(
   source: ReadableStream<Uint8Array>,
   bucket: TokenBucket,
 ): ReadableStream<Uint8Array> {
-  const reader = source.getReader();
-  const cancelled = new AbortController();
   // Waiting for only a quarter of the burst leaves room for timer lateness: tokens that accrue
   // while a timer fires late are sent (up to the burst) instead of lost, so the rate holds.
   const pieceSize = Math.max(1, Math.floor(bucket.burst / 4));
-  let pending: Uint8Array | null = null;
-  return new ReadableStream<Uint8Array>({
-    async pull(controller) {
-      if (!pending || pending.byteLength === 0) {
-        const { done, value } = await reader.read();
-        if (done) {
-          controller.close();
-          return;
-        }
-        pending = value;
-      }
-      const n = await bucket.takeUpTo(pending.byteLength, pieceSize, cancelled.signal);
-      controller.enqueue(pending.subarray(0, n));
-      pending = pending.subarray(n);
-    },
-    cancel(reason) {
-      cancelled.abort(reason);
-      return reader.cancel(reason);
-    },
-  }, { highWaterMark: 0 });
+  return piecewise(source, async (rest, { controller, signal }) => {
+    const n = await bucket.takeUpTo(rest.byteLength, pieceSize, signal);
+    controller.enqueue(rest.subarray(0, n));
+    return n;
+  });
 }
 
 /** Resolves after `ms`; rejects with the signal's reason if aborted first. */
