@@ -41,6 +41,7 @@ import {
 import {
   advertisement,
   captureCloneRequests,
+  fetchRequest,
   makeRepo,
   type TestRepo,
   uploadPack,
@@ -70,14 +71,6 @@ interface Transcripts {
   readyResponse: Uint8Array;
   lsRefsResponse: Uint8Array;
   unbornResponse: Uint8Array;
-}
-
-function fetchRequest(args: string[]): Uint8Array {
-  return serializeCommandRequest({
-    command: "fetch",
-    capabilities: ["agent=git/2.39.5", "object-format=sha1"],
-    args,
-  });
 }
 
 const LS_REFS: CommandRequest = {

@@ -8,6 +8,7 @@
 
 import { git, gitBytes } from "../support/git.ts";
 import { seededRandom } from "../support/streams.ts";
+import { serializeCommandRequest } from "../../src/git/protocol.ts";
 
 /**
  * A throwaway repository: two commits on main (the second adds a large
@@ -101,4 +102,13 @@ export async function captureCloneRequests(
     `${capture}.clone`,
   ]);
   return await Deno.readFile(capture);
+}
+
+/** A protocol v2 `fetch` request with `args`, with the capabilities git 2.39 sends. */
+export function fetchRequest(args: string[]): Uint8Array {
+  return serializeCommandRequest({
+    command: "fetch",
+    capabilities: ["agent=git/2.39.5", "object-format=sha1"],
+    args,
+  });
 }

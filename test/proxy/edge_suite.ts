@@ -2,7 +2,7 @@
  * End-to-end cases for an edge in front of a real `git http-backend` origin, driven by stock git.
  * Registered once per runtime: `edgeSuite(denoEdgeFactory)` and `edgeSuite(workerEdgeFactory)`.
  */
-import { git, GitCommandError, tempDir } from "../support/git.ts";
+import { git, GIT_ENV, GitCommandError, tempDir } from "../support/git.ts";
 import { encodePkts } from "../../src/git/pktline.ts";
 import { type Origin, type OriginOptions, startOrigin } from "../support/origin.ts";
 import { addCommits, assertSameClone, makeRepo, refsOf } from "../support/fixtures.ts";
@@ -23,17 +23,18 @@ export function urisFetched(trace: string): { hash: string; uri: string }[] {
   return [...out.values()];
 }
 
-/** Runs stock git with its trace on stderr; returns stderr. Throws on failure. */
-export async function tracedGit(args: string[], cwd?: string): Promise<string> {
+/**
+ * Runs stock git with `GIT_TRACE` (plus `opts.env`, e.g. `GIT_TRACE_PACKET`) on stderr; returns
+ * stderr. Throws on failure.
+ */
+export async function tracedGit(
+  args: string[],
+  opts: { cwd?: string; env?: Record<string, string> } = {},
+): Promise<string> {
   const out = await new Deno.Command("git", {
     args,
-    cwd,
-    env: {
-      GIT_CONFIG_NOSYSTEM: "1",
-      GIT_CONFIG_GLOBAL: "/dev/null",
-      GIT_TERMINAL_PROMPT: "0",
-      GIT_TRACE: "1",
-    },
+    cwd: opts.cwd,
+    env: { ...GIT_ENV, GIT_TRACE: "1", ...opts.env },
     stdout: "piped",
     stderr: "piped",
   }).output();
@@ -42,6 +43,18 @@ export async function tracedGit(args: string[], cwd?: string): Promise<string> {
     throw new GitCommandError(args, out.code, stderr.split("\n").slice(-15).join("\n"));
   }
   return stderr;
+}
+
+/** POSTs a protocol v2 request `body` to `${repoUrl}/git-upload-pack`, as git does. */
+async function postUploadPack(repoUrl: string, body: Uint8Array): Promise<Response> {
+  return await fetch(`${repoUrl}/git-upload-pack`, {
+    method: "POST",
+    headers: {
+      "git-protocol": "version=2",
+      "content-type": "application/x-git-upload-pack-request",
+    },
+    body: body as Uint8Array<ArrayBuffer>,
+  });
 }
 
 async function status(edge: EdgeUnderTest, repo: string): Promise<Record<string, unknown>> {
@@ -61,7 +74,15 @@ export async function warm(
   return body.snapshot;
 }
 
-const URI_CLONE = ["-c", "fetch.uriProtocols=http", "-c", "protocol.version=2", "clone", "-q"];
+/** `git clone` arguments for a protocol v2 clone that accepts http packfile URIs. */
+export const URI_CLONE = [
+  "-c",
+  "fetch.uriProtocols=http",
+  "-c",
+  "protocol.version=2",
+  "clone",
+  "-q",
+];
 
 interface World {
   origin: Origin;
@@ -318,14 +339,7 @@ export function edgeSuite(factory: EdgeFactory, runtime: string): void {
         "done\n",
         "flush",
       ]);
-      const anonFetch = await fetch(`${w.edge.url}/p.git/git-upload-pack`, {
-        method: "POST",
-        headers: {
-          "git-protocol": "version=2",
-          "content-type": "application/x-git-upload-pack-request",
-        },
-        body: body as Uint8Array<ArrayBuffer>,
-      });
+      const anonFetch = await postUploadPack(`${w.edge.url}/p.git`, body);
       assertEquals(anonFetch.status, 401, "anonymous fetch refused by the origin");
       assert(anonFetch.headers.get("www-authenticate")?.startsWith("Basic"), "challenge forwarded");
       assert(!(await anonFetch.text()).includes("/_edge/packs/"), "no URIs to the unauthorised");
@@ -357,14 +371,7 @@ export function edgeSuite(factory: EdgeFactory, runtime: string): void {
     const want = `want ${"a".repeat(40)}\n`;
     const lines = Array.from({ length: 2000 }, () => want);
     const big = encodePkts(["command=fetch\n", "delim", ...lines, "flush"]);
-    const res = await fetch(`${w.edge.url}/r.git/git-upload-pack`, {
-      method: "POST",
-      headers: {
-        "git-protocol": "version=2",
-        "content-type": "application/x-git-upload-pack-request",
-      },
-      body: big as Uint8Array<ArrayBuffer>,
-    });
+    const res = await postUploadPack(`${w.edge.url}/r.git`, big);
     assertEquals(res.status, 413, "too large");
     assert((await res.text()).includes("exceeds"), "says why");
   }, { edge: () => ({ maxRequestBytes: 16 * 1024 }) });

@@ -12,16 +12,15 @@ import {
   encodeFetchSection,
   formatPackfileUriLine,
   readFetchResponse,
-  serializeCommandRequest,
 } from "../../src/git/protocol.ts";
 import { injectBeforePackfile } from "../../src/proxy/rewrite.ts";
-import { git, GIT_ENV, GitCommandError, tempDir } from "../support/git.ts";
+import { git, GIT_ENV, tempDir } from "../support/git.ts";
 import { chunked, type ChunkPlan, collect, concatBytes } from "../support/streams.ts";
-import { makeRepo as makeTranscriptRepo, type TestRepo } from "../git/transcripts.ts";
+import { fetchRequest, makeRepo as makeTranscriptRepo, type TestRepo } from "../git/transcripts.ts";
 import { startOrigin } from "../support/origin.ts";
 import { assertSameClone, makeRepo } from "../support/fixtures.ts";
 import { denoEdgeFactory } from "../support/edge.ts";
-import { urisFetched, warm } from "./edge_suite.ts";
+import { tracedGit, URI_CLONE, urisFetched, warm } from "./edge_suite.ts";
 
 const PLANS: ChunkPlan[] = [
   "bytewise",
@@ -47,14 +46,6 @@ interface Case {
   /** Substrings (latin-1) the raw response must hold, proving the fixture is what it claims. */
   mustContain: string[];
   hasPackfile: boolean;
-}
-
-function fetchRequest(args: string[]): Uint8Array {
-  return serializeCommandRequest({
-    command: "fetch",
-    capabilities: ["agent=git/2.39.5", "object-format=sha1"],
-    args,
-  });
 }
 
 /**
@@ -393,21 +384,6 @@ Deno.test("injectBeforePackfile on real upload-pack responses", async (t) => {
   });
 });
 
-/** Runs stock git with GIT_TRACE and GIT_TRACE_PACKET plus `env`; returns stderr. */
-async function tracedGitWithEnv(args: string[], env: Record<string, string>): Promise<string> {
-  const out = await new Deno.Command("git", {
-    args,
-    env: { ...GIT_ENV, GIT_TRACE: "1", GIT_TRACE_PACKET: "1", ...env },
-    stdout: "null",
-    stderr: "piped",
-  }).output();
-  const stderr = new TextDecoder().decode(out.stderr);
-  if (!out.success) {
-    throw new GitCommandError(args, out.code, stderr.split("\n").slice(-20).join("\n"));
-  }
-  return stderr;
-}
-
 Deno.test({
   name: "sideband-all end to end: stock git clones through the edge with packfile URIs",
   sanitizeOps: false,
@@ -437,16 +413,9 @@ Deno.test({
     assert(/fetch=[^\n]*packfile-uris/.test(advText), `packfile-uris advertised:\n${advText}`);
 
     await git(["clone", "-q", origin.repoUrl("sba.git"), `${dir.path}/direct`]);
-    const trace = await tracedGitWithEnv([
-      "-c",
-      "protocol.version=2",
-      "-c",
-      "fetch.uriProtocols=http",
-      "clone",
-      "-q",
-      `${edge.url}/sba.git`,
-      `${dir.path}/edge`,
-    ], { GIT_TEST_SIDEBAND_ALL: "1" });
+    const trace = await tracedGit([...URI_CLONE, `${edge.url}/sba.git`, `${dir.path}/edge`], {
+      env: { GIT_TRACE_PACKET: "1", GIT_TEST_SIDEBAND_ALL: "1" },
+    });
     // fetch-pack asked for sideband-all and got the injected section band-wrapped: a bare
     // "packfile-uris" packet would have been a fatal "bad band" to it.
     assert(/> sideband-all$/m.test(trace), "fetch-pack requested sideband-all");
@@ -530,16 +499,9 @@ Deno.test({
     const snap = await warm(edge, "gz.git");
     const packs = (snap.packs as { hash: string }[]).map((p) => p.hash).sort();
     // fetch() hands the edge decoded bodies: what it relays must not claim to be gzip.
-    const trace = await tracedGitWithEnv([
-      "-c",
-      "protocol.version=2",
-      "-c",
-      "fetch.uriProtocols=http",
-      "clone",
-      "-q",
-      `${edge.url}/gz.git`,
-      `${dir.path}/v2`,
-    ], {});
+    const trace = await tracedGit([...URI_CLONE, `${edge.url}/gz.git`, `${dir.path}/v2`], {
+      env: { GIT_TRACE_PACKET: "1" },
+    });
     assertEquals(urisFetched(trace).map((f) => f.hash).sort(), packs, "packs by URI");
     await assertSameClone(`${dir.path}/direct`, `${dir.path}/v2`);
     await git(["-c", "protocol.version=0", "clone", "-q", `${edge.url}/gz.git`, `${dir.path}/v0`]);
