@@ -20,7 +20,7 @@ import { makeRepo } from "../test/support/fixtures.ts";
 import { denoEdgeFactory } from "../test/support/edge.ts";
 import { startOrigin } from "../test/support/origin.ts";
 import { startRelay } from "../test/support/relay.ts";
-import { tracedGit, urisFetched, warm } from "../test/proxy/edge_suite.ts";
+import { tracedGit, URI_CLONE, urisFetched, warm } from "../test/proxy/edge_suite.ts";
 
 const MiB = 1024 * 1024;
 
@@ -71,16 +71,7 @@ function stockGit(): Competitor {
     jobs: null,
     async clone(url, dir, packs) {
       const started = performance.now();
-      const trace = await tracedGit([
-        "-c",
-        "fetch.uriProtocols=http",
-        "-c",
-        "protocol.version=2",
-        "clone",
-        "-q",
-        url,
-        dir,
-      ]);
+      const trace = await tracedGit([...URI_CLONE, url, dir]);
       const elapsed = (performance.now() - started) / 1000;
       const fetched = urisFetched(trace).length;
       if (fetched !== packs) {
