@@ -145,6 +145,15 @@ export async function handleReceivePack(
   return await streamThrough(ctx, request, `${repo.originUrl}/git-receive-pack`);
 }
 
+/**
+ * Runs `work` off the client's critical path: kept alive by the runtime's `waitUntil` where there
+ * is one; a failure is logged, since no client waits for it.
+ */
+function inBackground(ctx: ProxyContext, work: Promise<unknown>): void {
+  const logged = work.catch((err) => console.error("gitedge: background work failed:", err));
+  ctx.deps.waitUntil?.(logged);
+}
+
 /** Why a fetch does not get URIs injected, or null when it does. */
 function ineligible(args: FetchArgs, scheme: string): string | null {
   if (!args.packfileUris?.includes(scheme)) return "client did not ask for packfile-uris";
@@ -179,10 +188,12 @@ export async function handleUploadPack(
       const manifest = await usableManifest(ctx, repo);
       const auth = authOf(request.headers);
       if (!manifest) {
-        await ctx.deps.coordinator.schedule(repo, auth);
+        inBackground(ctx, ctx.deps.coordinator.schedule(repo, auth));
       } else {
         const tips = new Set(Object.values(manifest.tips));
-        if (args.wants.some((w) => !tips.has(w))) await ctx.deps.coordinator.schedule(repo, auth);
+        if (args.wants.some((w) => !tips.has(w))) {
+          inBackground(ctx, ctx.deps.coordinator.schedule(repo, auth));
+        }
         inject = { manifest, args };
       }
     }
