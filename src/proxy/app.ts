@@ -44,18 +44,25 @@ export function createApp(deps: EdgeDeps, opts: { metrics?: Metrics } = {}): Edg
     return handlePackGet(ctx, c.req.raw, c.req.param("id"), c.req.param("file"));
   });
 
+  // With an admin token configured, the admin routes need it: status names a private
+  // repository's tips, warm spends origin work.
+  const adminOnly = (c: Context): Response | null =>
+    isAdmin(c.req.header("authorization"), deps.config.adminToken)
+      ? null
+      : c.json({ error: "admin token required" }, 401);
+
   app.get("/_edge/status/*", async (c) => {
     metrics.inc("gitedge_requests_total", 1, { route: "status" });
+    const refused = adminOnly(c);
+    if (refused) return refused;
     const repo = repoFromEdgePath(c, "/_edge/status/", ctx);
     return c.json({ repo: repo.path, snapshot: await deps.coordinator.status(repo) });
   });
 
   app.post("/_edge/warm/*", async (c) => {
     metrics.inc("gitedge_requests_total", 1, { route: "warm" });
-    const token = deps.config.adminToken;
-    if (token && c.req.header("authorization") !== `Bearer ${token}`) {
-      return c.json({ error: "admin token required" }, 401);
-    }
+    const refused = adminOnly(c);
+    if (refused) return refused;
     const repo = repoFromEdgePath(c, "/_edge/warm/", ctx);
     const originAuth = c.req.header("x-origin-authorization");
     const auth = {
@@ -88,6 +95,16 @@ export function createApp(deps: EdgeDeps, opts: { metrics?: Metrics } = {}): Edg
 function repoFromEdgePath(c: Context, prefix: string, ctx: ProxyContext): RepoRef {
   const path = new URL(c.req.url).pathname.slice(prefix.length).replace(/\/+$/, "");
   return resolveRepo(path, ctx.deps.config);
+}
+
+/** Whether `authorization` carries the admin token (constant-time); true when none is set. */
+function isAdmin(authorization: string | undefined, token: string | undefined): boolean {
+  if (!token) return true;
+  const given = new TextEncoder().encode(authorization ?? "");
+  const want = new TextEncoder().encode(`Bearer ${token}`);
+  let diff = given.length ^ want.length;
+  for (let i = 0; i < want.length; i++) diff |= want[i] ^ (given[i] ?? 0);
+  return diff === 0;
 }
 
 /** Maps errors to responses git shows to its user (text/plain bodies are printed by git). */

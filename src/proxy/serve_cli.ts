@@ -22,7 +22,7 @@ options:
   --public-url URL      base URL for pack URIs (default: derived from each request)
   --url-ttl SECONDS     lifetime of signed pack URLs (default 3600)
   --max-request-bytes N largest accepted request body (default 67108864)
-  --admin-token TOKEN   require 'Authorization: Bearer TOKEN' on /_edge/warm
+  --admin-token TOKEN   require 'Authorization: Bearer TOKEN' on /_edge/warm and /_edge/status
                         (or set GITEDGE_ADMIN_TOKEN)
   -h, --help            show this help
 

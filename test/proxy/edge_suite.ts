@@ -385,4 +385,25 @@ export function edgeSuite(factory: EdgeFactory, runtime: string): void {
     assertEquals(res.status, 403, "host not on the allowlist");
     await res.body?.cancel();
   }, { edge: (o) => ({ origin: undefined, allowHosts: [new URL(o.url).host] }) });
+
+  t("an admin token guards warm and status", async (w) => {
+    await makeRepo(w.origin, "r.git", { commits: 4 });
+    for (const [method, route] of [["POST", "warm"], ["GET", "status"]]) {
+      for (const authorization of [undefined, "Bearer wrong", "Bearer s3cret-admi"]) {
+        const res = await fetch(`${w.edge.url}/_edge/${route}/r.git`, {
+          method,
+          headers: authorization ? { authorization } : {},
+        });
+        assertEquals(res.status, 401, `${route} with ${authorization ?? "no token"}`);
+        await res.body?.cancel();
+      }
+    }
+    const admin = { authorization: "Bearer s3cret-admin" };
+    assertEquals((await warm(w.edge, "r.git", admin)).state, "ready", "warm with the token");
+    const res = await fetch(`${w.edge.url}/_edge/status/r.git`, { headers: admin });
+    assertEquals(res.status, 200, "status with the token");
+    await res.body?.cancel();
+    // Git traffic itself needs no admin token.
+    await git(["clone", "-q", `${w.edge.url}/r.git`, `${w.dir}/a`]);
+  }, { edge: () => ({ adminToken: "s3cret-admin" }) });
 }
