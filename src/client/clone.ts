@@ -97,12 +97,14 @@ async function cloneInto(
   options.progress?.phase("Connecting");
   const session = await UploadPackSession.connect(http);
   const format = `--object-format=${session.objectFormat}`;
-  const init = runGit(["init", "-q", format, ...(bare ? ["--bare"] : []), directory]);
-  // Observed here, awaited below: a failed ls-refs must not leave it unhandled.
-  init.catch(() => {});
-  const refs = await session.lsRefs(["refs/heads/", "refs/tags/", "HEAD"]);
+  // `git init` runs during ls-refs; both settle before anything fails (the directory may go).
+  const [refs] = await settleAll(
+    [
+      session.lsRefs(["refs/heads/", "refs/tags/", "HEAD"]),
+      runGit(["init", "-q", format, ...(bare ? ["--bare"] : []), directory]),
+    ] as const,
+  );
   const checkout = chooseCheckout(refs, options.branch);
-  await init;
   const gitDir = bare ? directory : `${directory}/.git`;
 
   const wants = wantedObjects(refs);
