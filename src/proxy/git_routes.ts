@@ -180,23 +180,20 @@ export async function handleUploadPack(
   const req = await readCommandRequest(reader);
   if (req === null) throw new ClientRequestError("empty request", 400);
   let inject: { manifest: Manifest; args: FetchArgs } | null = null;
+  let build = false;
   if (req.command === "fetch") {
     const args = parseFetchArgs(req.args);
-    const base = publicBase(ctx, url);
-    const scheme = new URL(base).protocol.replace(":", "");
-    if (ineligible(args, scheme) === null) {
+    const scheme = new URL(publicBase(ctx, url)).protocol.replace(":", "");
+    let reason = ineligible(args, scheme);
+    if (reason === null) {
       const manifest = await usableManifest(ctx, repo);
-      const auth = authOf(request.headers);
-      if (!manifest) {
-        inBackground(ctx, ctx.deps.coordinator.schedule(repo, auth));
-      } else {
-        const tips = new Set(Object.values(manifest.tips));
-        if (args.wants.some((w) => !tips.has(w))) {
-          inBackground(ctx, ctx.deps.coordinator.schedule(repo, auth));
-        }
-        inject = { manifest, args };
-      }
+      if (manifest) inject = { manifest, args };
+      else reason = "no usable snapshot";
+      // No snapshot yet, or the origin has moved past it: build or refresh one.
+      const tips = new Set(Object.values(manifest?.tips ?? {}));
+      build = args.wants.some((w) => !tips.has(w));
     }
+    if (reason !== null) ctx.metrics.inc("gitedge_fetch_passthrough_total", 1, { reason });
   }
   let body = serializeCommandRequest(req);
   if (inject) {
@@ -213,6 +210,10 @@ export async function handleUploadPack(
     headers,
     body: body as Uint8Array<ArrayBuffer>,
   });
+  // Only a request the origin authorised starts a build (with its credentials, in memory).
+  if (build && origin.status === 200) {
+    inBackground(ctx, ctx.deps.coordinator.schedule(repo, authOf(request.headers)));
+  }
   if (!inject || origin.status !== 200 || !origin.body) return relay(origin, origin.body);
 
   const section = await packfileUrisSection(

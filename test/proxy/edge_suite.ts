@@ -90,6 +90,19 @@ interface World {
   dir: string;
 }
 
+/** A clone-style protocol-v2 fetch of `want` that accepts http packfile URIs. */
+function uriFetch(want: string): Uint8Array {
+  return encodePkts([
+    "command=fetch\n",
+    "delim",
+    "thin-pack\n",
+    `want ${want}\n`,
+    "packfile-uris http\n",
+    "done\n",
+    "flush",
+  ]);
+}
+
 export function edgeSuite(factory: EdgeFactory, runtime: string): void {
   const t = (
     name: string,
@@ -311,6 +324,12 @@ export function edgeSuite(factory: EdgeFactory, runtime: string): void {
         /Authentication failed|could not read Username|401/.test(denied),
         `401 reaches git: ${denied}`,
       );
+      // An anonymous fetch asking for URIs is refused by the origin and starts no build.
+      const tip = (await refsOf(`${w.origin.root}/p.git`))["refs/heads/main"];
+      const refused = await postUploadPack(`${w.edge.url}/p.git`, uriFetch(tip));
+      assertEquals(refused.status, 401, "anonymous fetch refused by the origin");
+      await refused.body?.cancel();
+      assertEquals((await status(w.edge, "p.git")).builds, 0, "no build for the unauthorised");
       // The edge cannot build a snapshot without credentials, and stores none.
       const res = await fetch(`${w.edge.url}/_edge/warm/p.git`, { method: "POST" });
       assertEquals(res.status, 502, "warm without origin credentials fails");
@@ -330,16 +349,7 @@ export function edgeSuite(factory: EdgeFactory, runtime: string): void {
       await assertSameClone(`${w.dir}/a`, `${w.dir}/b`);
       // A snapshot exists now, yet an anonymous fetch still gets the origin's 401 and no URIs.
       const tips = snap.tips as string[];
-      const body = encodePkts([
-        "command=fetch\n",
-        "delim",
-        "thin-pack\n",
-        `want ${tips[0]}\n`,
-        "packfile-uris http\n",
-        "done\n",
-        "flush",
-      ]);
-      const anonFetch = await postUploadPack(`${w.edge.url}/p.git`, body);
+      const anonFetch = await postUploadPack(`${w.edge.url}/p.git`, uriFetch(tips[0]));
       assertEquals(anonFetch.status, 401, "anonymous fetch refused by the origin");
       assert(anonFetch.headers.get("www-authenticate")?.startsWith("Basic"), "challenge forwarded");
       assert(!(await anonFetch.text()).includes("/_edge/packs/"), "no URIs to the unauthorised");
