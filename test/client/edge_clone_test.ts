@@ -3,7 +3,7 @@
  * packs by URI after a warm, all inline before, a stale snapshot after the origin moves on, and
  * faulty pack downloads through a relay.
  */
-import { assert, assertEquals } from "./assert.ts";
+import { assert, assertEquals } from "../support/assert.ts";
 import { type CloneJson, cloneJson, freePort } from "./cli_process.ts";
 import { git, tempDir } from "../support/git.ts";
 import { type Origin, startOrigin } from "../support/origin.ts";
