@@ -176,12 +176,10 @@ export class SnapshotBuilder {
     let summary;
     for await (const part of readFetchResponse(reader, {})) {
       if (part.section !== "packfile") continue;
+      // The pack is checked (structure, sizes, SHA-1 trailer) on its way into the store.
       const scanner = packScanner();
-      // The summary rejects too when the transform errors; observe it so neither goes unhandled.
-      const summaryPromise = scanner.summary;
-      summaryPromise.catch(() => {});
       await store.put(fullKey, part.pack.pipeThrough(scanner.stream));
-      summary = await summaryPromise;
+      summary = await scanner.summary;
     }
     if (!summary) throw new SnapshotBuildError(`origin sent no packfile for ${repo.originUrl}`);
     if (summary.objects === 0) {

@@ -9,6 +9,8 @@ import type { RepoRef } from "../../src/proxy/deps.ts";
 import { FsPackStore } from "../../src/storage/fs.ts";
 import { git, tempDir } from "../support/git.ts";
 import { startOrigin } from "../support/origin.ts";
+import { startRelay } from "../support/relay.ts";
+import { GitFormatError } from "../../src/git/errors.ts";
 import { addCommits, makeRepo } from "../support/fixtures.ts";
 import { assert, assertEquals } from "../support/assert.ts";
 
@@ -107,4 +109,45 @@ Deno.test("snapshot layers, compaction and garbage collection", async () => {
   }
   assert(err instanceof OriginUnreachableError, `origin unreachable: ${err}`);
   assertEquals(await readManifest(store, repo), m3, "manifest unchanged");
+});
+
+Deno.test("a corrupt or truncated pack from the origin fails the build and publishes nothing", async () => {
+  await using origin = await startOrigin();
+  await using dir = await tempDir();
+  await makeRepo(origin, "r.git", { commits: 6, binaryBytes: 600_000 });
+  const buildVia = async (relayUrl: string, store: FsPackStore) => {
+    const builder = new SnapshotBuilder({
+      store,
+      originFetch: (r) => fetch(r),
+      clock: { now: () => Date.now() },
+      chunks: 2,
+    });
+    const originUrl = `${relayUrl}/r.git`;
+    const repo: RepoRef = { id: repoId(originUrl), originUrl, path: "r.git" };
+    return { repo, result: await builder.build(repo, noAuth, null).then(() => null, (e) => e) };
+  };
+  {
+    // Control: through a fault-free relay the same build succeeds.
+    await using relay = await startRelay(origin.url);
+    const { result } = await buildVia(relay.url, new FsPackStore(`${dir.path}/control`));
+    assertEquals(result, null, "the control build succeeds");
+  }
+  for (
+    const fault of [
+      { kind: "corrupt", atByte: 300_000, times: 2 },
+      { kind: "truncate", afterBytes: 300_000, times: 2 },
+    ] as const
+  ) {
+    // ls-refs and fetch both pass the relay; only the fetch response is long enough to be hit.
+    await using relay = await startRelay(origin.url, { faults: { "*": fault } });
+    const store = new FsPackStore(`${dir.path}/${fault.kind}`);
+    const { repo, result: err } = await buildVia(relay.url, store);
+    assert(err instanceof Error, `${fault.kind}: the build fails`);
+    assert(
+      err instanceof GitFormatError || /connection|body|closed|reset/i.test(String(err)),
+      `${fault.kind}: a format or transport error, got ${err}`,
+    );
+    assertEquals(await readManifest(store, repo), null, `${fault.kind}: no manifest`);
+    assertEquals(await store.list(""), [], `${fault.kind}: nothing left in the store`);
+  }
 });
