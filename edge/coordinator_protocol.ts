@@ -3,7 +3,13 @@
  * Object (`RepoCoordinator`): one `POST https://repo-coordinator/<op>` per `Coordinator` call,
  * JSON both ways. Origin credentials travel in the body, in memory only; the DO never stores them.
  */
-import type { Manifest, OriginAuth, RepoRef, SnapshotStatus } from "../src/proxy/deps.ts";
+import type {
+  Manifest,
+  OriginAuth,
+  RepoRef,
+  ScheduleBasis,
+  SnapshotStatus,
+} from "../src/proxy/deps.ts";
 import { OriginStatusError, OriginUnreachableError } from "../src/proxy/origin.ts";
 
 /** The `Coordinator` operations the Durable Object serves. */
@@ -16,6 +22,8 @@ export interface CoordinatorCall {
   op: CoordinatorOp;
   repo: RepoRef;
   auth: OriginAuth;
+  /** For `schedule`: what the request for a build was based on. */
+  basis?: ScheduleBasis;
 }
 
 /** Reply bodies, per operation. `started`: this call started a build (rather than joining one). */
@@ -57,7 +65,7 @@ export function encodeCall(call: CoordinatorCall): Request {
   return new Request(`${ORIGIN}/${call.op}`, {
     method: "POST",
     headers: { "content-type": "application/json" },
-    body: JSON.stringify({ repo: call.repo, auth: call.auth }),
+    body: JSON.stringify({ repo: call.repo, auth: call.auth, basis: call.basis }),
   });
 }
 
@@ -75,10 +83,15 @@ export async function decodeCall(request: Request): Promise<CoordinatorCall> {
       cause: error,
     });
   }
-  if (!isRecord(body) || !isRepoRef(body.repo) || !isAuth(body.auth)) {
+  if (
+    !isRecord(body) || !isRepoRef(body.repo) || !isAuth(body.auth) ||
+    !(body.basis === undefined || isBasis(body.basis))
+  ) {
     throw new CoordinatorProtocolError(`coordinator call /${op} has a malformed body`);
   }
-  return { op, repo: body.repo, auth: body.auth };
+  const call: CoordinatorCall = { op, repo: body.repo, auth: body.auth };
+  if (body.basis !== undefined) call.basis = body.basis;
+  return call;
 }
 
 /** A JSON response for a reply or failure. */
@@ -103,6 +116,11 @@ function isRecord(value: unknown): value is Record<string, unknown> {
 function isRepoRef(value: unknown): value is RepoRef {
   return isRecord(value) && typeof value.id === "string" && /^[0-9a-f]+$/.test(value.id) &&
     typeof value.originUrl === "string" && typeof value.path === "string";
+}
+
+function isBasis(value: unknown): value is ScheduleBasis {
+  return isRecord(value) && (value.builtAt === null || typeof value.builtAt === "number") &&
+    (value.rebuild === undefined || typeof value.rebuild === "boolean");
 }
 
 function isAuth(value: unknown): value is OriginAuth {

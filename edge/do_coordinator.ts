@@ -7,6 +7,7 @@ import type {
   Manifest,
   OriginAuth,
   RepoRef,
+  ScheduleBasis,
   SnapshotStatus,
 } from "../src/proxy/deps.ts";
 import type { Metrics } from "../src/proxy/metrics.ts";
@@ -42,8 +43,8 @@ export class DurableObjectCoordinator implements Coordinator {
     return (await this.#call("status", repo, NO_AUTH)).status;
   }
 
-  async schedule(repo: RepoRef, auth: OriginAuth): Promise<void> {
-    this.#countStart(await this.#call("schedule", repo, auth));
+  async schedule(repo: RepoRef, auth: OriginAuth, basis?: ScheduleBasis): Promise<void> {
+    this.#countStart(await this.#call("schedule", repo, auth, basis));
   }
 
   async warm(repo: RepoRef, auth: OriginAuth): Promise<SnapshotStatus> {
@@ -60,9 +61,10 @@ export class DurableObjectCoordinator implements Coordinator {
     op: Op,
     repo: RepoRef,
     auth: OriginAuth,
+    basis?: ScheduleBasis,
   ): Promise<CoordinatorReplies[Op]> {
     const stub = this.#namespace.get(this.#namespace.idFromName(repo.id));
-    const response = await stub.fetch(encodeCall({ op, repo, auth }));
+    const response = await stub.fetch(encodeCall({ op, repo, auth, basis }));
     if (!response.ok) {
       throw decodeFailure(op, repo.path, response.status, await response.text());
     }

@@ -67,14 +67,14 @@ export class RepoCoordinator {
   }
 
   async #serve(call: CoordinatorCall): Promise<CoordinatorReplies[typeof call.op]> {
-    const { repo, auth } = call;
+    const { repo, auth, basis } = call;
     switch (call.op) {
       case "manifest":
         return { manifest: await this.#snapshots.manifest(repo) };
       case "status":
         return { status: await this.#snapshots.status(repo) };
       case "schedule":
-        return { started: this.#snapshots.schedule(repo, auth) };
+        return { started: await this.#snapshots.schedule(repo, auth, basis) };
       case "warm":
         return await this.#snapshots.warm(repo, auth);
     }

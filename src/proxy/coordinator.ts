@@ -3,7 +3,14 @@
  * are single-flight within the process. (The Worker gets the same per repository from a Durable
  * Object.) The manifest also lives in the pack store, so a restart picks it up again.
  */
-import type { Coordinator, Manifest, OriginAuth, RepoRef, SnapshotStatus } from "./deps.ts";
+import type {
+  Coordinator,
+  Manifest,
+  OriginAuth,
+  RepoRef,
+  ScheduleBasis,
+  SnapshotStatus,
+} from "./deps.ts";
 import type { Clock } from "./deps.ts";
 import { readManifest, type SnapshotBuilder } from "./snapshot.ts";
 import { MemorySnapshotStorage, RepoSnapshots } from "./repo_snapshots.ts";
@@ -53,9 +60,8 @@ export class LocalCoordinator implements Coordinator {
     return this.#snapshots(repo).status(repo);
   }
 
-  schedule(repo: RepoRef, auth: OriginAuth): Promise<void> {
-    this.#snapshots(repo).schedule(repo, auth);
-    return Promise.resolve();
+  async schedule(repo: RepoRef, auth: OriginAuth, basis?: ScheduleBasis): Promise<void> {
+    await this.#snapshots(repo).schedule(repo, auth, basis);
   }
 
   async warm(repo: RepoRef, auth: OriginAuth): Promise<SnapshotStatus> {

@@ -54,13 +54,24 @@ export interface SnapshotStatus {
   lastError: string | null;
 }
 
+/** What a request for a build was based on. */
+export interface ScheduleBasis {
+  /** `builtAt` of the manifest the caller saw (null: it saw none). */
+  builtAt: number | null;
+  /** The caller found that snapshot unusable (a pack missing): build afresh, not a layer on it. */
+  rebuild?: boolean;
+}
+
 /** Per-repository coordination: single-flight builds and the current manifest. */
 export interface Coordinator {
   /** The ready manifest, or null. Cheap: called on every fetch. */
   manifest(repo: RepoRef): Promise<Manifest | null>;
   status(repo: RepoRef): Promise<SnapshotStatus>;
-  /** Starts a build or refresh in the background unless one runs; never waits for it. */
-  schedule(repo: RepoRef, auth: OriginAuth): Promise<void>;
+  /**
+   * Starts a build or refresh in the background unless one runs; never waits for it. With a
+   * `basis`, nothing starts if the snapshot in force is no longer the one the caller judged.
+   */
+  schedule(repo: RepoRef, auth: OriginAuth, basis?: ScheduleBasis): Promise<void>;
   /** Builds or refreshes now (joining a running build) and resolves when it is ready. */
   warm(repo: RepoRef, auth: OriginAuth): Promise<SnapshotStatus>;
 }

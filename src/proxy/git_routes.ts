@@ -3,7 +3,7 @@
  * receive-pack. Everything streams; only a protocol-v2 command request (capped in size) and a v2
  * capability advertisement (a few lines) are read whole.
  */
-import type { EdgeDeps, Manifest, RepoRef } from "./deps.ts";
+import type { EdgeDeps, Manifest, RepoRef, ScheduleBasis } from "./deps.ts";
 import type { Metrics } from "./metrics.ts";
 import { countingStream } from "./metrics.ts";
 import type { UrlSigner } from "./signing.ts";
@@ -180,18 +180,22 @@ export async function handleUploadPack(
   const req = await readCommandRequest(reader);
   if (req === null) throw new ClientRequestError("empty request", 400);
   let inject: { manifest: Manifest; args: FetchArgs } | null = null;
-  let build = false;
+  let build: ScheduleBasis | null = null;
   if (req.command === "fetch") {
     const args = parseFetchArgs(req.args);
     const scheme = new URL(publicBase(ctx, url)).protocol.replace(":", "");
     let reason = ineligible(args, scheme);
     if (reason === null) {
-      const manifest = await usableManifest(ctx, repo);
-      if (manifest) inject = { manifest, args };
-      else reason = "no usable snapshot";
-      // No snapshot yet, or the origin has moved past it: build or refresh one.
+      const { manifest, missingPack } = await currentSnapshot(ctx, repo);
+      if (!manifest) reason = "no snapshot";
+      else if (missingPack) reason = "snapshot pack missing";
+      else if (manifestPacks(manifest).length === 0) reason = "empty snapshot";
+      else inject = { manifest, args };
+      // No snapshot yet, a broken one, or the origin has moved past it: build or refresh.
       const tips = new Set(Object.values(manifest?.tips ?? {}));
-      build = args.wants.some((w) => !tips.has(w));
+      if (missingPack || args.wants.some((w) => !tips.has(w))) {
+        build = { builtAt: manifest?.builtAt ?? null, rebuild: missingPack };
+      }
     }
     if (reason !== null) ctx.metrics.inc("gitedge_fetch_passthrough_total", 1, { reason });
   }
@@ -212,7 +216,7 @@ export async function handleUploadPack(
   });
   // Only a request the origin authorised starts a build (with its credentials, in memory).
   if (build && origin.status === 200) {
-    inBackground(ctx, ctx.deps.coordinator.schedule(repo, authOf(request.headers)));
+    inBackground(ctx, ctx.deps.coordinator.schedule(repo, authOf(request.headers), build));
   }
   if (!inject || origin.status !== 200 || !origin.body) return relay(origin, origin.body);
 
@@ -231,18 +235,18 @@ export async function handleUploadPack(
   );
 }
 
-/** The manifest to advertise, or null when there is none or one of its packs is not in the store. */
-async function usableManifest(ctx: ProxyContext, repo: RepoRef): Promise<Manifest | null> {
+/** The snapshot in force, and whether one of its packs is missing from the store (or truncated). */
+async function currentSnapshot(
+  ctx: ProxyContext,
+  repo: RepoRef,
+): Promise<{ manifest: Manifest | null; missingPack: boolean }> {
   const manifest = await ctx.deps.coordinator.manifest(repo);
-  if (!manifest) return null;
+  if (!manifest) return { manifest, missingPack: false };
   const packs = manifestPacks(manifest);
-  if (packs.length === 0) return null;
   const present = await Promise.all(packs.map((p) => ctx.deps.store.head(p.key)));
-  if (present.some((info, i) => info === null || info.size !== packs[i].size)) {
-    ctx.metrics.inc("gitedge_snapshot_missing_packs_total");
-    return null;
-  }
-  return manifest;
+  const missingPack = present.some((info, i) => info === null || info.size !== packs[i].size);
+  if (missingPack) ctx.metrics.inc("gitedge_snapshot_missing_packs_total");
+  return { manifest, missingPack };
 }
 
 function publicBase(ctx: ProxyContext, url: URL): string {

@@ -4,7 +4,14 @@
  * keeps one per repository in memory (`LocalCoordinator`), the Worker one per Durable Object with
  * the DO's storage (`edge/repo_coordinator_do.ts`).
  */
-import type { Clock, Manifest, OriginAuth, RepoRef, SnapshotStatus } from "./deps.ts";
+import type {
+  Clock,
+  Manifest,
+  OriginAuth,
+  RepoRef,
+  ScheduleBasis,
+  SnapshotStatus,
+} from "./deps.ts";
 import type { Metrics } from "./metrics.ts";
 
 /** The storage this needs: a subset of Durable Object storage's API. */
@@ -105,11 +112,13 @@ export class RepoSnapshots {
   }
 
   /**
-   * Starts a build unless one runs; returns whether this call started it. A failure goes to
+   * Starts a build unless one runs, or (with a `basis`) unless the snapshot in force is no longer
+   * the one the caller judged; returns whether this call started it. A failure goes to
    * `onBackgroundError` and `lastError`.
    */
-  schedule(repo: RepoRef, auth: OriginAuth): boolean {
-    const { build, started } = this.#build(repo, auth);
+  async schedule(repo: RepoRef, auth: OriginAuth, basis?: ScheduleBasis): Promise<boolean> {
+    if (basis && ((await this.manifest(repo))?.builtAt ?? null) !== basis.builtAt) return false;
+    const { build, started } = this.#build(repo, auth, basis?.rebuild ?? false);
     build.catch((error) => this.#deps.onBackgroundError(repo, error));
     return started;
   }
@@ -119,7 +128,7 @@ export class RepoSnapshots {
     repo: RepoRef,
     auth: OriginAuth,
   ): Promise<{ status: SnapshotStatus; started: boolean }> {
-    const { build, started } = this.#build(repo, auth);
+    const { build, started } = this.#build(repo, auth, false);
     await build;
     return { status: await this.status(repo), started };
   }
@@ -129,20 +138,24 @@ export class RepoSnapshots {
     if (this.#deps.refreshMs === null) return;
     const meta = await this.#deps.storage.get<SnapshotMeta>(META_KEY);
     if (meta === undefined) return;
-    await this.#build(meta.repo, { headers: {} }).build;
+    await this.#build(meta.repo, { headers: {} }, false).build;
   }
 
-  /** Joins the running build, or starts one. */
-  #build(repo: RepoRef, auth: OriginAuth): { build: Promise<Manifest>; started: boolean } {
+  /** Joins the running build, or starts one (`fresh`: not on top of the current snapshot). */
+  #build(
+    repo: RepoRef,
+    auth: OriginAuth,
+    fresh: boolean,
+  ): { build: Promise<Manifest>; started: boolean } {
     if (this.#building) return { build: this.#building, started: false };
-    const build = this.#runBuild(repo, auth).finally(() => {
+    const build = this.#runBuild(repo, auth, fresh).finally(() => {
       this.#building = null;
     });
     this.#building = build;
     return { build, started: true };
   }
 
-  async #runBuild(repo: RepoRef, auth: OriginAuth): Promise<Manifest> {
+  async #runBuild(repo: RepoRef, auth: OriginAuth, fresh: boolean): Promise<Manifest> {
     const { storage, builder, clock, refreshMs } = this.#deps;
     const snapshot = await this.#load(repo);
     snapshot.meta.builds++;
@@ -150,7 +163,7 @@ export class RepoSnapshots {
     await storage.put(META_KEY, snapshot.meta);
     let manifest: Manifest;
     try {
-      manifest = await builder.build(repo, auth, snapshot.manifest);
+      manifest = await builder.build(repo, auth, fresh ? null : snapshot.manifest);
     } catch (error) {
       this.#deps.metrics?.inc("gitedge_snapshot_build_failures_total");
       snapshot.meta.lastError = error instanceof Error ? error.message : String(error);

@@ -18,6 +18,8 @@ Deno.test("a call survives encoding and decoding", async () => {
     auth: { headers: { authorization: "Basic eA==" } },
   };
   assertEquals(await decodeCall(encodeCall(call)), call);
+  const schedule = { ...call, op: "schedule" as const, basis: { builtAt: 5, rebuild: true } };
+  assertEquals(await decodeCall(encodeCall(schedule)), schedule);
 });
 
 Deno.test("malformed calls are protocol errors", async () => {
@@ -31,6 +33,10 @@ Deno.test("malformed calls are protocol errors", async () => {
     new Request("https://repo-coordinator/status", {
       method: "POST",
       body: JSON.stringify({ repo: REPO, auth: { headers: { a: 1 } } }),
+    }),
+    new Request("https://repo-coordinator/schedule", {
+      method: "POST",
+      body: JSON.stringify({ repo: REPO, auth: { headers: {} }, basis: { builtAt: "soon" } }),
     }),
   ];
   for (const request of bad) await assertRejects(decodeCall(request), CoordinatorProtocolError);

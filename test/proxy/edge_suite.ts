@@ -299,6 +299,19 @@ export function edgeSuite(factory: EdgeFactory, runtime: string): void {
     const trace2 = await tracedGit([...URI_CLONE, `${w.edge.url}/r.git`, `${w.dir}/b`]);
     assertEquals(urisFetched(trace2).length, 0, "no URIs for a broken snapshot");
     await git(["fsck", "--full"], { cwd: `${w.dir}/b` });
+    // That clone also started a fresh rebuild; once it is in, URIs flow again.
+    let st = await status(w.edge, "r.git");
+    for (let i = 0; i < 100 && (st.state === "building" || st.builds === 1); i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      st = await status(w.edge, "r.git");
+    }
+    assertEquals(st.builds, 2, "the broken snapshot was rebuilt");
+    const trace3 = await tracedGit([...URI_CLONE, `${w.edge.url}/r.git`, `${w.dir}/b2`]);
+    assertEquals(
+      urisFetched(trace3).length,
+      (st.packs as unknown[]).length,
+      "URIs again after the rebuild",
+    );
     void snap;
     // A stopped origin: 502 with a message git prints.
     await w.origin.stop();

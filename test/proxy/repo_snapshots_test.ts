@@ -89,7 +89,7 @@ Deno.test("concurrent warms and schedules share one build", async () => {
   const { builder, snapshots } = setup();
   assertEquals((await snapshots.status(REPO)).state, "none");
   const warms = [snapshots.warm(REPO, NO_AUTH), snapshots.warm(REPO, NO_AUTH)];
-  assertEquals(snapshots.schedule(REPO, NO_AUTH), false, "schedule joins the running build");
+  assertEquals(await snapshots.schedule(REPO, NO_AUTH), false, "schedule joins the running build");
   await settle();
   assertEquals((await snapshots.status(REPO)).state, "building");
   builder.release();
@@ -131,7 +131,7 @@ Deno.test("a failed build keeps the old manifest and reports lastError", async (
   builder.release();
   await warmed;
   builder.failWith = new Error("origin answered 500");
-  snapshots.schedule(REPO, NO_AUTH);
+  await snapshots.schedule(REPO, NO_AUTH);
   await settle();
   builder.release();
   await settle();
@@ -172,4 +172,24 @@ Deno.test("calls naming another repository are refused", async () => {
   const { snapshots } = setup();
   await snapshots.status(REPO);
   await assertRejects(snapshots.status({ ...REPO, id: "cd".repeat(16) }), RepoMismatchError);
+});
+
+Deno.test("a schedule based on a snapshot no longer in force starts nothing", async () => {
+  const { builder, snapshots } = setup();
+  const warmed = snapshots.warm(REPO, NO_AUTH);
+  await settle();
+  builder.release();
+  await warmed;
+  const builtAt = (await snapshots.manifest(REPO))?.builtAt ?? null;
+  assert(builtAt !== null, "a snapshot is in force");
+  // A request that saw no snapshot (it raced the first build) must not start a second one.
+  assertEquals(await snapshots.schedule(REPO, NO_AUTH, { builtAt: null }), false, "stale basis");
+  assertEquals(builder.calls.length, 1, "no second build");
+  // A request that judged the snapshot in force does start one; `rebuild` ignores the old layers.
+  assertEquals(await snapshots.schedule(REPO, NO_AUTH, { builtAt, rebuild: true }), true);
+  await settle();
+  builder.release();
+  await settle();
+  assertEquals(builder.calls.length, 2, "rebuilt");
+  assertEquals(builder.calls[1].previous, null, "a rebuild starts from nothing");
 });
