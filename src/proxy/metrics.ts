@@ -23,11 +23,6 @@ export class Metrics {
     series.set(key, (series.get(key) ?? 0) + by);
   }
 
-  get(name: string, labels: Record<string, string> = {}): number {
-    const key = Object.entries(labels).map(([k, v]) => `${k}="${v}"`).join(",");
-    return this.#values.get(name)?.get(key) ?? 0;
-  }
-
   /** Prometheus exposition text. */
   render(): string {
     const lines: string[] = [];
