@@ -115,7 +115,10 @@ function limitStream(max: number): TransformStream<Uint8Array, Uint8Array> {
   });
 }
 
-/** Streams a request through to the origin unchanged (v0/v1 upload-pack, receive-pack). */
+/**
+ * Streams a request through to the origin unchanged (v0/v1 upload-pack, receive-pack). The body
+ * is never held, so no size cap applies here: a large push is the origin's to accept or refuse.
+ */
 async function streamThrough(
   ctx: ProxyContext,
   request: Request,
@@ -124,16 +127,12 @@ async function streamThrough(
   const headers = forwardHeaders(request.headers);
   const enc = request.headers.get("content-encoding");
   if (enc) headers.set("content-encoding", enc);
-  const body = (request.body ?? new Blob([]).stream()).pipeThrough(
-    limitStream(ctx.deps.config.maxRequestBytes),
-  );
   const origin = await fromOrigin(ctx, originUrl, {
     method: "POST",
     headers,
-    body,
-    // @ts-ignore: `duplex` is required by fetch for streaming request bodies.
+    body: request.body,
     duplex: "half",
-  });
+  } as RequestInit);
   return relay(origin, origin.body);
 }
 

@@ -21,7 +21,8 @@ options:
   --chunks N            max packs per snapshot layer (default 4)
   --public-url URL      base URL for pack URIs (default: derived from each request)
   --url-ttl SECONDS     lifetime of signed pack URLs (default 3600)
-  --max-request-bytes N largest accepted request body (default 67108864)
+  --max-request-bytes N largest protocol-v2 request the edge parses (default 67108864);
+                        pushes and v0/v1 requests stream through uncapped
   --admin-token TOKEN   require 'Authorization: Bearer TOKEN' on /_edge/warm and /_edge/status
                         (or set GITEDGE_ADMIN_TOKEN)
   -h, --help            show this help

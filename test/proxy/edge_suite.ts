@@ -388,7 +388,7 @@ export function edgeSuite(factory: EdgeFactory, runtime: string): void {
     assertEquals(value("gitedge_snapshot_builds_total"), 1, "one build");
   });
 
-  t("oversized request bodies are refused with 413", async (w) => {
+  t("oversized requests the edge parses get 413; pushes stream through", async (w) => {
     await makeRepo(w.origin, "r.git", { commits: 3 });
     // A well-formed request that just goes on: only the byte limit can stop it.
     const want = `want ${"a".repeat(40)}\n`;
@@ -397,6 +397,15 @@ export function edgeSuite(factory: EdgeFactory, runtime: string): void {
     const res = await postUploadPack(`${w.edge.url}/r.git`, big);
     assertEquals(res.status, 413, "too large");
     assert((await res.text()).includes("exceeds"), "says why");
+    // The cap is for requests the edge parses; a push streams through whatever its size.
+    await git(["clone", "-q", `${w.edge.url}/r.git`, `${w.dir}/c`]);
+    await Deno.writeFile(`${w.dir}/c/big.bin`, crypto.getRandomValues(new Uint8Array(60_000)));
+    await Deno.writeFile(`${w.dir}/c/big2.bin`, crypto.getRandomValues(new Uint8Array(60_000)));
+    await git(["add", "."], { cwd: `${w.dir}/c` });
+    await git(["commit", "-qm", "a push larger than the cap"], { cwd: `${w.dir}/c` });
+    await git(["push", "-q", "origin", "HEAD:main"], { cwd: `${w.dir}/c` });
+    const pushed = (await git(["rev-parse", "HEAD"], { cwd: `${w.dir}/c` })).trim();
+    assertEquals((await refsOf(`${w.origin.root}/r.git`))["refs/heads/main"], pushed, "pushed");
   }, { edge: () => ({ maxRequestBytes: 16 * 1024 }) });
 
   t("multi-origin mode reaches allow-listed hosts only", async (w) => {
