@@ -3,7 +3,7 @@
  * in-process coordinator. `gitedge serve` (src/cli.ts) and the tests start it through here.
  */
 import { createApp } from "../src/proxy/app.ts";
-import type { EdgeConfig } from "../src/proxy/deps.ts";
+import { DEFAULT_EDGE_CONFIG, type EdgeConfig } from "../src/proxy/deps.ts";
 import { LocalCoordinator } from "../src/proxy/coordinator.ts";
 import { Metrics } from "../src/proxy/metrics.ts";
 import { SnapshotBuilder } from "../src/proxy/snapshot.ts";
@@ -30,12 +30,6 @@ export interface RunningEdge {
   [Symbol.asyncDispose](): Promise<void>;
 }
 
-export const DEFAULT_CONFIG: EdgeConfig = {
-  chunks: 4,
-  urlTtlSeconds: 3600,
-  maxRequestBytes: 64 << 20,
-};
-
 /** The store's signing key, created with 0600 permissions on first use. */
 async function loadSigningKey(storeDir: string): Promise<Uint8Array> {
   const path = `${storeDir}/signing.key`;
@@ -56,7 +50,7 @@ async function loadSigningKey(storeDir: string): Promise<Uint8Array> {
 }
 
 export async function startDenoEdge(opts: DenoEdgeOptions): Promise<RunningEdge> {
-  const config: EdgeConfig = { ...DEFAULT_CONFIG, ...opts.config };
+  const config: EdgeConfig = { ...DEFAULT_EDGE_CONFIG, ...opts.config };
   if (!config.origin && !config.allowHosts?.length) {
     throw new Error("configure an origin (--origin) or allowed hosts (--allow-host)");
   }

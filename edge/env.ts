@@ -2,7 +2,7 @@
  * The Worker's bindings (`Env`) and how they become the edge's configuration. Vars come from
  * `wrangler.toml` `[vars]`, secrets from `wrangler secret put`; both arrive as strings.
  */
-import type { EdgeConfig } from "../src/proxy/deps.ts";
+import { DEFAULT_EDGE_CONFIG, type EdgeConfig } from "../src/proxy/deps.ts";
 import {
   ConfigValueError,
   parseHttpUrl,
@@ -46,7 +46,7 @@ export class WorkerConfigError extends Error {
   override name = "WorkerConfigError";
 }
 
-const DEFAULTS = { chunks: 4, urlTtlSeconds: 3600, maxRequestBytes: 64 << 20, partMiB: 8 };
+const DEFAULTS = { ...DEFAULT_EDGE_CONFIG, partMiB: 8 };
 
 /** Builds the edge configuration from the Worker's vars and secrets. */
 export function edgeConfigFromEnv(env: Env): EdgeConfig {

@@ -4,6 +4,7 @@
  * Object.) The manifest also lives in the pack store, so a restart picks it up again.
  */
 import type {
+  Clock,
   Coordinator,
   Manifest,
   OriginAuth,
@@ -11,7 +12,6 @@ import type {
   ScheduleBasis,
   SnapshotStatus,
 } from "./deps.ts";
-import type { Clock } from "./deps.ts";
 import { readManifest, type SnapshotBuilder } from "./snapshot.ts";
 import { MemorySnapshotStorage, RepoSnapshots } from "./repo_snapshots.ts";
 import type { PackStore } from "../storage/store.ts";

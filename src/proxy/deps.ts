@@ -101,6 +101,15 @@ export interface EdgeConfig {
   maxRequestBytes: number;
 }
 
+/** The defaults every runtime starts from (the Deno server's flags, the Worker's vars). */
+export const DEFAULT_EDGE_CONFIG: Readonly<
+  Pick<EdgeConfig, "chunks" | "urlTtlSeconds" | "maxRequestBytes">
+> = {
+  chunks: 4,
+  urlTtlSeconds: 3600,
+  maxRequestBytes: 64 << 20,
+};
+
 export interface EdgeDeps {
   store: PackStore;
   coordinator: Coordinator;

@@ -1,5 +1,6 @@
 /** `gitedge serve`: run the edge on Deno with the filesystem store. */
 import { startDenoEdge } from "../../edge/deno.ts";
+import { DEFAULT_EDGE_CONFIG } from "./deps.ts";
 import {
   ConfigValueError,
   parseHttpUrl,
@@ -18,10 +19,10 @@ options:
   --port N              port to listen on (default 8080; 0 picks a free one and prints it)
   --host ADDR           address to bind (default 127.0.0.1)
   --store DIR           pack store directory (default .gitedge-store)
-  --chunks N            max packs per snapshot layer (default 4)
+  --chunks N            max packs per snapshot layer (default ${DEFAULT_EDGE_CONFIG.chunks})
   --public-url URL      base URL for pack URIs (default: derived from each request)
-  --url-ttl SECONDS     lifetime of signed pack URLs (default 3600)
-  --max-request-bytes N largest protocol-v2 request the edge parses (default 67108864);
+  --url-ttl SECONDS     lifetime of signed pack URLs (default ${DEFAULT_EDGE_CONFIG.urlTtlSeconds})
+  --max-request-bytes N largest protocol-v2 request the edge parses (default ${DEFAULT_EDGE_CONFIG.maxRequestBytes});
                         pushes and v0/v1 requests stream through uncapped
   --admin-token TOKEN   require 'Authorization: Bearer TOKEN' on /_edge/warm and /_edge/status
                         (or set GITEDGE_ADMIN_TOKEN)
@@ -78,9 +79,9 @@ export function parseServeArgs(
     port: 8080,
     host: "127.0.0.1",
     store: ".gitedge-store",
-    chunks: 4,
-    urlTtl: 3600,
-    maxRequestBytes: 64 << 20,
+    chunks: DEFAULT_EDGE_CONFIG.chunks,
+    urlTtl: DEFAULT_EDGE_CONFIG.urlTtlSeconds,
+    maxRequestBytes: DEFAULT_EDGE_CONFIG.maxRequestBytes,
     adminToken: env("GITEDGE_ADMIN_TOKEN"),
   };
   for (let i = 0; i < args.length; i++) {
