@@ -33,6 +33,8 @@ export interface Env {
   URL_TTL_SECONDS?: string;
   /** Largest accepted request body in bytes (default 64 MiB). */
   MAX_REQUEST_BYTES?: string;
+  /** Seconds the origin's acceptance of a credential lets the edge answer fetches alone (default 30; 0 off). */
+  AUTH_TTL_SECONDS?: string;
   /** Secret: when set, `/_edge/warm` requires `Authorization: Bearer <token>`. */
   ADMIN_TOKEN?: string;
   /** R2 multipart part size in MiB (default 8, at least 5). */
@@ -63,6 +65,7 @@ export function edgeConfigFromEnv(env: Env): EdgeConfig {
     chunks: integer(env, "CHUNKS", 1) ?? DEFAULTS.chunks,
     urlTtlSeconds: integer(env, "URL_TTL_SECONDS", 60) ?? DEFAULTS.urlTtlSeconds,
     maxRequestBytes: integer(env, "MAX_REQUEST_BYTES", 1024) ?? DEFAULTS.maxRequestBytes,
+    authTtlSeconds: integer(env, "AUTH_TTL_SECONDS", 0) ?? DEFAULTS.authTtlSeconds,
   };
   if (origin !== undefined) config.origin = httpUrl("ORIGIN", origin);
   if (allowHosts?.length) config.allowHosts = allowHosts;
@@ -111,6 +114,7 @@ type NumericVar =
   | "CHUNKS"
   | "URL_TTL_SECONDS"
   | "MAX_REQUEST_BYTES"
+  | "AUTH_TTL_SECONDS"
   | "R2_PART_MIB"
   | "REFRESH_SECONDS";
 

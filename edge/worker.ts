@@ -7,6 +7,7 @@
 import { createApp } from "../src/proxy/app.ts";
 import type { EdgeDeps } from "../src/proxy/deps.ts";
 import { Metrics } from "../src/proxy/metrics.ts";
+import { AuthMemo } from "../src/proxy/auth_memo.ts";
 import { type Env, WorkerConfigError } from "./env.ts";
 import { edgeDepsFromEnv } from "./worker_deps.ts";
 import type { ExecutionContext, ExportedHandler } from "./worker_types.ts";
@@ -19,10 +20,11 @@ type FetchHandler = (request: Request, env: Env, ctx: ExecutionContext) => Promi
 /**
  * The Worker's fetch handler. The handler owns the metrics of the isolate it runs in, so
  * `/_edge/metrics` counts every request this isolate served (Cloudflare runs many isolates; each
- * reports its own share).
+ * reports its own share). Likewise the memo of credentials the origin accepted.
  */
 function createFetchHandler(): FetchHandler {
   const metrics = new Metrics();
+  const authMemo = new AuthMemo();
   return async (request, env, ctx) => {
     let deps: EdgeDeps;
     try {
@@ -35,7 +37,7 @@ function createFetchHandler(): FetchHandler {
         headers: { "content-type": "text/plain; charset=utf-8" },
       });
     }
-    return await createApp(deps, { metrics }).fetch(request);
+    return await createApp(deps, { metrics, authMemo }).fetch(request);
   };
 }
 

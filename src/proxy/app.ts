@@ -6,6 +6,7 @@ import { Hono } from "hono";
 import type { Context } from "hono";
 import type { EdgeDeps, RepoRef } from "./deps.ts";
 import { Metrics } from "./metrics.ts";
+import { AuthMemo } from "./auth_memo.ts";
 import { RepoPathError, resolveRepo, splitGitPath } from "./repo.ts";
 import { UrlSigner } from "./signing.ts";
 import { OriginStatusError, OriginUnreachableError } from "./origin.ts";
@@ -25,10 +26,18 @@ export interface EdgeApp {
   metrics: Metrics;
 }
 
-export function createApp(deps: EdgeDeps, opts: { metrics?: Metrics } = {}): EdgeApp {
+/**
+ * Builds the app. `metrics` and `authMemo` are per process (or Worker isolate): pass them when
+ * the app itself is built per request.
+ */
+export function createApp(
+  deps: EdgeDeps,
+  opts: { metrics?: Metrics; authMemo?: AuthMemo } = {},
+): EdgeApp {
   const metrics = opts.metrics ?? new Metrics();
   const signer = new UrlSigner(deps.signingKey);
-  const ctx: ProxyContext = { deps, metrics, signer };
+  const authMemo = opts.authMemo ?? new AuthMemo();
+  const ctx: ProxyContext = { deps, metrics, signer, authMemo };
   const app = new Hono();
 
   app.onError((err, c) => errorResponse(c, err));

@@ -99,15 +99,22 @@ export interface EdgeConfig {
   adminToken?: string;
   /** Largest request body accepted from a client, in bytes. */
   maxRequestBytes: number;
+  /**
+   * How long the origin's acceptance of a credential (or of no credential: a public repository)
+   * lets the edge answer fetches from its snapshot without the origin, in seconds; 0 turns that
+   * off. Default {@link DEFAULT_EDGE_CONFIG}.
+   */
+  authTtlSeconds?: number;
 }
 
 /** The defaults every runtime starts from (the Deno server's flags, the Worker's vars). */
 export const DEFAULT_EDGE_CONFIG: Readonly<
-  Pick<EdgeConfig, "chunks" | "urlTtlSeconds" | "maxRequestBytes">
+  Required<Pick<EdgeConfig, "chunks" | "urlTtlSeconds" | "maxRequestBytes" | "authTtlSeconds">>
 > = {
   chunks: 4,
   urlTtlSeconds: 3600,
   maxRequestBytes: 64 << 20,
+  authTtlSeconds: 30,
 };
 
 export interface EdgeDeps {

@@ -3,17 +3,21 @@
  * receive-pack. Everything streams; only a protocol-v2 command request (capped in size) and a v2
  * capability advertisement (a few lines) are read whole.
  */
+import { DEFAULT_EDGE_CONFIG } from "./deps.ts";
 import type { EdgeDeps, Manifest, RepoRef, ScheduleBasis } from "./deps.ts";
 import type { Metrics } from "./metrics.ts";
 import { countingStream } from "./metrics.ts";
 import type { UrlSigner } from "./signing.ts";
+import type { AuthMemo } from "./auth_memo.ts";
 import { expiryFor } from "./signing.ts";
 import { authOf, callOrigin, FORWARDED_RESPONSE_HEADERS, forwardHeaders } from "./origin.ts";
 import { injectBeforePackfile } from "./rewrite.ts";
 import { manifestPacks } from "./snapshot.ts";
 import { ClientRequestError, RequestTooLargeError } from "./errors.ts";
-import { PktLineReader } from "../git/pktline.ts";
+import { concat, encodePkt, FLUSH_PKT, PktLineReader } from "../git/pktline.ts";
+import { sha1 } from "@noble/hashes/legacy.js";
 import {
+  type CommandRequest,
   encodeFetchSection,
   type FetchArgs,
   formatPackfileUriLine,
@@ -30,6 +34,8 @@ export interface ProxyContext {
   deps: EdgeDeps;
   metrics: Metrics;
   signer: UrlSigner;
+  /** Credentials the origin recently accepted, per repository (hashes, in memory). */
+  authMemo: AuthMemo;
 }
 
 function isV2(request: Request): boolean {
@@ -58,6 +64,33 @@ async function fromOrigin(ctx: ProxyContext, url: string, init: RequestInit): Pr
   return new Response(body, { status: res.status, headers: res.headers });
 }
 
+/** The memo key of the credential `request` carries for `repo`. */
+function credentialKey(ctx: ProxyContext, request: Request, repo: RepoRef): string {
+  return ctx.authMemo.key(repo.id, request.headers.get("authorization"));
+}
+
+/**
+ * Records the origin's answer to an upload-pack-service request: a 200 renews the memo of the
+ * request's credential for this repository, a 401/403 drops it.
+ */
+function noteOriginVerdict(
+  ctx: ProxyContext,
+  request: Request,
+  repo: RepoRef,
+  status: number,
+): void {
+  const key = credentialKey(ctx, request, repo);
+  if (status === 200) ctx.authMemo.remember(key, ctx.deps.clock.now());
+  else if (status === 401 || status === 403) ctx.authMemo.forget(key);
+}
+
+/** Whether the origin accepted `request`'s credential for `repo` within the configured TTL. */
+function recentlyAuthorised(ctx: ProxyContext, request: Request, repo: RepoRef): boolean {
+  const ttl = ctx.deps.config.authTtlSeconds ?? DEFAULT_EDGE_CONFIG.authTtlSeconds;
+  if (ttl <= 0) return false;
+  return ctx.authMemo.accepted(credentialKey(ctx, request, repo), ctx.deps.clock.now(), ttl * 1000);
+}
+
 /** `GET <repo>/info/refs?service=…`: v2 advertisements gain `packfile-uris`; others pass through. */
 export async function handleInfoRefs(
   ctx: ProxyContext,
@@ -70,6 +103,11 @@ export async function handleInfoRefs(
     headers: forwardHeaders(request.headers),
   });
   const service = url.searchParams.get("service");
+  // Refusals drop a memo; acceptance is noted from upload-pack requests only (an origin may
+  // advertise refs to anyone and still guard fetches).
+  if (service === "git-upload-pack" && origin.status !== 200) {
+    noteOriginVerdict(ctx, request, repo, origin.status);
+  }
   if (
     origin.status !== 200 || service !== "git-upload-pack" || !isV2(request) || !origin.body
   ) {
@@ -198,6 +236,12 @@ export async function handleUploadPack(
     }
     if (reason !== null) ctx.metrics.inc("gitedge_fetch_passthrough_total", 1, { reason });
   }
+  if (
+    inject && answerable(req, inject.args, inject.manifest) &&
+    recentlyAuthorised(ctx, request, repo)
+  ) {
+    return await answerFromSnapshot(ctx, repo, inject.manifest, url, inject.args.sidebandAll);
+  }
   let body = serializeCommandRequest(req);
   if (inject) {
     const a = { ...inject.args };
@@ -213,6 +257,7 @@ export async function handleUploadPack(
     headers,
     body: body as Uint8Array<ArrayBuffer>,
   });
+  noteOriginVerdict(ctx, request, repo, origin.status);
   // Only a request the origin authorised starts a build (with its credentials, in memory).
   if (build && origin.status === 200) {
     inBackground(ctx, ctx.deps.coordinator.schedule(repo, authOf(request.headers), build));
@@ -232,6 +277,63 @@ export async function handleUploadPack(
     origin,
     injectBeforePackfile(origin.body, section, { sidebandAll: inject.args.sidebandAll }),
   );
+}
+
+/**
+ * Whether the edge can answer an eligible fetch alone: every want is a snapshot tip (so the
+ * snapshot packs hold everything it asks for and the origin's remainder would be empty), the
+ * client sent `done` (no negotiation round), and nothing asks for a section the edge does not
+ * write (`want-ref` → wanted-refs) or for arguments or an object format it does not know.
+ */
+function answerable(req: CommandRequest, args: FetchArgs, manifest: Manifest): boolean {
+  const tips = new Set(Object.values(manifest.tips));
+  if (!args.done || args.wantRefs.length > 0 || args.other.length > 0) return false;
+  if (req.capabilities.some((c) => c.startsWith("object-format=") && c !== "object-format=sha1")) {
+    return false;
+  }
+  return args.wants.every((w) => tips.has(w));
+}
+
+/** SHA-1 of the 12-byte header of an empty version-2 pack, i.e. an empty pack's trailer. */
+const EMPTY_PACK = (() => {
+  const header = new Uint8Array([0x50, 0x41, 0x43, 0x4b, 0, 0, 0, 2, 0, 0, 0, 0]);
+  const pack = new Uint8Array(32);
+  pack.set(header);
+  pack.set(sha1(header), 12);
+  return pack;
+})();
+
+/**
+ * The edge's own answer to a fetch whose wants are all snapshot tips: the `packfile-uris` section
+ * and an empty pack (band 1), in the order upload-pack writes a response to `done`; section
+ * headers are banded too under `sideband-all`. The origin does no pack work at all.
+ */
+async function answerFromSnapshot(
+  ctx: ProxyContext,
+  repo: RepoRef,
+  manifest: Manifest,
+  url: URL,
+  sidebandAll: boolean,
+): Promise<Response> {
+  const section = await packfileUrisSection(ctx, repo, manifest, url, sidebandAll);
+  const banded = new Uint8Array(EMPTY_PACK.length + 1);
+  banded[0] = 1;
+  banded.set(EMPTY_PACK, 1);
+  const body = concat([
+    section,
+    encodeFetchSection("packfile", [], sidebandAll),
+    encodePkt(banded),
+    FLUSH_PKT,
+  ]);
+  ctx.metrics.inc("gitedge_fetch_answered_total");
+  ctx.metrics.inc("gitedge_packfile_uris_total", manifestPacks(manifest).length);
+  return new Response(body as Uint8Array<ArrayBuffer>, {
+    status: 200,
+    headers: {
+      "content-type": "application/x-git-upload-pack-result",
+      "cache-control": "no-cache",
+    },
+  });
 }
 
 /** The snapshot in force, and whether one of its packs is missing from the store (or truncated). */

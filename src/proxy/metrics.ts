@@ -6,6 +6,8 @@ const HELP: Record<string, string> = {
   gitedge_cache_bytes_total: "Pack bytes served from the edge's store.",
   gitedge_packfile_uris_total: "Packfile URIs handed out in fetch responses.",
   gitedge_fetch_rewrites_total: "Fetch responses that got a packfile-uris section.",
+  gitedge_fetch_answered_total:
+    "Fetches the edge answered from its snapshot alone (packfile-uris and an empty pack).",
   gitedge_fetch_passthrough_total: "Fetch requests passed through unchanged, by reason.",
   gitedge_snapshot_builds_total: "Snapshot builds and refreshes started.",
   gitedge_snapshot_build_failures_total: "Snapshot builds that failed.",

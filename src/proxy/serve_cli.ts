@@ -24,6 +24,8 @@ options:
   --url-ttl SECONDS     lifetime of signed pack URLs (default ${DEFAULT_EDGE_CONFIG.urlTtlSeconds})
   --max-request-bytes N largest protocol-v2 request the edge parses (default ${DEFAULT_EDGE_CONFIG.maxRequestBytes});
                         pushes and v0/v1 requests stream through uncapped
+  --auth-ttl SECONDS    how long the origin's acceptance of a credential lets the edge answer
+                        fetches from its snapshot alone (default ${DEFAULT_EDGE_CONFIG.authTtlSeconds}; 0: always ask the origin)
   --admin-token TOKEN   require 'Authorization: Bearer TOKEN' on /_edge/warm and /_edge/status
                         (or set GITEDGE_ADMIN_TOKEN)
   -h, --help            show this help
@@ -45,6 +47,7 @@ export interface ServeOptions {
   publicUrl?: string;
   urlTtl: number;
   maxRequestBytes: number;
+  authTtl: number;
   adminToken?: string;
 }
 
@@ -82,6 +85,7 @@ export function parseServeArgs(
     chunks: DEFAULT_EDGE_CONFIG.chunks,
     urlTtl: DEFAULT_EDGE_CONFIG.urlTtlSeconds,
     maxRequestBytes: DEFAULT_EDGE_CONFIG.maxRequestBytes,
+    authTtl: DEFAULT_EDGE_CONFIG.authTtlSeconds,
     adminToken: env("GITEDGE_ADMIN_TOKEN"),
   };
   for (let i = 0; i < args.length; i++) {
@@ -121,6 +125,9 @@ export function parseServeArgs(
         break;
       case "--max-request-bytes":
         o.maxRequestBytes = positiveInt(flag, value(), 1024);
+        break;
+      case "--auth-ttl":
+        o.authTtl = positiveInt(flag, value(), 0);
         break;
       case "--admin-token":
         o.adminToken = value();
@@ -170,6 +177,7 @@ export async function serveMain(args: string[]): Promise<number> {
       publicUrl: opts.publicUrl,
       urlTtlSeconds: opts.urlTtl,
       maxRequestBytes: opts.maxRequestBytes,
+      authTtlSeconds: opts.authTtl,
       adminToken: opts.adminToken,
     },
   });

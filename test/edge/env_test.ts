@@ -25,6 +25,7 @@ Deno.test("edgeConfigFromEnv: single-origin mode with defaults", () => {
     chunks: 4,
     urlTtlSeconds: 3600,
     maxRequestBytes: 64 << 20,
+    authTtlSeconds: 30,
   });
 });
 
@@ -36,6 +37,7 @@ Deno.test("edgeConfigFromEnv: multi-origin mode and every optional var", () => {
     CHUNKS: "6",
     URL_TTL_SECONDS: "600",
     MAX_REQUEST_BYTES: "2048",
+    AUTH_TTL_SECONDS: "0",
     ADMIN_TOKEN: "secret",
   }));
   assertEquals(config, {
@@ -45,6 +47,7 @@ Deno.test("edgeConfigFromEnv: multi-origin mode and every optional var", () => {
     chunks: 6,
     urlTtlSeconds: 600,
     maxRequestBytes: 2048,
+    authTtlSeconds: 0,
     adminToken: "secret",
   });
 });

@@ -134,6 +134,7 @@ export function workerVars(
   if (config.chunks !== undefined) vars.CHUNKS = String(config.chunks);
   if (config.urlTtlSeconds !== undefined) vars.URL_TTL_SECONDS = String(config.urlTtlSeconds);
   if (config.maxRequestBytes !== undefined) vars.MAX_REQUEST_BYTES = String(config.maxRequestBytes);
+  if (config.authTtlSeconds !== undefined) vars.AUTH_TTL_SECONDS = String(config.authTtlSeconds);
   if (config.adminToken !== undefined) vars.ADMIN_TOKEN = config.adminToken;
   return vars;
 }

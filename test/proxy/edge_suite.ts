@@ -172,6 +172,60 @@ export function edgeSuite(factory: EdgeFactory, runtime: string): void {
     },
   );
 
+  t(
+    "a warm URI clone costs the origin no pack work: the edge answers the fetch itself",
+    async (w) => {
+      await makeRepo(w.origin, "r.git", {
+        commits: 20,
+        branches: 2,
+        tags: 2,
+        binaryBytes: 300_000,
+      });
+      const snap = await warm(w.edge, "r.git");
+      const packs = snap.packs as { hash: string }[];
+      await git(["clone", "-q", w.origin.repoUrl("r.git"), `${w.dir}/direct`]);
+      w.origin.stats.reset();
+      const trace = await tracedGit([...URI_CLONE, `${w.edge.url}/r.git`, `${w.dir}/edge`]);
+      assertEquals(
+        urisFetched(trace).map((f) => f.hash).sort(),
+        packs.map((p) => p.hash).sort(),
+        "every pack by URI",
+      );
+      await assertSameClone(`${w.dir}/direct`, `${w.dir}/edge`);
+      // The ref advertisement (info/refs, ls-refs) is all the origin saw: one upload-pack POST.
+      const byPath = w.origin.stats.byPath;
+      assertEquals(byPath["POST /r.git/git-upload-pack"]?.requests, 1, JSON.stringify(byPath));
+      assertEquals(byPath["GET /r.git/info/refs"]?.requests, 1, JSON.stringify(byPath));
+      assertEquals(w.origin.stats.requests, 2, JSON.stringify(byPath));
+      // sideband-all: the edge's own answer is banded throughout, and git still takes it.
+      await git(["config", "uploadpack.allowSidebandAll", "true"], {
+        cwd: `${w.origin.root}/r.git`,
+      });
+      const banded = await tracedGit([...URI_CLONE, `${w.edge.url}/r.git`, `${w.dir}/banded`], {
+        env: { GIT_TRACE_PACKET: "1", GIT_TEST_SIDEBAND_ALL: "1" },
+      });
+      assert(/> sideband-all$/m.test(banded), "fetch-pack requested sideband-all");
+      assert(/< \\1packfile-uris$/m.test(banded), "a band-1 packfile-uris header");
+      await assertSameClone(`${w.dir}/direct`, `${w.dir}/banded`);
+      assertEquals(w.origin.stats.byPath["POST /r.git/git-upload-pack"]?.requests, 2, "ls-refs");
+      const text = await (await fetch(`${w.edge.url}/_edge/metrics`)).text();
+      assert(/^gitedge_fetch_answered_total 2$/m.test(text), text);
+    },
+  );
+
+  t("with the auth TTL at 0 every fetch goes to the origin", async (w) => {
+    await makeRepo(w.origin, "r.git", { commits: 8, binaryBytes: 300_000 });
+    await warm(w.edge, "r.git");
+    w.origin.stats.reset();
+    await tracedGit([...URI_CLONE, `${w.edge.url}/r.git`, `${w.dir}/edge`]);
+    assertEquals(
+      w.origin.stats.byPath["POST /r.git/git-upload-pack"]?.requests,
+      2,
+      "ls-refs, fetch",
+    );
+    await git(["fsck", "--full"], { cwd: `${w.dir}/edge` });
+  }, { edge: () => ({ authTtlSeconds: 0 }) });
+
   t("the origin moves on: clones stay correct and a refresh adds a small layer", async (w) => {
     await makeRepo(w.origin, "r.git", { commits: 20, binaryBytes: 400_000 });
     const first = await warm(w.edge, "r.git");
@@ -360,6 +414,27 @@ export function edgeSuite(factory: EdgeFactory, runtime: string): void {
         "URIs with credentials",
       );
       await assertSameClone(`${w.dir}/a`, `${w.dir}/b`);
+      // The origin accepted alice moments ago (ls-refs): the edge answered her fetch itself.
+      w.origin.stats.reset();
+      await tracedGit([...URI_CLONE, authed, `${w.dir}/c`]);
+      await assertSameClone(`${w.dir}/a`, `${w.dir}/c`);
+      assertEquals(
+        w.origin.stats.byPath["POST /p.git/git-upload-pack"]?.requests,
+        1,
+        `only ls-refs reached the origin: ${JSON.stringify(w.origin.stats.byPath)}`,
+      );
+      // Another credential is not vouched for by alice's: its fetch goes to the origin, refused.
+      const wrong = await fetch(`${w.edge.url}/p.git/git-upload-pack`, {
+        method: "POST",
+        headers: {
+          "git-protocol": "version=2",
+          "content-type": "application/x-git-upload-pack-request",
+          authorization: `Basic ${btoa("alice:wrong")}`,
+        },
+        body: uriFetch((snap.tips as string[])[0]) as Uint8Array<ArrayBuffer>,
+      });
+      assertEquals(wrong.status, 401, "a wrong password is refused by the origin");
+      assert(!(await wrong.text()).includes("/_edge/packs/"), "no URIs to a wrong password");
       // A snapshot exists now, yet an anonymous fetch still gets the origin's 401 and no URIs.
       const tips = snap.tips as string[];
       const anonFetch = await postUploadPack(`${w.edge.url}/p.git`, uriFetch(tips[0]));

@@ -390,7 +390,9 @@ Deno.test({
   sanitizeResources: false,
   fn: async () => {
     await using origin = await startOrigin();
-    await using edge = await denoEdgeFactory({ origin: origin.url, chunks: 3 });
+    // No credential memo: every fetch goes through the origin and its response is rewritten
+    // (edge_suite covers the edge's own sideband-all answers).
+    await using edge = await denoEdgeFactory({ origin: origin.url, chunks: 3, authTtlSeconds: 0 });
     await using dir = await tempDir();
     const fixture = await makeRepo(origin, "sba.git", {
       commits: 20,

@@ -14,6 +14,8 @@ export interface EdgeUnderTestOptions {
   urlTtlSeconds?: number;
   adminToken?: string;
   maxRequestBytes?: number;
+  /** See `EdgeConfig.authTtlSeconds`. */
+  authTtlSeconds?: number;
   /** Base URL put in packfile URIs instead of the edge's own (e.g. a relay in front of it). */
   publicUrl?: string;
   /** Port to listen on (default 0: any free port). */
@@ -46,6 +48,7 @@ export function edgeConfigFor(opts: EdgeUnderTestOptions): Partial<EdgeConfig> {
     urlTtlSeconds: opts.urlTtlSeconds ?? 3600,
     adminToken: opts.adminToken,
     ...(opts.maxRequestBytes ? { maxRequestBytes: opts.maxRequestBytes } : {}),
+    ...(opts.authTtlSeconds !== undefined ? { authTtlSeconds: opts.authTtlSeconds } : {}),
     ...(opts.publicUrl ? { publicUrl: opts.publicUrl } : {}),
   };
 }
