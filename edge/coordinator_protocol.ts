@@ -10,7 +10,11 @@ import type {
   ScheduleBasis,
   SnapshotStatus,
 } from "../src/proxy/deps.ts";
-import { OriginStatusError, OriginUnreachableError } from "../src/proxy/origin.ts";
+import {
+  OriginRedirectError,
+  OriginStatusError,
+  OriginUnreachableError,
+} from "../src/proxy/origin.ts";
 
 /** The `Coordinator` operations the Durable Object serves. */
 export type CoordinatorOp = "manifest" | "status" | "schedule" | "warm";
@@ -134,6 +138,10 @@ export function encodeFailure(error: unknown): CoordinatorFailure {
   if (error instanceof OriginStatusError) {
     const prefix = `origin answered ${error.status} for ${error.url}: `;
     const detail = message.startsWith(prefix) ? message.slice(prefix.length) : "";
+    return { error: message, origin: { url: error.url, status: error.status, detail } };
+  }
+  if (error instanceof OriginRedirectError) {
+    const detail = "a redirect, which the edge does not follow: configure the origin's final URL";
     return { error: message, origin: { url: error.url, status: error.status, detail } };
   }
   if (error instanceof OriginUnreachableError) {

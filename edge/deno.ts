@@ -8,6 +8,7 @@ import { LocalCoordinator } from "../src/proxy/coordinator.ts";
 import { Metrics } from "../src/proxy/metrics.ts";
 import { SnapshotBuilder } from "../src/proxy/snapshot.ts";
 import { FsPackStore } from "../src/storage/fs.ts";
+import { ConfigValueError, parseHttpUrl } from "../src/proxy/config_parse.ts";
 
 export interface DenoEdgeOptions {
   store: string;
@@ -53,6 +54,14 @@ export async function startDenoEdge(opts: DenoEdgeOptions): Promise<RunningEdge>
   const config: EdgeConfig = { ...DEFAULT_EDGE_CONFIG, ...opts.config };
   if (!config.origin && !config.allowHosts?.length) {
     throw new Error("configure an origin (--origin) or allowed hosts (--allow-host)");
+  }
+  for (const [name, url] of [["origin", config.origin], ["publicUrl", config.publicUrl]]) {
+    try {
+      if (url !== undefined) parseHttpUrl(url);
+    } catch (error) {
+      if (!(error instanceof ConfigValueError)) throw error;
+      throw new Error(`${name} must be ${error.expected}, got '${error.value}'`);
+    }
   }
   const store = new FsPackStore(opts.store);
   const metrics = new Metrics();

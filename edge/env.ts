@@ -8,6 +8,7 @@ import {
   parseHttpUrl,
   parseIntAtLeast,
   parseSigningKeyHex,
+  redactCredentials,
 } from "../src/proxy/config_parse.ts";
 import type { DurableObjectNamespace, R2Bucket } from "./worker_types.ts";
 
@@ -142,7 +143,7 @@ function parsed<T>(
     return parse(value);
   } catch (error) {
     if (!(error instanceof ConfigValueError)) throw error;
-    const got = secret ? "" : `, got '${value}'`;
+    const got = secret ? "" : `, got '${redactCredentials(value)}'`;
     throw new WorkerConfigError(`${name} must be ${error.expected}${got}`);
   }
 }

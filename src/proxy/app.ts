@@ -9,7 +9,12 @@ import { Metrics } from "./metrics.ts";
 import { AuthMemo } from "./auth_memo.ts";
 import { RepoPathError, resolveRepo, splitGitPath } from "./repo.ts";
 import { UrlSigner } from "./signing.ts";
-import { OriginStatusError, OriginUnreachableError } from "./origin.ts";
+import {
+  callOrigin,
+  OriginRedirectError,
+  OriginStatusError,
+  OriginUnreachableError,
+} from "./origin.ts";
 import {
   handleInfoRefs,
   handleReceivePack,
@@ -18,7 +23,7 @@ import {
 } from "./git_routes.ts";
 import { handlePackGet } from "./pack_routes.ts";
 import { GitFormatError } from "../git/errors.ts";
-import { ClientRequestError } from "./errors.ts";
+import { ClientRequestError, publicMessage } from "./errors.ts";
 
 export interface EdgeApp {
   app: Hono;
@@ -53,27 +58,47 @@ export function createApp(
     return handlePackGet(ctx, c.req.raw, c.req.param("id"), c.req.param("file"));
   });
 
-  // With an admin token configured, the admin routes need it: status names a private
-  // repository's tips, warm spends origin work.
-  const adminOnly = (c: Context): Response | null =>
-    isAdmin(c.req.header("authorization"), deps.config.adminToken)
-      ? null
-      : c.json({ error: "admin token required" }, 401);
+  // Status names a repository's tips, warm spends origin work. With an admin token configured,
+  // both need it. Without one, they are private by default: the caller must be someone the
+  // origin lets read the repository (its credentials in `X-Origin-Authorization`, or in
+  // `Authorization`), checked with an `info/refs` request to the origin.
+  const refusal = async (c: Context, repo: RepoRef): Promise<Response | null> => {
+    const token = deps.config.adminToken;
+    if (token) {
+      return isAdmin(c.req.header("authorization"), token)
+        ? null
+        : c.json({ error: "admin token required" }, 401);
+    }
+    const credentials = c.req.header("x-origin-authorization") ?? c.req.header("authorization");
+    const res = await callOrigin(
+      deps.originFetch,
+      `${repo.originUrl}/info/refs?service=git-upload-pack`,
+      { method: "GET", headers: credentials ? { authorization: credentials } : {} },
+    );
+    await res.body?.cancel().catch(() => {});
+    if (res.status === 200) return null;
+    const status = res.status === 401 || res.status === 403 || res.status === 404
+      ? res.status
+      : 403;
+    return c.json({ error: `the origin did not let this caller read ${repo.path}` }, status);
+  };
 
   app.get("/_edge/status/*", async (c) => {
     metrics.inc("gitedge_requests_total", 1, { route: "status" });
-    const refused = adminOnly(c);
-    if (refused) return refused;
     const repo = repoFromEdgePath(c, "/_edge/status/", ctx);
+    const refused = await refusal(c, repo);
+    if (refused) return refused;
     return c.json({ repo: repo.path, snapshot: await deps.coordinator.status(repo) });
   });
 
   app.post("/_edge/warm/*", async (c) => {
     metrics.inc("gitedge_requests_total", 1, { route: "warm" });
-    const refused = adminOnly(c);
-    if (refused) return refused;
     const repo = repoFromEdgePath(c, "/_edge/warm/", ctx);
-    const originAuth = c.req.header("x-origin-authorization");
+    const refused = await refusal(c, repo);
+    if (refused) return refused;
+    // Without an admin token, `Authorization` carries origin credentials, as for git.
+    const originAuth = c.req.header("x-origin-authorization") ??
+      (deps.config.adminToken ? undefined : c.req.header("authorization"));
     const auth = {
       headers: originAuth ? { authorization: originAuth } : {} as Record<string, string>,
     };
@@ -106,9 +131,8 @@ function repoFromEdgePath(c: Context, prefix: string, ctx: ProxyContext): RepoRe
   return resolveRepo(path, ctx.deps.config);
 }
 
-/** Whether `authorization` carries the admin token (constant-time); true when none is set. */
-function isAdmin(authorization: string | undefined, token: string | undefined): boolean {
-  if (!token) return true;
+/** Whether `authorization` carries the admin token (constant-time). */
+function isAdmin(authorization: string | undefined, token: string): boolean {
   const given = new TextEncoder().encode(authorization ?? "");
   const want = new TextEncoder().encode(`Bearer ${token}`);
   let diff = given.length ^ want.length;
@@ -116,13 +140,20 @@ function isAdmin(authorization: string | undefined, token: string | undefined): 
   return diff === 0;
 }
 
-/** Maps errors to responses git shows to its user (text/plain bodies are printed by git). */
+/**
+ * Maps errors to responses git shows to its user (text/plain bodies are printed by git). Messages
+ * pass through `publicMessage` (no credentials, no server paths); an unexpected error's message
+ * stays in the server's log.
+ */
 function errorResponse(c: Context, err: Error): Response {
-  if (err instanceof RepoPathError) return c.text(`gitedge: ${err.message}\n`, err.status);
-  if (err instanceof ClientRequestError) return c.text(`gitedge: ${err.message}\n`, err.status);
-  if (err instanceof GitFormatError) return c.text(`gitedge: bad request: ${err.message}\n`, 400);
-  if (err instanceof OriginUnreachableError) return c.text(`gitedge: ${err.message}\n`, 502);
-  if (err instanceof OriginStatusError) return c.text(`gitedge: ${err.message}\n`, 502);
+  const say = (status: 400 | 403 | 404 | 413 | 415 | 502, prefix = "") =>
+    c.text(`gitedge: ${prefix}${publicMessage(err)}\n`, status);
+  if (err instanceof RepoPathError) return say(err.status);
+  if (err instanceof ClientRequestError) return say(err.status);
+  if (err instanceof GitFormatError) return say(400, "bad request: ");
+  if (err instanceof OriginUnreachableError) return say(502);
+  if (err instanceof OriginStatusError) return say(502);
+  if (err instanceof OriginRedirectError) return say(502);
   console.error("gitedge: internal error:", err);
-  return c.text(`gitedge: internal error: ${err.message}\n`, 500);
+  return c.text("gitedge: internal error (details are in the edge's log)\n", 500);
 }

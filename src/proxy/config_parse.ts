@@ -24,7 +24,14 @@ export function parseIntAtLeast(text: string, min: number): number {
   return n;
 }
 
-/** Checks `text` is an http(s) URL and returns it without trailing slashes. */
+/**
+ * Checks `text` is an http(s) URL without credentials and returns it without trailing slashes.
+ *
+ * Credentials in the URL (`https://user:pw@host`) are refused: the edge would send them on every
+ * origin request, so every repository they can read would become clonable by anyone through the
+ * edge, and they would travel into error messages and the snapshot manifest. Clients bring their
+ * own credentials; the edge forwards them.
+ */
 export function parseHttpUrl(text: string): string {
   let url: URL;
   try {
@@ -35,7 +42,19 @@ export function parseHttpUrl(text: string): string {
   if (url.protocol !== "https:" && url.protocol !== "http:") {
     throw new ConfigValueError("an http(s) URL", text);
   }
+  if (url.username !== "" || url.password !== "") {
+    throw new ConfigValueError(
+      "a URL without credentials (the edge would expose every repository they can read; " +
+        "clients send their own)",
+      redactCredentials(text),
+    );
+  }
   return text.replace(/\/+$/, "");
+}
+
+/** `text` with the `user:password@` of every URL in it replaced by `***@`, for messages and logs. */
+export function redactCredentials(text: string): string {
+  return text.replace(/(\b[a-z][a-z0-9+.-]*:\/\/)[^\/\s@]*@/gi, "$1***@");
 }
 
 /** Decodes a URL-signing key given as hex: at least 32 digits (16 bytes), an even count. */

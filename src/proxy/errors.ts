@@ -13,3 +13,14 @@ export class RequestTooLargeError extends ClientRequestError {
     super(message, 413);
   }
 }
+
+/**
+ * `error`'s message as it may be shown to clients (response bodies, `lastError` in status): any
+ * `user:password@` of a URL and absolute filesystem paths of the server removed.
+ */
+export function publicMessage(error: unknown): string {
+  const message = error instanceof Error ? error.message : String(error);
+  return message
+    .replace(/(\b[a-z][a-z0-9+.-]*:\/\/)[^\/\s@]*@/gi, "$1***@")
+    .replace(/(^|[\s'"`(\[=])\/(?!\/)[^\s'"`)\]]*/g, "$1<path>");
+}

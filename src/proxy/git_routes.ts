@@ -133,13 +133,44 @@ function requestBody(request: Request, max: number): ReadableStream<Uint8Array> 
   let body: ReadableStream<Uint8Array> = request.body ?? new Blob([]).stream();
   const enc = (request.headers.get("content-encoding") ?? "").toLowerCase();
   if (enc === "gzip" || enc === "x-gzip") {
-    body = body.pipeThrough(
-      new DecompressionStream("gzip") as unknown as TransformStream<Uint8Array, Uint8Array>,
+    body = mapErrors(
+      body.pipeThrough(
+        new DecompressionStream("gzip") as unknown as TransformStream<Uint8Array, Uint8Array>,
+      ),
+      (error) =>
+        error instanceof ClientRequestError ? error : new ClientRequestError(
+          `request body is not valid gzip: ${error instanceof Error ? error.message : error}`,
+          400,
+        ),
     );
   } else if (enc && enc !== "identity") {
     throw new ClientRequestError(`unsupported content-encoding ${enc}`, 415);
   }
   return body.pipeThrough(limitStream(max));
+}
+
+/** `source`, with any error it fails with replaced by `map(error)`. */
+function mapErrors(
+  source: ReadableStream<Uint8Array>,
+  map: (error: unknown) => unknown,
+): ReadableStream<Uint8Array> {
+  const reader = source.getReader();
+  return new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      let next: ReadableStreamReadResult<Uint8Array>;
+      try {
+        next = await reader.read();
+      } catch (error) {
+        controller.error(map(error));
+        return;
+      }
+      if (next.done) controller.close();
+      else controller.enqueue(next.value);
+    },
+    cancel(reason) {
+      return reader.cancel(reason);
+    },
+  }, { highWaterMark: 0 });
 }
 
 function limitStream(max: number): TransformStream<Uint8Array, Uint8Array> {

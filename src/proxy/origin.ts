@@ -19,6 +19,21 @@ export class OriginStatusError extends Error {
   }
 }
 
+/**
+ * The origin answered with a redirect. The edge never follows one: a redirect may point at a host
+ * the edge must not reach (it is no open proxy) and would carry the client's credentials there.
+ * Git sees a 502 saying so; point the edge at the final URL instead.
+ */
+export class OriginRedirectError extends Error {
+  override name = "OriginRedirectError";
+  constructor(readonly url: string, readonly status: number) {
+    super(
+      `origin answered ${status} (a redirect) for ${url}; the edge does not follow origin ` +
+        `redirects: configure the origin's final URL`,
+    );
+  }
+}
+
 /** Request headers a client may send that the origin needs; everything else stays at the edge. */
 const FORWARDED_REQUEST_HEADERS = [
   "authorization",
@@ -59,17 +74,26 @@ export function authOf(incoming: Headers): OriginAuth {
   return { headers };
 }
 
-/** Calls the origin, turning network failures into `OriginUnreachableError`. */
+/**
+ * Calls the origin, turning network failures into `OriginUnreachableError` and redirects (never
+ * followed) into `OriginRedirectError`.
+ */
 export async function callOrigin(
   originFetch: OriginFetch,
   url: string,
   init: RequestInit,
 ): Promise<Response> {
+  let res: Response;
   try {
-    return await originFetch(new Request(url, init));
+    res = await originFetch(new Request(url, { ...init, redirect: "manual" }));
   } catch (err) {
     throw new OriginUnreachableError(url, err);
   }
+  if (res.status >= 300 && res.status < 400 && res.status !== 304) {
+    await res.body?.cancel().catch(() => {});
+    throw new OriginRedirectError(url, res.status);
+  }
+  return res;
 }
 
 /** POSTs a protocol-v2 command to the origin's upload-pack and requires a 200. */

@@ -13,6 +13,7 @@ import type {
   SnapshotStatus,
 } from "./deps.ts";
 import type { Metrics } from "./metrics.ts";
+import { publicMessage } from "./errors.ts";
 
 /** The storage this needs: a subset of Durable Object storage's API. */
 export interface SnapshotStorage {
@@ -166,7 +167,7 @@ export class RepoSnapshots {
       manifest = await builder.build(repo, auth, fresh ? null : snapshot.manifest);
     } catch (error) {
       this.#deps.metrics?.inc("gitedge_snapshot_build_failures_total");
-      snapshot.meta.lastError = error instanceof Error ? error.message : String(error);
+      snapshot.meta.lastError = publicMessage(error);
       await storage.put(META_KEY, snapshot.meta);
       throw error;
     }

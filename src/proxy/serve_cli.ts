@@ -6,6 +6,7 @@ import {
   parseHttpUrl,
   parseIntAtLeast,
   parseSigningKeyHex,
+  redactCredentials,
 } from "./config_parse.ts";
 
 const HELP = `usage: gitedge serve [options]
@@ -56,7 +57,11 @@ function positiveInt(flag: string, v: string, min = 1): number {
 }
 
 function httpUrl(flag: string, v: string): string {
-  return parsed(v, parseHttpUrl, (expected) => `${flag} needs ${expected}, got '${v}'`);
+  return parsed(
+    v,
+    parseHttpUrl,
+    (expected) => `${flag} needs ${expected}, got '${redactCredentials(v)}'`,
+  );
 }
 
 /** Runs `parse` on `value`, turning a malformed value into a `UsageError` worded by `message`. */

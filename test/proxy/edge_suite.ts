@@ -57,8 +57,12 @@ async function postUploadPack(repoUrl: string, body: Uint8Array): Promise<Respon
   });
 }
 
-async function status(edge: EdgeUnderTest, repo: string): Promise<Record<string, unknown>> {
-  const res = await fetch(`${edge.url}/_edge/status/${repo}`);
+async function status(
+  edge: EdgeUnderTest,
+  repo: string,
+  headers: Record<string, string> = {},
+): Promise<Record<string, unknown>> {
+  const res = await fetch(`${edge.url}/_edge/status/${repo}`, { headers });
   assertEquals(res.status, 200, "status route");
   return (await res.json()).snapshot;
 }
@@ -396,16 +400,21 @@ export function edgeSuite(factory: EdgeFactory, runtime: string): void {
       const refused = await postUploadPack(`${w.edge.url}/p.git`, uriFetch(tip));
       assertEquals(refused.status, 401, "anonymous fetch refused by the origin");
       await refused.body?.cancel();
-      assertEquals((await status(w.edge, "p.git")).builds, 0, "no build for the unauthorised");
+      const basic = `Basic ${btoa("alice:s3cret")}`;
+      const reader = { "x-origin-authorization": basic };
+      assertEquals(
+        (await status(w.edge, "p.git", reader)).builds,
+        0,
+        "no build for the unauthorised",
+      );
       // The edge cannot build a snapshot without credentials, and stores none.
       const res = await fetch(`${w.edge.url}/_edge/warm/p.git`, { method: "POST" });
-      assertEquals(res.status, 502, "warm without origin credentials fails");
+      assertEquals(res.status, 401, "warm without origin credentials is refused");
       await res.body?.cancel();
       // With credentials: a clone works, and schedules a build with them (in memory only).
       await git(["-c", "fetch.uriProtocols=http", "clone", "-q", authed, `${w.dir}/a`]);
       await git(["fsck", "--full"], { cwd: `${w.dir}/a` });
-      const basic = `Basic ${btoa("alice:s3cret")}`;
-      const snap = await warm(w.edge, "p.git", { "x-origin-authorization": basic });
+      const snap = await warm(w.edge, "p.git", reader);
       assertEquals(snap.state, "ready", "warm with origin credentials");
       const trace = await tracedGit([...URI_CLONE, authed, `${w.dir}/b`]);
       assertEquals(
