@@ -36,6 +36,8 @@ export interface Env {
   MAX_REQUEST_BYTES?: string;
   /** Seconds the origin's acceptance of a credential lets the edge answer fetches alone (default 30; 0 off). */
   AUTH_TTL_SECONDS?: string;
+  /** Size of the response cache (answers to fetches without `have`) in R2, bytes (default 1 GiB; 0 off). */
+  RESPONSE_CACHE_BYTES?: string;
   /** Secret: when set, `/_edge/warm` requires `Authorization: Bearer <token>`. */
   ADMIN_TOKEN?: string;
   /** R2 multipart part size in MiB (default 8, at least 5). */
@@ -67,6 +69,7 @@ export function edgeConfigFromEnv(env: Env): EdgeConfig {
     urlTtlSeconds: integer(env, "URL_TTL_SECONDS", 60) ?? DEFAULTS.urlTtlSeconds,
     maxRequestBytes: integer(env, "MAX_REQUEST_BYTES", 1024) ?? DEFAULTS.maxRequestBytes,
     authTtlSeconds: integer(env, "AUTH_TTL_SECONDS", 0) ?? DEFAULTS.authTtlSeconds,
+    responseCacheBytes: integer(env, "RESPONSE_CACHE_BYTES", 0) ?? DEFAULTS.responseCacheBytes,
   };
   if (origin !== undefined) config.origin = httpUrl("ORIGIN", origin);
   if (allowHosts?.length) config.allowHosts = allowHosts;
@@ -116,6 +119,7 @@ type NumericVar =
   | "URL_TTL_SECONDS"
   | "MAX_REQUEST_BYTES"
   | "AUTH_TTL_SECONDS"
+  | "RESPONSE_CACHE_BYTES"
   | "R2_PART_MIB"
   | "REFRESH_SECONDS";
 

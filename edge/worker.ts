@@ -8,6 +8,7 @@ import { createApp } from "../src/proxy/app.ts";
 import type { EdgeDeps } from "../src/proxy/deps.ts";
 import { Metrics } from "../src/proxy/metrics.ts";
 import { AuthMemo } from "../src/proxy/auth_memo.ts";
+import { ResponseCache } from "../src/proxy/response_cache.ts";
 import { type Env, WorkerConfigError } from "./env.ts";
 import { edgeDepsFromEnv } from "./worker_deps.ts";
 import type { ExecutionContext, ExportedHandler } from "./worker_types.ts";
@@ -20,11 +21,12 @@ type FetchHandler = (request: Request, env: Env, ctx: ExecutionContext) => Promi
 /**
  * The Worker's fetch handler. The handler owns the metrics of the isolate it runs in, so
  * `/_edge/metrics` counts every request this isolate served (Cloudflare runs many isolates; each
- * reports its own share). Likewise the memo of credentials the origin accepted.
+ * reports its own share). Likewise the memo of credentials the origin accepted and the response cache's fills.
  */
 function createFetchHandler(): FetchHandler {
   const metrics = new Metrics();
   const authMemo = new AuthMemo();
+  const responseCache = new ResponseCache();
   return async (request, env, ctx) => {
     let deps: EdgeDeps;
     try {
@@ -37,7 +39,7 @@ function createFetchHandler(): FetchHandler {
         headers: { "content-type": "text/plain; charset=utf-8" },
       });
     }
-    return await createApp(deps, { metrics, authMemo }).fetch(request);
+    return await createApp(deps, { metrics, authMemo, responseCache }).fetch(request);
   };
 }
 

@@ -7,6 +7,7 @@ import type { Context } from "hono";
 import type { EdgeDeps, RepoRef } from "./deps.ts";
 import { Metrics } from "./metrics.ts";
 import { AuthMemo } from "./auth_memo.ts";
+import { ResponseCache } from "./response_cache.ts";
 import { RepoPathError, resolveRepo, splitGitPath } from "./repo.ts";
 import { UrlSigner } from "./signing.ts";
 import {
@@ -32,17 +33,18 @@ export interface EdgeApp {
 }
 
 /**
- * Builds the app. `metrics` and `authMemo` are per process (or Worker isolate): pass them when
+ * Builds the app. `metrics`, `authMemo` and `responseCache` are per process (or Worker isolate): pass them when
  * the app itself is built per request.
  */
 export function createApp(
   deps: EdgeDeps,
-  opts: { metrics?: Metrics; authMemo?: AuthMemo } = {},
+  opts: { metrics?: Metrics; authMemo?: AuthMemo; responseCache?: ResponseCache } = {},
 ): EdgeApp {
   const metrics = opts.metrics ?? new Metrics();
   const signer = new UrlSigner(deps.signingKey);
   const authMemo = opts.authMemo ?? new AuthMemo();
-  const ctx: ProxyContext = { deps, metrics, signer, authMemo };
+  const responseCache = opts.responseCache ?? new ResponseCache();
+  const ctx: ProxyContext = { deps, metrics, signer, authMemo, responseCache };
   const app = new Hono();
 
   app.onError((err, c) => errorResponse(c, err));

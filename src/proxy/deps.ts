@@ -105,16 +105,27 @@ export interface EdgeConfig {
    * off. Default {@link DEFAULT_EDGE_CONFIG}.
    */
   authTtlSeconds?: number;
+  /**
+   * Total size of the response cache (answers to fetches without `have`, in the store), bytes;
+   * 0 turns it off. Default {@link DEFAULT_EDGE_CONFIG}.
+   */
+  responseCacheBytes?: number;
 }
 
 /** The defaults every runtime starts from (the Deno server's flags, the Worker's vars). */
 export const DEFAULT_EDGE_CONFIG: Readonly<
-  Required<Pick<EdgeConfig, "chunks" | "urlTtlSeconds" | "maxRequestBytes" | "authTtlSeconds">>
+  Required<
+    Pick<
+      EdgeConfig,
+      "chunks" | "urlTtlSeconds" | "maxRequestBytes" | "authTtlSeconds" | "responseCacheBytes"
+    >
+  >
 > = {
   chunks: 4,
   urlTtlSeconds: 3600,
   maxRequestBytes: 64 << 20,
   authTtlSeconds: 30,
+  responseCacheBytes: 1 << 30,
 };
 
 export interface EdgeDeps {

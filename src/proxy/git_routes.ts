@@ -9,8 +9,16 @@ import type { Metrics } from "./metrics.ts";
 import { countingStream } from "./metrics.ts";
 import type { UrlSigner } from "./signing.ts";
 import type { AuthMemo } from "./auth_memo.ts";
+import { cacheKey, entryKey, hex, type ResponseCache, uncacheable } from "./response_cache.ts";
+import { sha256 } from "@noble/hashes/sha2.js";
 import { expiryFor } from "./signing.ts";
-import { authOf, callOrigin, FORWARDED_RESPONSE_HEADERS, forwardHeaders } from "./origin.ts";
+import {
+  authOf,
+  callOrigin,
+  FORWARDED_RESPONSE_HEADERS,
+  forwardHeaders,
+  OriginStatusError,
+} from "./origin.ts";
 import { injectBeforePackfile } from "./rewrite.ts";
 import { manifestPacks } from "./snapshot.ts";
 import { ClientRequestError, RequestTooLargeError } from "./errors.ts";
@@ -36,6 +44,8 @@ export interface ProxyContext {
   signer: UrlSigner;
   /** Credentials the origin recently accepted, per repository (hashes, in memory). */
   authMemo: AuthMemo;
+  /** Fills under way of the response cache (its entries live in the store). */
+  responseCache: ResponseCache;
 }
 
 function isV2(request: Request): boolean {
@@ -249,8 +259,9 @@ export async function handleUploadPack(
   if (req === null) throw new ClientRequestError("empty request", 400);
   let inject: { manifest: Manifest; args: FetchArgs } | null = null;
   let build: ScheduleBasis | null = null;
+  let fetchArgs: FetchArgs | null = null;
   if (req.command === "fetch") {
-    const args = parseFetchArgs(req.args);
+    const args = fetchArgs = parseFetchArgs(req.args);
     const scheme = new URL(publicBase(ctx, url)).protocol.replace(":", "");
     let reason = ineligible(args, scheme);
     if (reason === null) {
@@ -272,6 +283,9 @@ export async function handleUploadPack(
     recentlyAuthorised(ctx, request, repo)
   ) {
     return await answerFromSnapshot(ctx, repo, inject.manifest, url, inject.args.sidebandAll);
+  }
+  if (!inject && fetchArgs && responseCacheBytes(ctx) > 0 && uncacheable(fetchArgs) === null) {
+    return await cachedFetch(ctx, request, repo, req, fetchArgs, build);
   }
   let body = serializeCommandRequest(req);
   if (inject) {
@@ -308,6 +322,148 @@ export async function handleUploadPack(
     origin,
     injectBeforePackfile(origin.body, section, { sidebandAll: inject.args.sidebandAll }),
   );
+}
+
+function responseCacheBytes(ctx: ProxyContext): number {
+  return ctx.deps.config.responseCacheBytes ?? DEFAULT_EDGE_CONFIG.responseCacheBytes;
+}
+
+const RESULT_TYPE = "application/x-git-upload-pack-result";
+
+/**
+ * A fetch without `have` lines, through the response cache (see `response_cache.ts`). A stored
+ * answer goes only to a client the origin just authorised: with `include-tag`, by the ls-refs
+ * of tags the key needs anyway; without, by the credential memo. Anyone else's request goes to
+ * the origin, whose answer may fill the cache.
+ */
+async function cachedFetch(
+  ctx: ProxyContext,
+  request: Request,
+  repo: RepoRef,
+  req: CommandRequest,
+  args: FetchArgs,
+  build: ScheduleBasis | null,
+): Promise<Response> {
+  // Only a request the origin authorised starts a build (with its credentials, in memory).
+  const authorisedBuild = () => {
+    if (build) {
+      inBackground(ctx, ctx.deps.coordinator.schedule(repo, authOf(request.headers), build));
+    }
+  };
+  let tags = "-";
+  let authorised: boolean;
+  if (args.includeTag) {
+    const digest = await originTagDigest(ctx, request, repo, req);
+    if (digest === null) {
+      // The origin refused the credential (or failed): the fetch goes to it as it is.
+      return await forwardUploadPack(ctx, request, repo, serializeCommandRequest(req));
+    }
+    tags = digest;
+    authorised = true;
+  } else {
+    authorised = recentlyAuthorised(ctx, request, repo);
+  }
+  if (authorised) authorisedBuild();
+  const storeKey = entryKey(repo.id, cacheKey(repo.id, req, args, tags));
+  if (authorised) {
+    const hit = await cachedAnswer(ctx, storeKey);
+    if (hit) return hit;
+    const pending = ctx.responseCache.pending(storeKey);
+    if (pending && await pending) {
+      const filled = await cachedAnswer(ctx, storeKey);
+      if (filled) return filled;
+    }
+  }
+  ctx.metrics.inc("gitedge_response_cache_total", 1, { result: "miss" });
+  const claim = ctx.responseCache.claim(storeKey);
+  const body = serializeCommandRequest({
+    ...req,
+    args: serializeFetchArgs({ ...args, noProgress: true }),
+  });
+  let origin: Response;
+  try {
+    origin = await forwardUploadPack(ctx, request, repo, body);
+  } catch (err) {
+    claim?.abandon();
+    throw err;
+  }
+  if (origin.status === 200 && !authorised) authorisedBuild();
+  const typeOk = origin.headers.get("content-type") === RESULT_TYPE;
+  if (!claim || origin.status !== 200 || !typeOk || !origin.body) {
+    claim?.abandon();
+    return relay(origin, origin.body);
+  }
+  const [toClient, toStore] = origin.body.tee();
+  inBackground(
+    ctx,
+    claim.fill(ctx.deps.store, ctx.metrics, toStore, { maxBytes: responseCacheBytes(ctx) }),
+  );
+  return relay(origin, toClient);
+}
+
+/** A stored answer as a response, or null when there is none. */
+async function cachedAnswer(ctx: ProxyContext, storeKey: string): Promise<Response | null> {
+  const obj = await ctx.deps.store.get(storeKey);
+  if (!obj) return null;
+  ctx.metrics.inc("gitedge_response_cache_total", 1, { result: "hit" });
+  const body = obj.body.pipeThrough(
+    countingStream(ctx.metrics, "gitedge_response_cache_bytes_total"),
+  );
+  return new Response(body, {
+    status: 200,
+    headers: { "content-type": RESULT_TYPE, "cache-control": "no-cache" },
+  });
+}
+
+/** Largest ls-refs answer read for a tag digest. */
+const MAX_TAG_LISTING = 16 << 20;
+
+/**
+ * SHA-256 of the origin's tags (`ls-refs peel ref-prefix refs/tags/`), asked with the client's
+ * credentials; null unless the origin answered 200 (which also renews the credential memo).
+ */
+async function originTagDigest(
+  ctx: ProxyContext,
+  request: Request,
+  repo: RepoRef,
+  req: CommandRequest,
+): Promise<string | null> {
+  const body = serializeCommandRequest({
+    command: "ls-refs",
+    capabilities: req.capabilities.filter((c) => c.startsWith("object-format=")),
+    args: ["peel", "ref-prefix refs/tags/"],
+  });
+  const res = await forwardUploadPack(ctx, request, repo, body);
+  if (res.status !== 200 || !res.body) {
+    await res.body?.cancel();
+    return null;
+  }
+  const hash = sha256.create();
+  let size = 0;
+  for await (const chunk of res.body) {
+    size += chunk.byteLength;
+    if (size > MAX_TAG_LISTING) {
+      throw new OriginStatusError(repo.originUrl, 200, "tag list too large");
+    }
+    hash.update(chunk);
+  }
+  return hex(hash.digest());
+}
+
+/** POSTs `body` to the origin's upload-pack with the client's headers; notes the verdict. */
+async function forwardUploadPack(
+  ctx: ProxyContext,
+  request: Request,
+  repo: RepoRef,
+  body: Uint8Array,
+): Promise<Response> {
+  const origin = await fromOrigin(ctx, `${repo.originUrl}/git-upload-pack`, {
+    method: "POST",
+    headers: forwardHeaders(request.headers),
+    body: body as Uint8Array<ArrayBuffer>,
+  });
+  noteOriginVerdict(ctx, request, repo, origin.status);
+  return origin;
 }
 
 /**

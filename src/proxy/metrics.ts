@@ -8,6 +8,11 @@ const HELP: Record<string, string> = {
   gitedge_fetch_rewrites_total: "Fetch responses that got a packfile-uris section.",
   gitedge_fetch_answered_total:
     "Fetches the edge answered from its snapshot alone (packfile-uris and an empty pack).",
+  gitedge_response_cache_total:
+    "Fetches without have lines looked up in the response cache, by result.",
+  gitedge_response_cache_bytes_total: "Bytes served from the response cache.",
+  gitedge_response_cache_stored_bytes_total: "Bytes stored into the response cache.",
+  gitedge_response_cache_evictions_total: "Response cache entries evicted for size.",
   gitedge_fetch_passthrough_total: "Fetch requests passed through unchanged, by reason.",
   gitedge_snapshot_builds_total: "Snapshot builds and refreshes started.",
   gitedge_snapshot_build_failures_total: "Snapshot builds that failed.",

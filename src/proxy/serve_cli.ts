@@ -27,6 +27,9 @@ options:
                         pushes and v0/v1 requests stream through uncapped
   --auth-ttl SECONDS    how long the origin's acceptance of a credential lets the edge answer
                         fetches from its snapshot alone (default ${DEFAULT_EDGE_CONFIG.authTtlSeconds}; 0: always ask the origin)
+  --response-cache-bytes N
+                        size of the cache of answers to fetches without 'have' (shallow, partial,
+                        single-commit clones) in the store (default ${DEFAULT_EDGE_CONFIG.responseCacheBytes}; 0: off)
   --admin-token TOKEN   require 'Authorization: Bearer TOKEN' on /_edge/warm and /_edge/status
                         (or set GITEDGE_ADMIN_TOKEN)
   -h, --help            show this help
@@ -49,6 +52,7 @@ export interface ServeOptions {
   urlTtl: number;
   maxRequestBytes: number;
   authTtl: number;
+  responseCacheBytes: number;
   adminToken?: string;
 }
 
@@ -91,6 +95,7 @@ export function parseServeArgs(
     urlTtl: DEFAULT_EDGE_CONFIG.urlTtlSeconds,
     maxRequestBytes: DEFAULT_EDGE_CONFIG.maxRequestBytes,
     authTtl: DEFAULT_EDGE_CONFIG.authTtlSeconds,
+    responseCacheBytes: DEFAULT_EDGE_CONFIG.responseCacheBytes,
     adminToken: env("GITEDGE_ADMIN_TOKEN"),
   };
   for (let i = 0; i < args.length; i++) {
@@ -133,6 +138,9 @@ export function parseServeArgs(
         break;
       case "--auth-ttl":
         o.authTtl = positiveInt(flag, value(), 0);
+        break;
+      case "--response-cache-bytes":
+        o.responseCacheBytes = positiveInt(flag, value(), 0);
         break;
       case "--admin-token":
         o.adminToken = value();
@@ -183,6 +191,7 @@ export async function serveMain(args: string[]): Promise<number> {
       urlTtlSeconds: opts.urlTtl,
       maxRequestBytes: opts.maxRequestBytes,
       authTtlSeconds: opts.authTtl,
+      responseCacheBytes: opts.responseCacheBytes,
       adminToken: opts.adminToken,
     },
   });

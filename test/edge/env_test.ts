@@ -26,6 +26,7 @@ Deno.test("edgeConfigFromEnv: single-origin mode with defaults", () => {
     urlTtlSeconds: 3600,
     maxRequestBytes: 64 << 20,
     authTtlSeconds: 30,
+    responseCacheBytes: 1 << 30,
   });
 });
 
@@ -38,6 +39,7 @@ Deno.test("edgeConfigFromEnv: multi-origin mode and every optional var", () => {
     URL_TTL_SECONDS: "600",
     MAX_REQUEST_BYTES: "2048",
     AUTH_TTL_SECONDS: "0",
+    RESPONSE_CACHE_BYTES: "0",
     ADMIN_TOKEN: "secret",
   }));
   assertEquals(config, {
@@ -48,6 +50,7 @@ Deno.test("edgeConfigFromEnv: multi-origin mode and every optional var", () => {
     urlTtlSeconds: 600,
     maxRequestBytes: 2048,
     authTtlSeconds: 0,
+    responseCacheBytes: 0,
     adminToken: "secret",
   });
 });

@@ -135,6 +135,9 @@ export function workerVars(
   if (config.urlTtlSeconds !== undefined) vars.URL_TTL_SECONDS = String(config.urlTtlSeconds);
   if (config.maxRequestBytes !== undefined) vars.MAX_REQUEST_BYTES = String(config.maxRequestBytes);
   if (config.authTtlSeconds !== undefined) vars.AUTH_TTL_SECONDS = String(config.authTtlSeconds);
+  if (config.responseCacheBytes !== undefined) {
+    vars.RESPONSE_CACHE_BYTES = String(config.responseCacheBytes);
+  }
   if (config.adminToken !== undefined) vars.ADMIN_TOKEN = config.adminToken;
   return vars;
 }

@@ -201,6 +201,7 @@ export function edgeSuite(factory: EdgeFactory, runtime: string): void {
       assertEquals(byPath["POST /r.git/git-upload-pack"]?.requests, 1, JSON.stringify(byPath));
       assertEquals(byPath["GET /r.git/info/refs"]?.requests, 1, JSON.stringify(byPath));
       assertEquals(w.origin.stats.requests, 2, JSON.stringify(byPath));
+      assertEquals(w.origin.stats.commands, { "ls-refs": 1 }, "no fetch reached the origin");
       // sideband-all: the edge's own answer is banded throughout, and git still takes it.
       await git(["config", "uploadpack.allowSidebandAll", "true"], {
         cwd: `${w.origin.root}/r.git`,
@@ -229,6 +230,86 @@ export function edgeSuite(factory: EdgeFactory, runtime: string): void {
     );
     await git(["fsck", "--full"], { cwd: `${w.dir}/edge` });
   }, { edge: () => ({ authTtlSeconds: 0 }) });
+
+  t(
+    "CI bursts of shallow and partial clones: the origin computes each distinct pack once",
+    async (w) => {
+      await makeRepo(w.origin, "r.git", {
+        commits: 25,
+        branches: 2,
+        tags: 2,
+        binaryBytes: 200_000,
+      });
+      const url = `${w.edge.url}/r.git`;
+      const direct = async (name: string, args: string[]) =>
+        await git(["clone", "-q", ...args, w.origin.repoUrl("r.git"), `${w.dir}/${name}`]);
+      const burst = async (name: string, args: string[], n: number) =>
+        await Promise.all(
+          Array.from({ length: n }, (_, i) =>
+            git([...URI_CLONE, ...args, url, `${w.dir}/${name}${i}`])),
+        );
+      const same = async (a: string, b: string) => {
+        await assertSameClone(`${w.dir}/${a}`, `${w.dir}/${b}`);
+        const shallow = async (d: string) =>
+          await Deno.readTextFile(`${w.dir}/${d}/.git/shallow`).catch(() => "");
+        assertEquals(await shallow(b), await shallow(a), `${b}: same shallow boundary`);
+        const objects = async (d: string) =>
+          (await git(["rev-list", "--objects", "--all", "--missing=print"], {
+            cwd: `${w.dir}/${d}`,
+          }))
+            .split("\n").sort().join("\n");
+        assertEquals(await objects(b), await objects(a), `${b}: same objects`);
+      };
+      const metric = async (name: string, labels = "") => {
+        const text = await (await fetch(`${w.edge.url}/_edge/metrics`)).text();
+        const line = text.split("\n").find((l) => l.startsWith(`${name}${labels} `));
+        return Number(line?.split(" ")[1] ?? 0);
+      };
+      await direct("d1", ["--depth", "1"]);
+      await direct("dp", ["--filter=blob:none"]);
+      w.origin.stats.reset();
+      await burst("s", ["--depth", "1"], 4);
+      await burst("p", ["--filter=blob:none"], 3);
+      for (let i = 0; i < 4; i++) await same("d1", `s${i}`);
+      for (let i = 0; i < 3; i++) await same("dp", `p${i}`);
+      // Three distinct packs: depth 1, blob:none, and the blobs of the checkout that each partial
+      // clone then fetches lazily (no `have` either: cached too).
+      assertEquals(w.origin.stats.commands.fetch, 3, JSON.stringify(w.origin.stats.commands));
+      assertEquals(await metric("gitedge_response_cache_total", '{result="miss"}'), 3, "misses");
+      assertEquals(await metric("gitedge_response_cache_total", '{result="hit"}'), 7, "hits");
+      assert(await metric("gitedge_response_cache_bytes_total") > 0, "bytes served from cache");
+
+      // A new annotated tag on the same commit: include-tag answers must carry it, so no hit.
+      const bare = `${w.origin.root}/r.git`;
+      await git(["tag", "-a", "-m", "late tag", "late", "main"], { cwd: bare });
+      await direct("d2", ["--depth", "1"]);
+      w.origin.stats.reset();
+      await burst("t", ["--depth", "1"], 2);
+      await same("d2", "t0");
+      await same("d2", "t1");
+      assert((await refsOf(`${w.dir}/t0`))["refs/tags/late"], "the new tag came along");
+      assertEquals(w.origin.stats.commands.fetch, 1, "one fetch for the new tag state");
+
+      // The branch moves: clients want the new tip, a new key; never the old answer.
+      await addCommits(w.origin, "r.git", { commits: 2 });
+      await direct("d3", ["--depth", "1"]);
+      await burst("m", ["--depth", "1"], 2);
+      await same("d3", "m0");
+      await same("d3", "m1");
+      // Nothing else but answers in the cache's part of the store.
+      const stored = await w.edge.listStored("cache/");
+      assertEquals(stored.length, 5, stored.join(", "));
+    },
+  );
+
+  t("the response cache off: every shallow clone goes to the origin", async (w) => {
+    await makeRepo(w.origin, "r.git", { commits: 6 });
+    for (const n of [0, 1]) {
+      await git([...URI_CLONE, "--depth", "1", `${w.edge.url}/r.git`, `${w.dir}/s${n}`]);
+    }
+    assertEquals(w.origin.stats.commands.fetch, 2, "two fetches");
+    assertEquals((await w.edge.listStored("cache/")).length, 0, "nothing stored");
+  }, { edge: () => ({ responseCacheBytes: 0 }) });
 
   t("the origin moves on: clones stay correct and a refresh adds a small layer", async (w) => {
     await makeRepo(w.origin, "r.git", { commits: 20, binaryBytes: 400_000 });
@@ -432,6 +513,31 @@ export function edgeSuite(factory: EdgeFactory, runtime: string): void {
         1,
         `only ls-refs reached the origin: ${JSON.stringify(w.origin.stats.byPath)}`,
       );
+      // Her shallow clones: the second is answered from the response cache.
+      w.origin.stats.reset();
+      await git([...URI_CLONE, "--depth", "1", authed, `${w.dir}/s1`]);
+      await git([...URI_CLONE, "--depth", "1", authed, `${w.dir}/s2`]);
+      await assertSameClone(`${w.dir}/s1`, `${w.dir}/s2`);
+      assertEquals(w.origin.stats.commands.fetch, 1, "one shallow fetch reached the origin");
+      // The same request without credentials, with include-tag (the tag listing is refused)
+      // and without (no memo): the origin's 401 either way, and no cached bytes.
+      for (const extra of [["include-tag\n"], []]) {
+        const res = await postUploadPack(
+          `${w.edge.url}/p.git`,
+          encodePkts([
+            "command=fetch\n",
+            "delim",
+            "ofs-delta\n",
+            ...extra,
+            `want ${(snap.tips as string[])[0]}\n`,
+            "deepen 1",
+            "done\n",
+            "flush",
+          ]),
+        );
+        assertEquals(res.status, 401, `anonymous shallow fetch (${extra.join("")})`);
+        assert(!(await res.text()).includes("PACK"), "no pack to the anonymous");
+      }
       // Another credential is not vouched for by alice's: its fetch goes to the origin, refused.
       const wrong = await fetch(`${w.edge.url}/p.git/git-upload-pack`, {
         method: "POST",

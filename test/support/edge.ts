@@ -16,6 +16,8 @@ export interface EdgeUnderTestOptions {
   maxRequestBytes?: number;
   /** See `EdgeConfig.authTtlSeconds`. */
   authTtlSeconds?: number;
+  /** See `EdgeConfig.responseCacheBytes`. */
+  responseCacheBytes?: number;
   /** Base URL put in packfile URIs instead of the edge's own (e.g. a relay in front of it). */
   publicUrl?: string;
   /** Port to listen on (default 0: any free port). */
@@ -49,6 +51,9 @@ export function edgeConfigFor(opts: EdgeUnderTestOptions): Partial<EdgeConfig> {
     adminToken: opts.adminToken,
     ...(opts.maxRequestBytes ? { maxRequestBytes: opts.maxRequestBytes } : {}),
     ...(opts.authTtlSeconds !== undefined ? { authTtlSeconds: opts.authTtlSeconds } : {}),
+    ...(opts.responseCacheBytes !== undefined
+      ? { responseCacheBytes: opts.responseCacheBytes }
+      : {}),
     ...(opts.publicUrl ? { publicUrl: opts.publicUrl } : {}),
   };
 }

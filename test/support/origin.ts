@@ -9,6 +9,11 @@ import { countingStream, TrafficCounter, type TrafficStats } from "./stats.ts";
 /** Counters the origin keeps; `bytesIn` is request body bytes received (as sent, e.g. gzipped). */
 export interface OriginStats extends TrafficStats {
   bytesIn: number;
+  /**
+   * Protocol-v2 upload-pack commands received, by name (`fetch`, `ls-refs`): `fetch` is the one
+   * that makes the origin compute a pack.
+   */
+  commands: Record<string, number>;
 }
 
 /** Options for {@link startOrigin}. */
@@ -54,10 +59,38 @@ export class BackendError extends Error {
 
 class OriginCounter extends TrafficCounter implements OriginStats {
   bytesIn = 0;
+  commands: Record<string, number> = {};
   override reset(): void {
     super.reset();
     this.bytesIn = 0;
+    this.commands = {};
   }
+}
+
+/** Upload-pack requests are small: read them whole to count their command. */
+const MAX_COUNTED_REQUEST = 1 << 20;
+
+/**
+ * The body of an upload-pack POST, read whole so its protocol-v2 command can be counted (gunzipped
+ * for the count only; the backend gets the bytes as sent).
+ */
+async function countCommand(req: Request, stats: OriginCounter): Promise<Request> {
+  const bytes = new Uint8Array(await req.arrayBuffer());
+  if (bytes.byteLength <= MAX_COUNTED_REQUEST) {
+    let plain = bytes;
+    if (/gzip/i.test(req.headers.get("content-encoding") ?? "")) {
+      const gunzip = new DecompressionStream("gzip") as unknown as TransformStream<
+        Uint8Array,
+        Uint8Array
+      >;
+      plain = new Uint8Array(
+        await new Response(new Blob([bytes]).stream().pipeThrough(gunzip)).arrayBuffer(),
+      );
+    }
+    const m = /command=([a-z-]+)/.exec(new TextDecoder().decode(plain.subarray(0, 4096)));
+    if (m) stats.commands[m[1]] = (stats.commands[m[1]] ?? 0) + 1;
+  }
+  return new Request(req.url, { method: req.method, headers: req.headers, body: bytes });
 }
 
 /** Starts an origin on 127.0.0.1 with an ephemeral port. */
@@ -151,6 +184,9 @@ async function handle(
       status: 401,
       headers: { "WWW-Authenticate": 'Basic realm="origin"' },
     });
+  }
+  if (req.method === "POST" && url.pathname.endsWith("/git-upload-pack")) {
+    req = await countCommand(req, ctx.stats);
   }
   const backend = spawnBackend(req, cgiEnv(req, url, info, ctx.root, user));
   ctx.backends.add(backend);
