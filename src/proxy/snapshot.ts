@@ -174,12 +174,18 @@ export class SnapshotBuilder {
     const { store } = this.#deps;
     const fullKey = `${packPrefix(repo)}${buildId}-full.pack`;
     let summary;
-    for await (const part of readFetchResponse(reader, {})) {
-      if (part.section !== "packfile") continue;
-      // The pack is checked (structure, sizes, SHA-1 trailer) on its way into the store.
-      const scanner = packScanner();
-      await store.put(fullKey, part.pack.pipeThrough(scanner.stream));
-      summary = await scanner.summary;
+    try {
+      for await (const part of readFetchResponse(reader, {})) {
+        if (part.section !== "packfile") continue;
+        // The pack is checked (structure, sizes, SHA-1 trailer) on its way into the store.
+        const scanner = packScanner();
+        await store.put(fullKey, part.pack.pipeThrough(scanner.stream));
+        summary = await scanner.summary;
+      }
+    } finally {
+      // Whatever follows the pack (or the rest of a failed response) is not needed: release the
+      // origin's response instead of leaving it unread.
+      await reader.cancel().catch(() => {});
     }
     if (!summary) throw new SnapshotBuildError(`origin sent no packfile for ${repo.originUrl}`);
     if (summary.objects === 0) {
