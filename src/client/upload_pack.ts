@@ -121,10 +121,22 @@ export class UploadPackSession {
       sidebandAll: args.sidebandAll,
       onProgress: options.onRemoteProgress,
     });
-    for await (const part of parts) {
-      if (part.section === "packfile") return { uris, pack: part.pack };
-      if (part.section === "packfile-uris") uris.push(...part.lines.map(parsePackfileUriLine));
+    try {
+      for await (const part of parts) {
+        if (part.section === "packfile") {
+          // The pack ends the response: once it has been read, release the response body.
+          const release = new TransformStream<Uint8Array, Uint8Array>({
+            flush: () => reader.cancel(),
+          });
+          return { uris, pack: part.pack.pipeThrough(release) };
+        }
+        if (part.section === "packfile-uris") uris.push(...part.lines.map(parsePackfileUriLine));
+      }
+    } catch (error) {
+      await reader.cancel().catch(() => {});
+      throw error;
     }
+    await reader.cancel();
     throw new ProtocolError("bad-response", "fetch response carried no packfile");
   }
 
