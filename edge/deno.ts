@@ -27,6 +27,8 @@ export interface RunningEdge {
   port: number;
   metrics: Metrics;
   coordinator: LocalCoordinator;
+  /** Resolves once scheduled background work and every running snapshot build have finished. */
+  idle(): Promise<void>;
   stop(): Promise<void>;
   [Symbol.asyncDispose](): Promise<void>;
 }
@@ -78,8 +80,14 @@ export async function startDenoEdge(opts: DenoEdgeOptions): Promise<RunningEdge>
     onError: (repo, err) => onBuildError(repo.path, err),
   });
   const signingKey = opts.signingKey ?? await loadSigningKey(opts.store);
+  // Background work (build scheduling) is tracked, so stopping can wait for it.
+  const background = new Set<Promise<unknown>>();
+  const waitUntil = (work: Promise<unknown>) => {
+    const tracked = work.catch(() => {}).finally(() => background.delete(tracked));
+    background.add(tracked);
+  };
   const edge = createApp(
-    { store, coordinator, originFetch, clock, signingKey, config },
+    { store, coordinator, originFetch, clock, signingKey, config, waitUntil },
     { metrics },
   );
   const ready = Promise.withResolvers<Deno.NetAddr>();
@@ -91,12 +99,23 @@ export async function startDenoEdge(opts: DenoEdgeOptions): Promise<RunningEdge>
   const addr = await ready.promise;
   const host = addr.hostname.includes(":") ? `[${addr.hostname}]` : addr.hostname;
   let stopped: Promise<void> | null = null;
-  const stop = () => stopped ??= server.shutdown();
+  // Stop taking requests, then let scheduled and running snapshot builds finish, so nothing is
+  // left writing to the store.
+  const idle = async () => {
+    while (background.size > 0) await Promise.all(background);
+    await coordinator.idle();
+  };
+  const stop = () =>
+    stopped ??= (async () => {
+      await server.shutdown();
+      await idle();
+    })();
   return {
     url: `http://${host}:${addr.port}`,
     port: addr.port,
     metrics,
     coordinator,
+    idle,
     stop,
     [Symbol.asyncDispose]: stop,
   };

@@ -67,4 +67,9 @@ export class LocalCoordinator implements Coordinator {
   async warm(repo: RepoRef, auth: OriginAuth): Promise<SnapshotStatus> {
     return (await this.#snapshots(repo).warm(repo, auth)).status;
   }
+
+  /** Resolves once no build of any repository is running (whatever their outcomes). */
+  async idle(): Promise<void> {
+    await Promise.all([...this.#repos.values()].map((s) => s.idle()));
+  }
 }

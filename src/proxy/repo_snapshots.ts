@@ -134,6 +134,11 @@ export class RepoSnapshots {
     return { status: await this.status(repo), started };
   }
 
+  /** Resolves once no build is running (whatever its outcome). */
+  async idle(): Promise<void> {
+    while (this.#building) await this.#building.catch(() => {});
+  }
+
   /** The periodic refresh (alarm): rebuilds without credentials; throws when the build fails. */
   async refresh(): Promise<void> {
     if (this.#deps.refreshMs === null) return;
