@@ -4,7 +4,7 @@
  * faulty pack downloads through a relay.
  */
 import { assert, assertEquals } from "../support/assert.ts";
-import { type CloneJson, cloneJson, freePort } from "./cli_process.ts";
+import { type CloneJson, cloneJson } from "./cli_process.ts";
 import { git, tempDir } from "../support/git.ts";
 import { type Origin, startOrigin } from "../support/origin.ts";
 import { addCommits, assertSameClone, makeRepo, refsOf } from "../support/fixtures.ts";
@@ -38,8 +38,6 @@ async function assertSameAsOrigin(origin: Origin, ours: string, theirs: string):
 
 Deno.test({
   name: "gitedge clone via the Deno edge: inline before warm, by URI after, stale snapshot",
-  sanitizeOps: false,
-  sanitizeResources: false,
   fn: async (t) => {
     await using dir = await tempDir();
     await using origin = await startOrigin();
@@ -94,15 +92,14 @@ Deno.test({
 
 Deno.test({
   name: "gitedge clone survives a truncated and a 503 pack download through a relay",
-  sanitizeOps: false,
-  sanitizeResources: false,
   fn: async () => {
     await using dir = await tempDir();
     await using origin = await startOrigin();
     await makeRepo(origin, REPO, SPEC);
-    // The relay must know the edge's URL and the edge the relay's: fix the edge's port first.
-    const port = freePort();
-    await using relay = await startRelay(`http://127.0.0.1:${port}`, {
+    // The relay must know the edge's URL and the edge the relay's: the relay starts first and
+    // reads the edge's URL per request.
+    let edgeUrl = "";
+    await using relay = await startRelay(() => edgeUrl, {
       faults: {
         "*": [
           { kind: "truncate", afterBytes: 20_000, times: 1 },
@@ -113,9 +110,9 @@ Deno.test({
     await using edge: EdgeUnderTest = await denoEdgeFactory({
       origin: origin.url,
       chunks: 4,
-      port,
       publicUrl: relay.url,
     });
+    edgeUrl = edge.url;
     const snapshot = await warm(edge, REPO);
 
     const summary = await cloneJson(

@@ -7,7 +7,7 @@ import type { SnapshotStatus } from "../../src/proxy/deps.ts";
 import { assertSameClone, makeRepo } from "../support/fixtures.ts";
 import { git, spawnGit, tempDir } from "../support/git.ts";
 import { startOrigin } from "../support/origin.ts";
-import { listBucket, startWorkerEdge } from "./worker_harness.ts";
+import { listBucket, MINIFLARE_LEAKS, startWorkerEdge } from "./worker_harness.ts";
 
 /** Clones `url` into `dest` with `-c` options; returns git's stderr (trace output included). */
 async function cloneTraced(url: string, dest: string, config: string[] = []): Promise<string> {
@@ -34,7 +34,8 @@ async function edgeJson(url: string, init?: RequestInit): Promise<{ snapshot: Sn
   return JSON.parse(text);
 }
 
-Deno.test("gitedge Worker in workerd", async (t) => {
+// Opts out of the sanitizers: Miniflare leaks on dispose (see MINIFLARE_LEAKS).
+Deno.test({ name: "gitedge Worker in workerd", ...MINIFLARE_LEAKS }, async (t) => {
   await using origin = await startOrigin();
   const app = await makeRepo(origin, "team/app.git", { commits: 16, binaryBytes: 512 * 1024 });
   // Over two 5 MiB R2 parts: the build's full pack and its two halves go through multipart.

@@ -10,6 +10,14 @@ import { Log, LogLevel, Miniflare } from "miniflare";
 import type { EdgeConfig } from "../../src/proxy/deps.ts";
 import type { R2Bucket } from "../../edge/worker_types.ts";
 import { edgeConfigFor, type EdgeFactory } from "../support/edge.ts";
+import { withinDeadline } from "../support/deadline.ts";
+
+/**
+ * Test options for every test that starts workerd. Miniflare's `dispose()` leaves the MessagePort
+ * of its synchronous fetcher open and removes its temp dir without awaiting it: leaks inside the
+ * dependency, not ours to close, so these tests run without the ops and resources sanitizers.
+ */
+export const MINIFLARE_LEAKS = { sanitizeOps: false, sanitizeResources: false } as const;
 
 /** `deno bundle` failed. */
 export class WorkerBundleError extends Error {
@@ -151,12 +159,34 @@ export const workerEdgeFactory: EdgeFactory = async (opts) => {
   return {
     runtime: "worker",
     url: worker.url,
+    settled: (repo, done) => statusSettled(worker.url, repo, done),
     deleteStored: async (key) => await (await packsBucket(worker)).delete(key),
     listStored: (prefix) => listBucket(worker, prefix),
     stop: worker.stop,
     [Symbol.asyncDispose]: worker.stop,
   };
 };
+
+/**
+ * Waits until `/_edge/status/<repo>` shows no build running and `done(status)` holds. The
+ * Durable Object's builds cannot be watched from outside workerd, so this polls, backing off from
+ * 10 ms to 200 ms; a liveness deadline turns "never" into a failure.
+ */
+async function statusSettled(
+  url: string,
+  repo: string,
+  done: (status: Record<string, unknown>) => boolean,
+): Promise<void> {
+  const poll = async () => {
+    for (let wait = 10;; wait = Math.min(wait * 2, 200)) {
+      const res = await fetch(`${url}/_edge/status/${repo}`);
+      const { snapshot } = await res.json();
+      if (snapshot.state !== "building" && done(snapshot)) return;
+      await new Promise((resolve) => setTimeout(resolve, wait));
+    }
+  };
+  await withinDeadline(poll(), `status of ${repo} to settle`);
+}
 
 /** Keys under `prefix` in the Worker's local `PACKS` bucket, sorted. */
 export async function listBucket(worker: RunningWorker, prefix: string): Promise<string[]> {

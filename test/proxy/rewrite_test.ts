@@ -386,8 +386,6 @@ Deno.test("injectBeforePackfile on real upload-pack responses", async (t) => {
 
 Deno.test({
   name: "sideband-all end to end: stock git clones through the edge with packfile URIs",
-  sanitizeOps: false,
-  sanitizeResources: false,
   fn: async () => {
     await using origin = await startOrigin();
     // No credential memo: every fetch goes through the origin and its response is rewritten
@@ -489,8 +487,6 @@ function startGzipFront(originUrl: string): { url: string } & AsyncDisposable {
 
 Deno.test({
   name: "an origin that gzips its responses: clones through the edge work, with URIs",
-  sanitizeOps: false,
-  sanitizeResources: false,
   fn: async () => {
     await using origin = await startOrigin();
     await using front = startGzipFront(origin.url);

@@ -4,7 +4,7 @@
  */
 import { assert, assertEquals, assertMatch } from "../support/assert.ts";
 import { seededRandom } from "../support/streams.ts";
-import { startWorker } from "../edge/worker_harness.ts";
+import { MINIFLARE_LEAKS, startWorker } from "../edge/worker_harness.ts";
 
 const MiB = 1024 * 1024;
 const PART = 5 * MiB;
@@ -26,7 +26,8 @@ interface PutReply {
   calls: Record<string, number>;
 }
 
-Deno.test("R2PackStore in workerd", async (t) => {
+// Opts out of the sanitizers: Miniflare leaks on dispose (see MINIFLARE_LEAKS).
+Deno.test({ name: "R2PackStore in workerd", ...MINIFLARE_LEAKS }, async (t) => {
   await using worker = await startWorker({
     entry: "test/storage/r2_store_worker.ts",
     r2Buckets: ["BUCKET"],

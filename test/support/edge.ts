@@ -20,8 +20,6 @@ export interface EdgeUnderTestOptions {
   responseCacheBytes?: number;
   /** Base URL put in packfile URIs instead of the edge's own (e.g. a relay in front of it). */
   publicUrl?: string;
-  /** Port to listen on (default 0: any free port). */
-  port?: number;
 }
 
 export interface EdgeUnderTest extends AsyncDisposable {
@@ -32,6 +30,17 @@ export interface EdgeUnderTest extends AsyncDisposable {
   deleteStored(key: string): Promise<void>;
   /** Lists stored keys under a prefix. */
   listStored(prefix: string): Promise<string[]>;
+  /**
+   * Failures of background snapshot builds so far (messages), where the runtime reports them to
+   * the harness; undefined on the Worker, whose Durable Object logs them inside workerd.
+   */
+  buildErrors?: string[];
+  /**
+   * Resolves once the background builds requests have started are over: on Deno when they are
+   * (event-driven); on the Worker, whose Durable Object cannot be watched from outside, once
+   * `/_edge/status/<repo>` shows no build running and `done(status)` holds.
+   */
+  settled(repo: string, done: (status: Record<string, unknown>) => boolean): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -61,11 +70,14 @@ export function edgeConfigFor(opts: EdgeUnderTestOptions): Partial<EdgeConfig> {
 /** The Deno server with a filesystem store in a fresh temp dir. */
 export const denoEdgeFactory: EdgeFactory = async (opts) => {
   const store = await Deno.makeTempDir({ prefix: "gitedge-store-" });
+  const buildErrors: string[] = [];
   const edge = await startDenoEdge({
     store,
-    port: opts.port ?? 0,
+    port: 0,
     config: edgeConfigFor(opts),
-    onBuildError: () => {},
+    onBuildError: (path, err) => {
+      buildErrors.push(`${path}: ${err instanceof Error ? err.message : String(err)}`);
+    },
   });
   const stop = async () => {
     await edge.stop();
@@ -74,6 +86,8 @@ export const denoEdgeFactory: EdgeFactory = async (opts) => {
   return {
     runtime: "deno",
     url: edge.url,
+    buildErrors,
+    settled: () => edge.idle(),
     deleteStored: (key) => Deno.remove(`${store}/${key}`),
     listStored: async (prefix) => {
       const out: string[] = [];
