@@ -15,7 +15,7 @@
  * Usage: deno run --allow-all bench/edge_uris.ts [--runs 3] [--quick]
  */
 import { type BenchRow, formatTable } from "./parallel_uris.ts";
-import { cloneJson, freePort } from "../test/client/cli_process.ts";
+import { cloneJson } from "../test/client/cli_process.ts";
 import { makeRepo } from "../test/support/fixtures.ts";
 import { denoEdgeFactory } from "../test/support/edge.ts";
 import { startOrigin } from "../test/support/origin.ts";
@@ -136,17 +136,16 @@ async function runScenario(scenario: EdgeScenario, runs: number): Promise<Scenar
       tags: 0,
       deltaFileRevisions: 4,
     });
-    const port = freePort();
-    const edgeUrl = `http://127.0.0.1:${port}`;
+    let edgeUrl = "";
     await using relay = scenario.bytesPerSecond === undefined
       ? null
-      : await startRelay(edgeUrl, { bytesPerSecond: scenario.bytesPerSecond });
+      : await startRelay(() => edgeUrl, { bytesPerSecond: scenario.bytesPerSecond });
     await using edge = await denoEdgeFactory({
       origin: origin.url,
       chunks: scenario.chunks,
-      port,
       publicUrl: relay?.url,
     });
+    edgeUrl = edge.url;
     const snapshot = await warm(edge, "bench.git");
     const packSizes = (snapshot.packs as { bytes: number }[]).map((p) => p.bytes);
     const url = `${relay?.url ?? edge.url}/bench.git`;

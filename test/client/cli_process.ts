@@ -46,11 +46,3 @@ export async function cloneJson(args: string[], cwd: string): Promise<CloneJson>
   if (run.code !== 0) throw new CliFailedError(args, run);
   return JSON.parse(run.stdout) as CloneJson;
 }
-
-/** A free loopback port (bound then released), for servers that must know each other's URL. */
-export function freePort(): number {
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const port = (listener.addr as Deno.NetAddr).port;
-  listener.close();
-  return port;
-}

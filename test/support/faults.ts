@@ -1,6 +1,6 @@
 /** Scripted failures for the test file server and relay. */
 import { piecewise } from "./streams.ts";
-import { sleep } from "./throttle.ts";
+import { type Clock, realClock } from "./throttle.ts";
 
 /** One kind of failure, applied to the next `times` requests for its path. */
 export type Fault =
@@ -65,6 +65,8 @@ export interface BodyPlacement {
   start: number;
   /** Whether the response declares Content-Length (then truncation can end the stream quietly). */
   lengthDeclared: boolean;
+  /** Where stalls wait (default: real timers). */
+  clock?: Clock;
 }
 
 /**
@@ -85,7 +87,7 @@ export function applyBodyFault(
     if (fault.kind === "stall" && !stalled) {
       if (sent >= fault.afterBytes) {
         stalled = true;
-        await sleep(fault.ms, signal);
+        await (placement.clock ?? realClock).sleep(fault.ms, signal);
       } else chunk = chunk.subarray(0, fault.afterBytes - sent);
     }
     if (fault.kind === "truncate") {

@@ -6,7 +6,7 @@ import { applyBodyFault, type Fault, FaultBook, type FaultPlan } from "./faults.
 import { endOnAbort, serveLoopback } from "./http_server.ts";
 import { parseRange } from "./range.ts";
 import { countingStream, TrafficCounter, type TrafficStats } from "./stats.ts";
-import { burstFor, throttle, TokenBucket } from "./throttle.ts";
+import { burstFor, type Clock, throttle, TokenBucket } from "./throttle.ts";
 
 export type { Fault, FaultPlan } from "./faults.ts";
 
@@ -16,6 +16,8 @@ export interface ShapingOptions {
   bytesPerSecond?: number;
   /** Faults to inject, by URL path. */
   faults?: FaultPlan;
+  /** Time source of caps and stalls (default: real timers; tests of the harness use a virtual one). */
+  clock?: Clock;
 }
 
 /** Options for {@link startFileServer}. */
@@ -100,15 +102,21 @@ const HOP_BY_HOP = [
 ];
 
 /**
- * Forwards every request (method, headers, streamed body) to `target` (an origin URL, no
- * trailing slash) and streams the answer back through the same caps and faults.
+ * Forwards every request (method, headers, streamed body) to `target` (an origin URL) and streams
+ * the answer back through the same caps and faults. `target` may be a function, read per request:
+ * for a server that must itself know the relay's URL, start the relay first, then that server on
+ * its own ephemeral port (no port is guessed).
  */
-export function startRelay(target: string, opts: RelayOptions = {}): Promise<Relay> {
-  const base = target.replace(/\/+$/, "");
+export function startRelay(
+  target: string | (() => string),
+  opts: RelayOptions = {},
+): Promise<Relay> {
+  const targetUrl = typeof target === "function" ? target : () => target;
   const stats = new TrafficCounter();
   const faults = new FaultBook(opts.faults);
   const server = serveLoopback(async (req, _info, closing) => {
     const url = new URL(req.url);
+    const base = targetUrl().replace(/\/+$/, "");
     const key = stats.request(req.method, url.pathname);
     const fault = faults.next(url.pathname);
     const early = faultResponse(fault, undefined);
@@ -189,9 +197,10 @@ function shape(
   opts: ShapingOptions,
   closing: AbortSignal,
 ): ReadableStream<Uint8Array> {
-  let out = applyBodyFault(body, fault, { start, lengthDeclared });
+  let out = applyBodyFault(body, fault, { start, lengthDeclared, clock: opts.clock });
   if (opts.bytesPerSecond !== undefined) {
-    out = throttle(out, new TokenBucket(opts.bytesPerSecond, burstFor(opts.bytesPerSecond)));
+    const rate = opts.bytesPerSecond;
+    out = throttle(out, new TokenBucket(rate, burstFor(rate), opts.clock));
   }
   return endOnAbort(out, closing);
 }

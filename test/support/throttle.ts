@@ -1,6 +1,17 @@
 /** Bandwidth caps for test servers: a token bucket and a stream that respects it. */
 import { piecewise } from "./streams.ts";
 
+/** Where caps and stalls get the time: the real one, or a virtual one in tests. */
+export interface Clock {
+  /** Milliseconds, monotonic. */
+  now(): number;
+  /** Resolves after `ms`; rejects with the signal's reason if aborted first. */
+  sleep(ms: number, signal?: AbortSignal): Promise<void>;
+}
+
+/** `performance.now()` and real timers. */
+export const realClock: Clock = { now: () => performance.now(), sleep: (ms, s) => sleep(ms, s) };
+
 /** The largest burst a throttled stream may send at once. */
 export const MAX_BURST = 16 * 1024;
 
@@ -13,13 +24,14 @@ export const MAX_BURST = 16 * 1024;
  */
 export class TokenBucket {
   private tokens: number;
-  private last = performance.now();
+  private last: number;
 
-  constructor(readonly rate: number, readonly burst: number) {
+  constructor(readonly rate: number, readonly burst: number, readonly clock: Clock = realClock) {
     if (!(rate > 0) || !(burst >= 1)) {
       throw new RangeError(`token bucket needs rate > 0 and burst >= 1 (got ${rate}, ${burst})`);
     }
     this.tokens = burst;
+    this.last = clock.now();
   }
 
   /**
@@ -30,7 +42,7 @@ export class TokenBucket {
     const want = Math.min(max, atLeast, this.burst);
     this.accrue(false);
     while (this.tokens < want) {
-      await sleep(((want - this.tokens) / this.rate) * 1000, signal);
+      await this.clock.sleep(((want - this.tokens) / this.rate) * 1000, signal);
       this.accrue(true);
     }
     const n = Math.min(max, this.burst, Math.floor(this.tokens));
@@ -40,7 +52,7 @@ export class TokenBucket {
 
   /** Adds tokens for the time since the last call; only timer waits may go past the burst. */
   private accrue(waited: boolean): void {
-    const now = performance.now();
+    const now = this.clock.now();
     const gained = ((now - this.last) / 1000) * this.rate;
     this.last = now;
     this.tokens = waited
@@ -91,4 +103,42 @@ export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
     };
     signal?.addEventListener("abort", onAbort, { once: true });
   });
+}
+
+/**
+ * Virtual time for tests of the harness itself: every sleep advances it at once and is recorded,
+ * so caps and stalls are checked by counting, not by a wall clock. Sleeps of `hangMs` or more
+ * never end on their own (only an abort ends them); `hung` resolves when the first one starts.
+ */
+export class VirtualClock implements Clock {
+  #now = 0;
+  readonly #hung = Promise.withResolvers<void>();
+  /** Every sleep asked for, in order (ms). */
+  readonly sleeps: number[] = [];
+
+  constructor(readonly hangMs = Infinity) {}
+
+  /** Resolves when a sleep of at least `hangMs` has started. */
+  get hung(): Promise<void> {
+    return this.#hung.promise;
+  }
+
+  now(): number {
+    return this.#now;
+  }
+
+  sleep(ms: number, signal?: AbortSignal): Promise<void> {
+    if (signal?.aborted) return Promise.reject(signal.reason);
+    this.sleeps.push(ms);
+    if (ms < this.hangMs) {
+      // At least a microsecond, as a real timer would: a shortfall of a rounding error must
+      // still move time on.
+      this.#now += Math.max(ms, 0.001);
+      return Promise.resolve();
+    }
+    this.#hung.resolve();
+    return new Promise((_, reject) => {
+      signal?.addEventListener("abort", () => reject(signal.reason), { once: true });
+    });
+  }
 }
