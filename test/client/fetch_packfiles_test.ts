@@ -29,6 +29,8 @@ async function packDirEntries(gitDir: string): Promise<string[]> {
   return names.sort();
 }
 
+// The stall fault never ends by itself, so only the idle timeout can end it; healthy transfers are
+// never idle that long, even on a loaded machine, so retry counts stay exact.
 const FAST = { timeoutMs: 2_000, backoffMs: 5 };
 
 /** Fails if any process still mentions `gitDir` on its command line (e.g. an orphan index-pack). */
@@ -124,7 +126,6 @@ Deno.test("transient faults are retried and the pack still lands", async (t) => 
       const [result] = await fetchPackfiles([{ hash: pack.hash, uri: server.url(pack.path) }], {
         gitDir,
         ...FAST,
-        timeoutMs: 300,
         onProgress: (e) => events.push(e),
       });
       assertEquals(result.retries, server.requests.length - 1);

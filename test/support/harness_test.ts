@@ -11,6 +11,15 @@ import {
 import { git, GitCommandError, tempDir } from "./git.ts";
 import { startOrigin } from "./origin.ts";
 import { startFileServer, startRelay } from "./relay.ts";
+import { burstFor, VirtualClock } from "./throttle.ts";
+import { withinDeadline } from "./deadline.ts";
+
+/** Names of the pack files of a bare repository, sorted. */
+async function packNames(bare: string): Promise<string[]> {
+  const names: string[] = [];
+  for await (const e of Deno.readDir(`${bare}/objects/pack`)) names.push(e.name);
+  return names.sort();
+}
 
 function assert(cond: unknown, msg: string): asserts cond {
   if (!cond) throw new Error(`assertion failed: ${msg}`);
@@ -192,10 +201,7 @@ Deno.test("origin: stop() mid-response kills backends and is idempotent", async 
 
 Deno.test("fixtures: default repo has the promised shape and is deterministic", async () => {
   await using origin = await startOrigin();
-  const started = performance.now();
   const info = await makeRepo(origin, "fx/default.git");
-  const elapsed = performance.now() - started;
-  assert(elapsed < 2000, `default fixture made in ${elapsed.toFixed(0)} ms`);
   assertEquals(info.url, origin.repoUrl("fx/default.git"));
   assertEquals(
     Object.keys(info.refs).sort(),
@@ -323,11 +329,10 @@ Deno.test("fixtures: targetBytes sizes the pack; big fixtures come from the disk
   await using origin = await startOrigin();
   const spec = { targetBytes: 17 * 1024 * 1024, seed: 99, branches: 1, tags: 1 };
   const first = await makeRepo(origin, "big-1.git", spec);
-  const started = performance.now();
   const second = await makeRepo(origin, "big-2.git", spec);
-  const cachedMs = performance.now() - started;
   assertEquals(second.refs, first.refs, "cached copy has the same refs");
-  assert(cachedMs < 1500, `cached fixture copied in ${cachedMs.toFixed(0)} ms`);
+  // Copied from the cache, not rebuilt: the very same pack files (names are content hashes).
+  assertEquals(await packNames(second.bare), await packNames(first.bare), "same packs");
   const out = await git(["count-objects", "-v"], { cwd: second.bare });
   const kib = Number(/size-pack: (\d+)/.exec(out)![1]);
   assert(Math.abs(kib * 1024 - spec.targetBytes) / spec.targetBytes < 0.1, `pack ${kib} KiB`);
@@ -425,36 +430,45 @@ Deno.test("file server: whole files, ranges, 416, HEAD, ETag, 404, stats", async
   assertEquals(fs.stats.requests, 8);
 });
 
-Deno.test("file server: the bandwidth cap measures within 10%, per connection", async () => {
+/**
+ * Checks in virtual time that sending `size` bytes at `rate` took what the cap allows: the
+ * burst up front, then exactly `rate` (to within one piece of a quarter burst).
+ */
+function assertCapped(clock: VirtualClock, size: number, rate: number, what: string): void {
+  const burst = burstFor(rate);
+  const expectedMs = ((size - burst) / rate) * 1000;
+  const pieceMs = (burst / 4 / rate) * 1000;
+  assert(
+    Math.abs(clock.now() - expectedMs) <= pieceMs,
+    `${what}: ${size} bytes took ${clock.now().toFixed(1)} virtual ms, the cap allows ` +
+      `${expectedMs.toFixed(1)} ms`,
+  );
+}
+
+Deno.test("file server: the bandwidth cap holds exactly, in virtual time", async () => {
   await using dir = await tempDir();
   await Deno.writeFile(`${dir.path}/m`, randomBytes(1 << 20));
   const rate = 2_000_000;
+  const clock = new VirtualClock();
   await using fs = await startFileServer({
     files: (p) => (p.startsWith("/m") ? `${dir.path}/m` : undefined),
     bytesPerSecond: rate,
+    clock,
   });
-  const started = performance.now();
-  const results = await Promise.all(["/m1", "/m2"].map(async (p) => {
-    const { bytes } = await readAll(await fetch(`${fs.url}${p}`));
-    return { size: bytes.byteLength, seconds: (performance.now() - started) / 1000 };
-  }));
-  for (const { size, seconds } of results) {
-    assertEquals(size, 1 << 20);
-    const measured = size / seconds;
-    assert(
-      Math.abs(measured - rate) / rate < 0.1,
-      `measured ${(measured / 1e6).toFixed(3)} MB/s in ${seconds.toFixed(3)} s, cap 2 MB/s`,
-    );
-  }
+  const { bytes } = await readAll(await fetch(`${fs.url}/m1`));
+  assertEquals(bytes.byteLength, 1 << 20);
+  assertCapped(clock, bytes.byteLength, rate, "one response");
 });
 
 Deno.test("file server: status, truncate, corrupt, stall faults", async () => {
   await using dir = await tempDir();
   const content = randomBytes(200_000);
   await Deno.writeFile(`${dir.path}/f`, content);
+  const clock = new VirtualClock();
   await using fs = await startFileServer({
     files: { "/f": `${dir.path}/f`, "/g": `${dir.path}/f` },
     faults: { "/f": { kind: "status", status: 503, times: 2 } },
+    clock,
   });
   const get = (path = "/f", headers: HeadersInit = {}) => fetch(`${fs.url}${path}`, { headers });
 
@@ -481,11 +495,9 @@ Deno.test("file server: status, truncate, corrupt, stall faults", async () => {
   assert(sameBytes((await readAll(await get("/g"))).bytes, content), "used up");
 
   fs.setFaults({ "/f": { kind: "stall", afterBytes: 1000, ms: 400, times: 1 } });
-  const started = performance.now();
   const stalled = await readAll(await get());
-  const elapsed = performance.now() - started;
   assert(sameBytes(stalled.bytes, content), "stalled body completes intact");
-  assert(elapsed >= 380, `stalled for ${elapsed.toFixed(0)} ms`);
+  assertEquals(clock.sleeps, [400], "stalled once, for 400 ms");
 });
 
 Deno.test("file server: ignore-range and bad-416 faults", async () => {
@@ -512,17 +524,18 @@ Deno.test("file server: ignore-range and bad-416 faults", async () => {
 Deno.test("file server: stop() ends a stalled response promptly", async () => {
   await using dir = await tempDir();
   await Deno.writeFile(`${dir.path}/f`, randomBytes(50_000));
+  // The stall never ends by itself: only stop() can end the response.
+  const clock = new VirtualClock(30_000);
   const fs = await startFileServer({
     files: { "/f": `${dir.path}/f` },
     faults: { "/f": { kind: "stall", afterBytes: 10, ms: 30_000, times: 1 } },
+    clock,
   });
   const res = await fetch(`${fs.url}/f`);
   const reading = readAll(res);
-  await new Promise((r) => setTimeout(r, 50));
-  const started = performance.now();
-  await fs.stop();
+  await clock.hung;
+  await withinDeadline(fs.stop(), "stop() during an endless stall");
   const { bytes, error } = await reading;
-  assert(performance.now() - started < 2000, "stop did not wait for the stall");
   assert(error !== undefined && bytes.byteLength === 10, "client saw the connection end");
   await fs.stop();
 });
@@ -586,13 +599,11 @@ Deno.test("relay: the cap applies per response in front of another server", asyn
   await Deno.writeFile(`${dir.path}/f`, content);
   await using fs = await startFileServer({ files: { "/f": `${dir.path}/f` } });
   const rate = 2_000_000;
-  await using relay = await startRelay(fs.url, { bytesPerSecond: rate });
-  const started = performance.now();
+  const clock = new VirtualClock();
+  await using relay = await startRelay(fs.url, { bytesPerSecond: rate, clock });
   const { bytes } = await readAll(await fetch(`${relay.url}/f`));
-  const seconds = (performance.now() - started) / 1000;
   assert(sameBytes(bytes, content), "content intact");
-  const measured = bytes.byteLength / seconds;
-  assert(Math.abs(measured - rate) / rate < 0.1, `measured ${(measured / 1e6).toFixed(3)} MB/s`);
+  assertCapped(clock, bytes.byteLength, rate, "relayed response");
   assertEquals(relay.stats.bytesOut, content.byteLength);
 });
 
