@@ -33,8 +33,6 @@ Deno.test("[deno] an origin URL with credentials is refused, and the refusal doe
 
 Deno.test({
   name: "[deno] a failed build's lastError and a 500 body name no server path",
-  sanitizeOps: false,
-  sanitizeResources: false,
   fn: async () => {
     await using origin = await startOrigin();
     await makeRepo(origin, "r.git", { commits: 3 });
@@ -42,7 +40,6 @@ Deno.test({
     const edge = await startDenoEdge({
       store,
       config: { origin: origin.url, chunks: 2 },
-      onBuildError: () => {},
     });
     try {
       // The repository's pack directory cannot be created: a file is in the way.

@@ -41,7 +41,11 @@ export function assertNoServerPath(text: string, what: string): void {
   assert(m === null, `${what} names a server path (${m?.[0]}): ${text}`);
 }
 
-export function abuseSuite(factory: EdgeFactory, runtime: string): void {
+export function abuseSuite(
+  factory: EdgeFactory,
+  runtime: string,
+  testOptions: Pick<Deno.TestDefinition, "sanitizeOps" | "sanitizeResources"> = {},
+): void {
   const t = (
     name: string,
     fn: (w: World) => Promise<void>,
@@ -52,8 +56,7 @@ export function abuseSuite(factory: EdgeFactory, runtime: string): void {
   ) =>
     Deno.test({
       name: `[${runtime}] ${name}`,
-      sanitizeOps: false,
-      sanitizeResources: false,
+      ...testOptions,
       fn: async () => {
         await using origin = await startOrigin(opts.originOptions);
         await using edge = await factory({ origin: origin.url, chunks: 2, ...opts.edge?.(origin) });
