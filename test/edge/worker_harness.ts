@@ -162,6 +162,11 @@ export const workerEdgeFactory: EdgeFactory = async (opts) => {
     settled: (repo, done) => statusSettled(worker.url, repo, done),
     deleteStored: async (key) => await (await packsBucket(worker)).delete(key),
     listStored: (prefix) => listBucket(worker, prefix),
+    readStored: async (key) => {
+      const object = await (await packsBucket(worker)).get(key);
+      if (!object) throw new Error(`no stored object ${key}`);
+      return new Uint8Array(await new Response(object.body).arrayBuffer());
+    },
     stop: worker.stop,
     [Symbol.asyncDispose]: worker.stop,
   };

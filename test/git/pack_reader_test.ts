@@ -1,3 +1,4 @@
+import { withinDeadline } from "../support/deadline.ts";
 import { assert, assertEquals, assertRejects } from "../support/assert.ts";
 import { bytesToHex } from "@noble/hashes/utils.js";
 import { GitFormatError } from "../../src/git/errors.ts";
@@ -207,7 +208,7 @@ Deno.test("pack reader", async (t) => {
             Math.floor(rand() * 255);
         }
         try {
-          await scanPack(chunked(bytes, { seed, maxChunk: 512 }));
+          await withinDeadline(scanPack(chunked(bytes, { seed, maxChunk: 512 })), `seed ${seed}`);
         } catch (error) {
           if (!(error instanceof GitFormatError)) throw error;
           rejected++;

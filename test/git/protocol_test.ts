@@ -1,3 +1,4 @@
+import { withinDeadline } from "../support/deadline.ts";
 import { sha1 } from "@noble/hashes/legacy.js";
 import { bytesToHex } from "@noble/hashes/utils.js";
 import { assert, assertEquals, assertRejects, assertThrows } from "../support/assert.ts";
@@ -607,9 +608,12 @@ Deno.test("random mutations either parse or throw GitFormatError, never hang", a
     let detected = 0;
     for (let seed = 1; seed <= 200; seed++) {
       try {
-        await parseEverything(mutate(valid, seed), { seed, maxChunk: 200 }, sidebandAll);
+        await withinDeadline(
+          parseEverything(mutate(valid, seed), { seed, maxChunk: 200 }, sidebandAll),
+          `seed ${seed}`,
+        );
       } catch (err) {
-        if (!(err instanceof GitFormatError)) {
+        if (!(err instanceof GitFormatError)) { // a DeadlineError (a hang) fails here too
           throw new Error(`seed ${seed}: unexpected ${err}`, { cause: err });
         }
         detected++;

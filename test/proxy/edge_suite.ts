@@ -58,6 +58,25 @@ async function postUploadPack(repoUrl: string, body: Uint8Array): Promise<Respon
   });
 }
 
+/** Bytes as Latin-1 text (one char per byte), to search binary objects for ASCII strings. */
+function latin1(bytes: Uint8Array): string {
+  let out = "";
+  for (let i = 0; i < bytes.length; i += 0x8000) {
+    out += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
+  }
+  return out;
+}
+
+/** `gitedge_fetch_passthrough_total` by reason, from `/_edge/metrics`. */
+async function passthroughCounts(edge: EdgeUnderTest): Promise<Record<string, number>> {
+  const text = await (await fetch(`${edge.url}/_edge/metrics`)).text();
+  const counts: Record<string, number> = {};
+  for (const m of text.matchAll(/^gitedge_fetch_passthrough_total\{reason="([^"]*)"\} (\d+)$/gm)) {
+    counts[m[1]] = Number(m[2]);
+  }
+  return counts;
+}
+
 /** The status of a GET of `url` (the body is discarded). */
 async function statusOf(url: string, init?: RequestInit): Promise<number> {
   const res = await fetch(url, init);
@@ -364,21 +383,59 @@ export function edgeSuite(
     const url = `${w.edge.url}/r.git`;
     await git([...URI_CLONE.slice(0, 4), "clone", "-q", url, `${w.dir}/c`]);
     await addCommits(w.origin, "r.git", { commits: 2 });
-    await git(["-c", "fetch.uriProtocols=http", "fetch", "-q", "origin"], { cwd: `${w.dir}/c` });
+    // Each kind of fetch that must not get URIs: none fetched, and counted under its reason.
+    const passedThrough = async (reason: string, run: () => Promise<string>) => {
+      const before = (await passthroughCounts(w.edge))[reason] ?? 0;
+      const trace = await run();
+      assertEquals(urisFetched(trace), [], `${reason}: no packfile URIs`);
+      const after = (await passthroughCounts(w.edge))[reason] ?? 0;
+      assert(after > before, `${reason}: counted as passthrough (${before} -> ${after})`);
+    };
+    await passedThrough(
+      "incremental fetch",
+      () =>
+        tracedGit(["-c", "fetch.uriProtocols=http", "fetch", "-q", "origin"], {
+          cwd: `${w.dir}/c`,
+        }),
+    );
     await git(["pull", "-q", "--ff-only"], { cwd: `${w.dir}/c` });
     await git(["fsck", "--full"], { cwd: `${w.dir}/c` });
     const originRefs = await refsOf(`${w.origin.root}/r.git`);
     const head = (await git(["rev-parse", "HEAD"], { cwd: `${w.dir}/c` })).trim();
     assertEquals(head, originRefs["refs/heads/main"], "pulled to origin's main");
 
-    await git([...URI_CLONE, "--depth", "1", url, `${w.dir}/shallow`]);
+    await passedThrough(
+      "shallow",
+      () => tracedGit([...URI_CLONE, "--depth", "1", url, `${w.dir}/shallow`]),
+    );
     assertEquals(
       (await git(["rev-list", "--count", "HEAD"], { cwd: `${w.dir}/shallow` })).trim(),
       "1",
       "depth 1",
     );
-    await git([...URI_CLONE, "--filter=blob:none", url, `${w.dir}/partial`]);
+    await passedThrough(
+      "partial clone",
+      () => tracedGit([...URI_CLONE, "--filter=blob:none", url, `${w.dir}/partial`]),
+    );
     await git(["fsck", "--connectivity-only"], { cwd: `${w.dir}/partial` });
+    // wait-for-done (the client will say when negotiation is done): passed through untouched.
+    // Without haves git's upload-pack answers with the pack at once; the edge adds no URIs.
+    const tip = (await refsOf(`${w.origin.root}/r.git`))["refs/heads/main"];
+    const before = (await passthroughCounts(w.edge))["wait-for-done"] ?? 0;
+    const request = ["command=fetch\n", "delim", `want ${tip}\n`, "wait-for-done\n"];
+    const negotiation = await postUploadPack(
+      url,
+      encodePkts([...request, "packfile-uris http\n", "flush"]),
+    );
+    const answer = latin1(new Uint8Array(await negotiation.arrayBuffer()));
+    assertEquals(negotiation.status, 200, answer.slice(0, 200));
+    assert(answer.includes("packfile\n"), `a packfile: ${answer.slice(0, 200)}`);
+    assert(!answer.includes("packfile-uris"), `no packfile-uris: ${answer.slice(0, 200)}`);
+    assertEquals(
+      (await passthroughCounts(w.edge))["wait-for-done"],
+      before + 1,
+      "counted as wait-for-done",
+    );
     await git([...URI_CLONE, "--single-branch", "--branch", "main", url, `${w.dir}/single`]);
     await git(["fsck", "--full"], { cwd: `${w.dir}/single` });
 
@@ -578,11 +635,16 @@ export function edgeSuite(
       assertEquals(anonFetch.status, 401, "anonymous fetch refused by the origin");
       assert(anonFetch.headers.get("www-authenticate")?.startsWith("Basic"), "challenge forwarded");
       assert(!(await anonFetch.text()).includes("/_edge/packs/"), "no URIs to the unauthorised");
+      // No credential in any stored key or object (manifest, packs, cached answers), in clear
+      // text or as the Basic header's base64.
       const stored = await w.edge.listStored("");
-      assert(
-        !stored.some((k) => k.includes("s3cret")) && stored.every((k) => !k.includes("alice")),
-        "no credential in store keys",
-      );
+      assert(stored.some((k) => k.endsWith("manifest.json")), `a manifest: ${stored.join(", ")}`);
+      const secrets = ["s3cret", "alice:", btoa("alice:s3cret")];
+      for (const key of stored) {
+        const text = `${key}\n${latin1(await w.edge.readStored(key))}`;
+        const found = secrets.filter((secret) => text.includes(secret));
+        assertEquals(found, [], `credentials stored in ${key}`);
+      }
     },
     { originOptions: { requireAuth: { user: "alice", password: "s3cret" } } },
   );

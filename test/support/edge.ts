@@ -30,6 +30,8 @@ export interface EdgeUnderTest extends AsyncDisposable {
   deleteStored(key: string): Promise<void>;
   /** Lists stored keys under a prefix. */
   listStored(prefix: string): Promise<string[]>;
+  /** The bytes of a stored object. */
+  readStored(key: string): Promise<Uint8Array>;
   /**
    * Failures of background snapshot builds so far (messages), where the runtime reports them to
    * the harness; undefined on the Worker, whose Durable Object logs them inside workerd.
@@ -89,6 +91,7 @@ export const denoEdgeFactory: EdgeFactory = async (opts) => {
     buildErrors,
     settled: () => edge.idle(),
     deleteStored: (key) => Deno.remove(`${store}/${key}`),
+    readStored: (key) => Deno.readFile(`${store}/${key}`),
     listStored: async (prefix) => {
       const out: string[] = [];
       const walk = async (dir: string, rel: string) => {
