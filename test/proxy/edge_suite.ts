@@ -7,7 +7,7 @@ import { encodePkts } from "../../src/git/pktline.ts";
 import { type Origin, type OriginOptions, startOrigin } from "../support/origin.ts";
 import { addCommits, assertSameClone, makeRepo, refsOf } from "../support/fixtures.ts";
 import type { EdgeFactory, EdgeUnderTest, EdgeUnderTestOptions } from "../support/edge.ts";
-import { assert, assertEquals } from "../support/assert.ts";
+import { assert, assertEquals, assertMatch } from "../support/assert.ts";
 import { rawGet } from "../support/raw_http.ts";
 
 /**
@@ -95,7 +95,7 @@ async function status(
 }
 
 export async function warm(
-  edge: EdgeUnderTest,
+  edge: Pick<EdgeUnderTest, "url">,
   repo: string,
   headers: Record<string, string> = {},
 ): Promise<Record<string, unknown>> {
@@ -512,6 +512,32 @@ export function edgeSuite(
     const ok = await fetch(uri, { headers: { range: "bytes=0-3" } });
     assertEquals(ok.status, 206, "range request");
     assertEquals(await ok.text(), "PACK", "pack starts with PACK");
+    // The whole pack, then HEAD, an unsatisfiable range, If-Range and caching headers.
+    const whole = await fetch(uri);
+    const bytes = new Uint8Array(await whole.arrayBuffer());
+    const size = bytes.length;
+    const etag = whole.headers.get("etag");
+    assertEquals(whole.status, 200, "whole pack");
+    assert(etag && /^"[^"]+"$/.test(etag), `a strong ETag: ${etag}`);
+    assertMatch(whole.headers.get("cache-control") ?? "", /\bimmutable\b/, "immutable");
+    assertMatch(whole.headers.get("cache-control") ?? "", /\bmax-age=\d+/, "max-age");
+    assertEquals(whole.headers.get("accept-ranges"), "bytes", "accept-ranges");
+    const head = await fetch(uri, { method: "HEAD" });
+    assertEquals(head.status, 200, "HEAD");
+    assertEquals(head.headers.get("content-length"), String(size), "HEAD length");
+    assertEquals(head.headers.get("etag"), etag, "HEAD ETag");
+    assertEquals((await head.arrayBuffer()).byteLength, 0, "HEAD has no body");
+    const past = await fetch(uri, { headers: { range: `bytes=${size}-` } });
+    await past.body?.cancel();
+    assertEquals(past.status, 416, "range past the end");
+    assertEquals(past.headers.get("content-range"), `bytes */${size}`, "416 content-range");
+    const tail = await fetch(uri, { headers: { range: "bytes=-20", "if-range": etag } });
+    assertEquals(tail.status, 206, "If-Range with the current ETag: the range");
+    assertEquals(tail.headers.get("content-range"), `bytes ${size - 20}-${size - 1}/${size}`);
+    assertEquals(new Uint8Array(await tail.arrayBuffer()), bytes.subarray(size - 20), "the tail");
+    const stale = await fetch(uri, { headers: { range: "bytes=-20", "if-range": '"other"' } });
+    assertEquals(stale.status, 200, "If-Range with another ETag: the whole pack");
+    assertEquals((await stale.arrayBuffer()).byteLength, size, "whole pack again");
     // A pack deleted from the store: the snapshot is not advertised, clones pass through.
     const keys = await w.edge.listStored("repos/");
     const packKey = keys.find((k) => k.endsWith(".pack"));
