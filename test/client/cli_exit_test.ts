@@ -1,0 +1,90 @@
+/**
+ * The client as users meet it, from real processes: `gitedge clone`'s exit codes 1 (other) and
+ * 4 (verification), and `mod.ts`'s promise that the library never prints.
+ */
+import { assert, assertEquals, assertMatch } from "../support/assert.ts";
+import { runCloneCli } from "./cli_process.ts";
+import { GIT_ENV, tempDir } from "../support/git.ts";
+import { startOrigin } from "../support/origin.ts";
+import { makeRepo } from "../support/fixtures.ts";
+import { startDenoEdge } from "../../edge/deno.ts";
+import { warm } from "../proxy/edge_suite.ts";
+
+const MOD = new URL("../../mod.ts", import.meta.url).href;
+
+async function exists(path: string): Promise<boolean> {
+  return await Deno.stat(path).then(() => true, () => false);
+}
+
+Deno.test("gitedge clone exits 1 for a non-empty destination and leaves it as it was", async () => {
+  await using origin = await startOrigin();
+  await makeRepo(origin, "r.git", { commits: 3 });
+  await using dir = await tempDir();
+  await Deno.mkdir(`${dir.path}/taken`);
+  await Deno.writeTextFile(`${dir.path}/taken/keep.txt`, "mine\n");
+  const run = await runCloneCli([origin.repoUrl("r.git"), "taken"], dir.path);
+  assertEquals(run.code, 1, run.stderr);
+  assertMatch(run.stderr, /already exists and is not empty/);
+  assertEquals([...Deno.readDirSync(`${dir.path}/taken`)].map((e) => e.name), ["keep.txt"]);
+  assertEquals(await Deno.readTextFile(`${dir.path}/taken/keep.txt`), "mine\n");
+});
+
+Deno.test("gitedge clone exits 4 when a pack by URI does not match its hash, and removes the clone", async () => {
+  await using origin = await startOrigin();
+  await makeRepo(origin, "r.git", { commits: 10, binaryBytes: 300_000 });
+  await using dir = await tempDir();
+  const store = `${dir.path}/store`;
+  await using edge = await startDenoEdge({ store, config: { origin: origin.url, chunks: 2 } });
+  await warm(edge, "r.git");
+  // One byte of one stored pack flipped, size unchanged: the edge serves it as stored (it never
+  // re-hashes), so only the client's check can catch it.
+  const packs: string[] = [];
+  for await (const e of Deno.readDir(`${store}/repos`)) {
+    for await (const f of Deno.readDir(`${store}/repos/${e.name}/packs`)) {
+      packs.push(`${store}/repos/${e.name}/packs/${f.name}`);
+    }
+  }
+  assert(packs.length > 0, "a stored pack");
+  const bytes = await Deno.readFile(packs[0]);
+  bytes[Math.floor(bytes.length / 2)] ^= 0xff;
+  await Deno.writeFile(packs[0], bytes);
+
+  const run = await runCloneCli([`${edge.url}/r.git`, "out"], dir.path);
+  assertEquals(run.code, 4, run.stderr);
+  assert(!(await exists(`${dir.path}/out`)), "the failed clone's directory is removed");
+});
+
+Deno.test("mod.ts never prints: clone and fetchPackfiles succeed and fail in silence", async () => {
+  await using origin = await startOrigin();
+  await makeRepo(origin, "r.git", { commits: 10, binaryBytes: 300_000 });
+  await using dir = await tempDir();
+  await using edge = await startDenoEdge({
+    store: `${dir.path}/store`,
+    config: { origin: origin.url, chunks: 3 },
+  });
+  await warm(edge, "r.git");
+  // A clone with packs by URI (fetchPackfiles inside), then failures of both entry points.
+  const script = `
+    import { clone, fetchPackfiles } from ${JSON.stringify(MOD)};
+    const [url, base] = Deno.args;
+    const summary = await clone({ url, directory: base + "/ok", jobs: 2 });
+    if (summary.packs.length !== 3) throw new Error("expected 3 packs by URI");
+    let failures = 0;
+    await clone({ url: url + "-missing", directory: base + "/missing" }).catch(() => failures++);
+    await fetchPackfiles([{ hash: "0".repeat(40), uri: url + "/nope.pack" }], {
+      gitDir: base + "/ok/.git", retries: 1, backoffMs: 1,
+    }).catch(() => failures++);
+    if (failures !== 2) throw new Error("expected both calls to fail");
+  `;
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: ["eval", "--ext=ts", script, `${edge.url}/r.git`, dir.path],
+    env: GIT_ENV,
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  const stdout = new TextDecoder().decode(out.stdout);
+  const stderr = new TextDecoder().decode(out.stderr);
+  assertEquals(out.code, 0, stderr);
+  assertEquals(stdout, "", "nothing on stdout");
+  assertEquals(stderr, "", "nothing on stderr");
+});
