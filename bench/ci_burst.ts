@@ -1,0 +1,195 @@
+/**
+ * A CI burst: N runners cloning one commit at once, directly from the origin and through a warm
+ * edge, side by side in one run. Kinds: `--depth 1` clones, `--filter=blob:none` clones (with
+ * the lazy blob fetch of their checkout), and full clones (through the edge with packfile URIs,
+ * as the README's CI recipe sets up). Per kind and competitor: burst wall time, origin requests,
+ * origin `fetch` commands (the ones that make it compute a pack), origin CPU seconds (the origin
+ * runs in its own process: its backends' CPU is read from /proc), edge CPU seconds.
+ *
+ * The edge is warm (snapshot built) but its response cache starts empty for every edge burst,
+ * so the figures include the one miss per distinct request. Rounds are interleaved (direct, edge;
+ * then edge, direct, ...); with `--runs` > 1 the table shows medians.
+ *
+ * Repository: git's history to v2.0.0 (`/work/shared/data/git-v2.0.0.bundle`, 165k objects).
+ *
+ *   deno run -A bench/ci_burst.ts [--n 20] [--runs 1] [--kinds depth,filter,full]
+ */
+import { git, tempDir } from "../test/support/git.ts";
+import { spawnOrigin } from "./origin_process.ts";
+
+function flag(name: string, fallback: string): string {
+  const i = Deno.args.indexOf(`--${name}`);
+  return i >= 0 ? Deno.args[i + 1] : fallback;
+}
+
+const N = Number(flag("n", "20"));
+const RUNS = Number(flag("runs", "1"));
+const KINDS = flag("kinds", "depth,filter,full").split(",");
+const BUNDLE = flag("bundle", "/work/shared/data/git-v2.0.0.bundle");
+
+const CLONE_ARGS: Record<string, string[]> = {
+  depth: ["--depth", "1"],
+  filter: ["--filter=blob:none"],
+  full: [],
+};
+
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)];
+}
+
+/** `gitedge serve` in its own process, so its CPU can be read. */
+async function startEdgeProcess(origin: string, store: string) {
+  const child = new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "-A",
+      new URL("../src/cli.ts", import.meta.url).pathname,
+      "serve",
+      "--port",
+      "0",
+      "--origin",
+      origin,
+      "--store",
+      store,
+    ],
+    stdout: "piped",
+    stderr: "inherit",
+  }).spawn();
+  const reader = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
+  let out = "";
+  while (!/listening on (\S+)/.test(out)) {
+    const { value, done } = await reader.read();
+    if (done) throw new Error(`edge exited: ${out}`);
+    out += value;
+  }
+  const cpuSeconds = async () => {
+    const stat = await Deno.readTextFile(`/proc/${child.pid}/stat`);
+    const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    return (Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14])) / 100;
+  };
+  return {
+    url: /listening on (\S+)/.exec(out)![1],
+    cpuSeconds,
+    stop: async () => {
+      child.kill("SIGTERM");
+      await child.status;
+      reader.releaseLock();
+    },
+  };
+}
+
+interface Burst {
+  wall: number;
+  originRequests: number;
+  originFetches: number;
+  originCpu: number;
+  edgeCpu: number;
+}
+
+await using work = await tempDir("gitedge-ciburst-");
+const root = `${work.path}/origin`;
+await Deno.mkdir(root);
+console.log(`cloning ${BUNDLE} into the origin…`);
+await git(["clone", "-q", "--bare", BUNDLE, `${root}/git.git`]);
+for (
+  const [k, v] of [["uploadpack.allowFilter", "true"], ["uploadpack.allowAnySHA1InWant", "true"]]
+) {
+  await git(["config", k, v], { cwd: `${root}/git.git` });
+}
+await git(["symbolic-ref", "HEAD", "refs/heads/master"], { cwd: `${root}/git.git` });
+
+const origin = await spawnOrigin(root);
+const store = `${work.path}/store`;
+const edge = await startEdgeProcess(origin.url, store);
+try {
+  console.log("warming the edge…");
+  const res = await fetch(`${edge.url}/_edge/warm/git.git`, { method: "POST" });
+  if (!res.ok) throw new Error(`warm failed: ${await res.text()}`);
+  await res.body?.cancel();
+
+  let dirs = 0;
+  const burst = async (kind: string, viaEdge: boolean): Promise<Burst> => {
+    if (viaEdge) await Deno.remove(`${store}/cache`, { recursive: true }).catch(() => {});
+    const url = viaEdge ? `${edge.url}/git.git` : `${origin.url}/git.git`;
+    const pre = viaEdge ? ["-c", "fetch.uriProtocols=http"] : [];
+    const base = dirs;
+    dirs += N;
+    await origin.reset();
+    const edgeCpu0 = await edge.cpuSeconds();
+    const origin0 = await origin.stats();
+    const t0 = performance.now();
+    await Promise.all(
+      Array.from(
+        { length: N },
+        (_, i) =>
+          git([...pre, "clone", "-q", ...CLONE_ARGS[kind], url, `${work.path}/c${base + i}`]),
+      ),
+    );
+    const wall = (performance.now() - t0) / 1000;
+    const after = await origin.stats();
+    const edgeCpu = await edge.cpuSeconds() - edgeCpu0;
+    await Promise.all(
+      Array.from(
+        { length: N },
+        (_, i) => Deno.remove(`${work.path}/c${base + i}`, { recursive: true }),
+      ),
+    );
+    return {
+      wall,
+      originRequests: after.requests,
+      originFetches: after.commands.fetch ?? 0,
+      originCpu: after.cpu - origin0.cpu,
+      edgeCpu: viaEdge ? edgeCpu : 0,
+    };
+  };
+
+  const results: Record<string, { direct: Burst[]; edge: Burst[] }> = {};
+  for (const kind of KINDS) results[kind] = { direct: [], edge: [] };
+  for (let r = 0; r < RUNS; r++) {
+    for (const kind of KINDS) {
+      const order = r % 2 === 0 ? [false, true] : [true, false];
+      for (const viaEdge of order) {
+        const b = await burst(kind, viaEdge);
+        results[kind][viaEdge ? "edge" : "direct"].push(b);
+        console.log(
+          `  run ${r + 1} ${kind.padEnd(6)} ${viaEdge ? "edge  " : "direct"} wall ${
+            b.wall.toFixed(2)
+          } s, origin ${b.originRequests} requests / ${b.originFetches} fetches / ${
+            b.originCpu.toFixed(2)
+          } CPU s, edge ${b.edgeCpu.toFixed(2)} CPU s`,
+        );
+      }
+    }
+  }
+
+  const load = (await Deno.readTextFile("/proc/loadavg")).split(" ").slice(0, 3).join(" ");
+  console.log(
+    `\nCI burst: ${N} concurrent clones per burst, ${RUNS} run(s), medians; load ${load}`,
+  );
+  console.log(
+    "kind     via     wall s  origin req  origin fetch  origin CPU s  edge CPU s",
+  );
+  const m = (bs: Burst[], k: keyof Burst) => median(bs.map((b) => b[k]));
+  for (const kind of KINDS) {
+    for (const via of ["direct", "edge"] as const) {
+      const bs = results[kind][via];
+      console.log(
+        `${kind.padEnd(8)} ${via.padEnd(7)} ${m(bs, "wall").toFixed(2).padStart(6)}  ${
+          String(m(bs, "originRequests")).padStart(10)
+        }  ${String(m(bs, "originFetches")).padStart(12)}  ${
+          m(bs, "originCpu").toFixed(2).padStart(12)
+        }  ${m(bs, "edgeCpu").toFixed(2).padStart(10)}`,
+      );
+    }
+    const d = results[kind].direct, e = results[kind].edge;
+    console.log(
+      `${kind.padEnd(8)} ratio   wall ${(m(d, "wall") / m(e, "wall")).toFixed(2)}x, origin CPU ${
+        (m(d, "originCpu") / Math.max(0.01, m(e, "originCpu"))).toFixed(1)
+      }x, origin fetches ${m(d, "originFetches")} → ${m(e, "originFetches")}`,
+    );
+  }
+} finally {
+  await edge.stop();
+  await origin.stop();
+}
