@@ -58,6 +58,8 @@ interface Timing {
   wall: number;
   /** The CLI's own `seconds` (without process start-up); absent for stock git. */
   reported?: number;
+  /** The CLI's step end times (`--json` `phases`); absent for stock git. */
+  phases?: Record<string, number>;
 }
 
 /** The benchmark found a client not doing what it is measured for. */
@@ -95,7 +97,7 @@ function gitedge(jobs: number): Competitor {
           `gitedge fetched ${summary.packs.length} URIs, expected ${packs}`,
         );
       }
-      return { wall: elapsed, reported: summary.seconds };
+      return { wall: elapsed, reported: summary.seconds, phases: summary.phases };
     },
   };
 }
@@ -110,6 +112,8 @@ export interface ScenarioResult {
   packSizes: number[];
   /** The relay's cap, if any. */
   bytesPerSecond?: number;
+  /** Per gitedge jobs count: median end time of each clone step, plus `process` (start-up). */
+  phases: Record<number, Record<string, number>>;
 }
 
 /** Runs every scenario (each with its own origin, edge and relay). */
@@ -164,11 +168,21 @@ async function runScenario(scenario: EdgeScenario, runs: number): Promise<Scenar
     const reported = competitors.flatMap((c, i) =>
       c.jobs === null ? [] : [{ c, seconds: timings[i].map((t) => t.reported ?? NaN) }]
     );
+    const phases: Record<number, Record<string, number>> = {};
+    competitors.forEach((c, i) => {
+      if (c.jobs === null) return;
+      const names = Object.keys(timings[i][0].phases ?? {});
+      const table: Record<string, number> = {};
+      for (const name of names) table[name] = medianOf(timings[i].map((t) => t.phases![name]));
+      table.process = medianOf(timings[i].map((t) => t.wall - (t.reported ?? t.wall)));
+      phases[c.jobs] = table;
+    });
     return {
       rows: toRows(scenario.name, wall),
       reportedRows: toRows(scenario.name, reported),
       packSizes,
       bytesPerSecond: scenario.bytesPerSecond,
+      phases,
     };
   } finally {
     await Deno.remove(root, { recursive: true });
@@ -248,6 +262,18 @@ if (import.meta.main) {
   console.log(formatRatios(rows));
   console.log("\ngitedge clone --json self-reported seconds (in-process, no start-up)");
   console.log(formatTable(results.flatMap((r) => r.reportedRows)));
+  console.log("\ngitedge clone steps: median end time of each, s since the clone started");
+  for (const r of results) {
+    for (const [jobs, table] of Object.entries(r.phases)) {
+      const steps = Object.entries(table).filter(([k]) => k !== "process")
+        .sort((a, b) => a[1] - b[1]).map(([k, v]) => `${k} ${v.toFixed(3)}`).join(", ");
+      console.log(
+        `${r.rows[0].scenario}, jobs ${jobs}: ${steps}; process start-up and exit ${
+          table.process.toFixed(3)
+        }`,
+      );
+    }
+  }
   console.log(
     `\nload average before ${before.map((l) => l.toFixed(2)).join(" ")}, ` +
       `after ${after.map((l) => l.toFixed(2)).join(" ")}`,

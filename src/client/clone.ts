@@ -67,6 +67,13 @@ export interface CloneSummary {
   packs: PackfileResult[];
   /** The ref HEAD points at, or null when detached or the remote is empty. */
   head: string | null;
+  /**
+   * When each step ended, seconds since the clone started (where a clone's fixed cost goes):
+   * `connect` (capabilities), `lsRefs` (with `git init`), `fetchResponse` (the fetch answered),
+   * `inlineIndexed`, `uriPacks` (all downloaded and indexed), `connectivity`, `finish` (refs,
+   * config, checkout). Steps that overlap end in any order.
+   */
+  phases: Record<string, number>;
 }
 
 /** Clones `options.url` into a new directory and returns a summary. */
@@ -75,7 +82,7 @@ export async function clone(options: CloneOptions): Promise<CloneSummary> {
   const directory = options.directory ?? defaultDirectory(options.url, options.bare ?? false);
   const createdDir = await prepareTarget(directory);
   try {
-    const result = await cloneInto(directory, options);
+    const result = await cloneInto(directory, options, started);
     return { ...result, directory, seconds: (performance.now() - started) / 1000 };
   } catch (error) {
     await removeTarget(directory, createdDir);
@@ -86,7 +93,12 @@ export async function clone(options: CloneOptions): Promise<CloneSummary> {
 async function cloneInto(
   directory: string,
   options: CloneOptions,
+  started: number,
 ): Promise<Omit<CloneSummary, "directory" | "seconds">> {
+  const phases: Record<string, number> = {};
+  const mark = (name: string) => {
+    phases[name] = Math.round(performance.now() - started) / 1000;
+  };
   const bare = options.bare ?? false;
   const credentials = new CredentialManager(
     options.url,
@@ -96,6 +108,7 @@ async function cloneInto(
   const http = new SmartHttpClient({ credentials, fetch: options.fetch, signal: options.signal });
   options.progress?.phase("Connecting");
   const session = await UploadPackSession.connect(http);
+  mark("connect");
   const format = `--object-format=${session.objectFormat}`;
   // `git init` runs during ls-refs; both settle before anything fails (the directory may go).
   const [refs] = await settleAll(
@@ -104,11 +117,12 @@ async function cloneInto(
       runGit(["init", "-q", format, ...(bare ? ["--bare"] : []), directory]),
     ] as const,
   );
+  mark("lsRefs");
   const checkout = chooseCheckout(refs, options.branch);
   const gitDir = bare ? directory : `${directory}/.git`;
 
   const wants = wantedObjects(refs);
-  const received = await receiveObjects(session, wants, gitDir, credentials, options);
+  const received = await receiveObjects(session, wants, gitDir, credentials, options, mark);
   // The connectivity check and writing refs/checkout are independent; a failure of either
   // fails the clone (and the directory is removed).
   const finish = async () => {
@@ -120,14 +134,17 @@ async function cloneInto(
       options.progress?.phase("Checking out");
       await runGit(["reset", "-q", "--hard"], { cwd: directory });
     }
+    mark("finish");
     return head;
   };
   if (wants.length > 0) options.progress?.phase("Checking connectivity");
   const [, head] = await settleAll<[void, string | null]>([
-    wants.length > 0 ? checkConnectivity(gitDir, wants) : Promise.resolve(),
+    wants.length > 0
+      ? checkConnectivity(gitDir, wants).then(() => mark("connectivity"))
+      : Promise.resolve(),
     finish(),
   ]);
-  return { ...received, head };
+  return { ...received, head, phases };
 }
 
 /** What {@link receiveObjects} brought in. */
@@ -143,6 +160,7 @@ async function receiveObjects(
   gitDir: string,
   credentials: CredentialManager,
   options: CloneOptions,
+  mark: (phase: string) => void,
 ): Promise<Received> {
   if (wants.length === 0) return { bytesInline: 0, bytesByUri: 0, packs: [] };
   options.progress?.phase("Receiving pack");
@@ -151,14 +169,23 @@ async function receiveObjects(
     progress: options.serverProgress ?? false,
     onRemoteProgress: options.progress?.remote?.bind(options.progress),
   });
+  mark("fetchResponse");
   const baseUrl = session.http.baseUrl;
   // The URI packs are self-contained, so their downloads need not wait for the inline pack's
   // index (stock git waits); a failure of either stops the other.
   const stop = new AbortController();
   const signal = options.signal ? AbortSignal.any([options.signal, stop.signal]) : stop.signal;
   const both = [
-    indexInlinePack(response.pack, gitDir, baseUrl, options.progress, signal),
-    fetchUriPacks(response.uris, gitDir, baseUrl, credentials, { ...options, signal }),
+    indexInlinePack(response.pack, gitDir, baseUrl, options.progress, signal).then((bytes) => {
+      mark("inlineIndexed");
+      return bytes;
+    }),
+    fetchUriPacks(response.uris, gitDir, baseUrl, credentials, { ...options, signal }).then(
+      (packs) => {
+        mark("uriPacks");
+        return packs;
+      },
+    ),
   ] as const;
   both.forEach((p) => p.catch((error) => stop.abort(error)));
   const [bytesInline, packs] = await settleAll<[number, PackfileResult[]]>(both);

@@ -170,6 +170,7 @@ export function jsonSummary(summary: CloneSummary) {
     bytesInline: summary.bytesInline,
     bytesByUri: summary.bytesByUri,
     seconds: round(summary.seconds),
+    phases: summary.phases,
     packs: summary.packs.map((p) => ({
       hash: p.hash,
       bytes: p.bytes,

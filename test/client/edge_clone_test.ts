@@ -68,6 +68,14 @@ Deno.test({
       );
       const total = (snapshot.packs as SnapshotPack[]).reduce((n, p) => n + p.bytes, 0);
       assertEquals(summary.bytesByUri, total, "bytes by URI = snapshot size");
+      // --json says where the time went: every step, each ending within the clone.
+      const steps = ["connect", "lsRefs", "fetchResponse", "inlineIndexed", "uriPacks"];
+      for (const step of [...steps, "connectivity", "finish"]) {
+        const at = summary.phases?.[step];
+        assert(at !== undefined && at >= 0 && at <= summary.seconds, `${step}: ${at}`);
+      }
+      const ends = steps.slice(0, 3).map((s) => summary.phases![s]);
+      assertEquals(ends, [...ends].sort((a, b) => a - b), "connect, ls-refs, fetch in order");
       await assertSameAsOrigin(origin, `${d}/warm`, `${d}/warm-git`);
     });
 

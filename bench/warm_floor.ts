@@ -1,0 +1,200 @@
+/**
+ * Warm clones of a real repository against their floor, in one run: git's history to v2.0.0
+ * (`/work/shared/data/git-v2.0.0.bundle`, 165k objects) behind a warm edge. Competitors, bare
+ * clones, rounds interleaved:
+ *   - direct `git clone` from the origin;
+ *   - stock git through the edge with packfile URIs (it indexes the packs one after another);
+ *   - `gitedge clone --jobs 8`.
+ * The floor, measured in the same run on the same snapshot packs (copied from the edge's store):
+ * `git index-pack` of every pack at once (every core busy) plus the connectivity walk
+ * (`git rev-list --objects --all`); and the sequential floor (packs indexed one after another,
+ * as stock git does, plus the walk). Also the bytes the origin sent per clone.
+ *
+ *   deno run -A bench/warm_floor.ts [--runs 1] [--chunks 4] [--bundle PATH]
+ */
+import { git, tempDir } from "../test/support/git.ts";
+import { spawnOrigin } from "./origin_process.ts";
+import { cloneJson } from "../test/client/cli_process.ts";
+import { repoId } from "../src/proxy/repo.ts";
+import type { Manifest } from "../src/proxy/deps.ts";
+
+function flag(name: string, fallback: string): string {
+  const i = Deno.args.indexOf(`--${name}`);
+  return i >= 0 ? Deno.args[i + 1] : fallback;
+}
+const RUNS = Number(flag("runs", "1"));
+const CHUNKS = flag("chunks", "4");
+const BUNDLE = flag("bundle", "/work/shared/data/git-v2.0.0.bundle");
+
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+async function timed(fn: () => Promise<unknown>): Promise<number> {
+  const t0 = performance.now();
+  await fn();
+  return (performance.now() - t0) / 1000;
+}
+
+async function startEdgeProcess(origin: string, store: string) {
+  const child = new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "-A",
+      new URL("../src/cli.ts", import.meta.url).pathname,
+      "serve",
+      "--port",
+      "0",
+      "--origin",
+      origin,
+      "--store",
+      store,
+      "--chunks",
+      CHUNKS,
+    ],
+    stdout: "piped",
+    stderr: "inherit",
+  }).spawn();
+  const reader = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
+  let out = "";
+  while (!/listening on (\S+)/.test(out)) {
+    const { value, done } = await reader.read();
+    if (done) throw new Error(`edge exited: ${out}`);
+    out += value;
+  }
+  return {
+    url: /listening on (\S+)/.exec(out)![1],
+    stop: async () => {
+      child.kill("SIGTERM");
+      await child.status;
+      reader.releaseLock();
+    },
+  };
+}
+
+await using work = await tempDir("gitedge-floor-");
+const root = `${work.path}/origin`;
+await Deno.mkdir(root);
+await git(["clone", "-q", "--bare", BUNDLE, `${root}/git.git`]);
+await git(["symbolic-ref", "HEAD", "refs/heads/master"], { cwd: `${root}/git.git` });
+const origin = await spawnOrigin(root);
+const store = `${work.path}/store`;
+const edge = await startEdgeProcess(origin.url, store);
+try {
+  const res = await fetch(`${edge.url}/_edge/warm/git.git`, { method: "POST" });
+  if (!res.ok) throw new Error(`warm failed: ${await res.text()}`);
+  await res.body?.cancel();
+  const id = repoId(`${origin.url}/git.git`);
+  const manifest = JSON.parse(
+    await Deno.readTextFile(`${store}/repos/${id}/manifest.json`),
+  ) as Manifest;
+  const packs = manifest.layers.flat();
+  console.log(
+    `snapshot: ${packs.length} packs, ${
+      packs.map((p) => (p.size / 1e6).toFixed(1)).join(" + ")
+    } MB`,
+  );
+
+  let n = 0;
+  const dir = () => `${work.path}/c${n++}`;
+  const competitors: [string, () => Promise<number>][] = [
+    ["direct git clone", () => git(["clone", "-q", "--bare", `${origin.url}/git.git`, dir()])],
+    [
+      "stock git, URIs",
+      () =>
+        git([
+          "-c",
+          "fetch.uriProtocols=http",
+          "clone",
+          "-q",
+          "--bare",
+          `${edge.url}/git.git`,
+          dir(),
+        ]),
+    ],
+    [
+      "gitedge clone -j8",
+      () => cloneJson(["--bare", "--jobs", "8", `${edge.url}/git.git`, dir()], Deno.cwd()),
+    ],
+  ].map(([label, run]) => [label as string, () => timed(run as () => Promise<unknown>)]);
+
+  /** The floor: index the snapshot packs (all at once, or one by one), then the walk. */
+  const floor = async (parallel: boolean) => {
+    const repo = dir();
+    await git(["init", "-q", "--bare", repo]);
+    const files = await Promise.all(packs.map(async (p, i) => {
+      const file = `${repo}/objects/pack/p${i}.pack`;
+      await Deno.copyFile(`${store}/${p.key}`, file);
+      return file;
+    }));
+    const index = (f: string) => git(["index-pack", f], { cwd: repo });
+    const indexing = await timed(async () => {
+      if (parallel) await Promise.all(files.map(index));
+      else for (const f of files) await index(f);
+    });
+    const refs = Object.entries(manifest.tips).map(([ref, oid]) => `create ${ref} ${oid}`);
+    await git(["update-ref", "--stdin"], {
+      cwd: repo,
+      stdin: new TextEncoder().encode(refs.join("\n") + "\n"),
+    });
+    const walk = await timed(() =>
+      git(["rev-list", "--objects", "--all", "--quiet"], { cwd: repo })
+    );
+    return { indexing, walk };
+  };
+
+  const wall: Record<string, number[]> = {};
+  const bytes: Record<string, number[]> = {};
+  const floors = {
+    parallel: [] as number[],
+    sequential: [] as number[],
+    walk: [] as number[],
+    index: [] as number[],
+    indexSeq: [] as number[],
+  };
+  for (let r = 0; r < RUNS; r++) {
+    const order = r % 2 === 0 ? competitors : [...competitors].reverse();
+    for (const [label, run] of order) {
+      await origin.reset();
+      const s = await run();
+      (wall[label] ??= []).push(s);
+      (bytes[label] ??= []).push((await origin.stats()).bytesOut);
+      console.log(`  run ${r + 1} ${label}: ${s.toFixed(2)} s`);
+    }
+    const p = await floor(true);
+    const q = await floor(false);
+    floors.index.push(p.indexing);
+    floors.indexSeq.push(q.indexing);
+    floors.walk.push(p.walk);
+    floors.parallel.push(p.indexing + p.walk);
+    floors.sequential.push(q.indexing + q.walk);
+    console.log(
+      `  run ${r + 1} floor: index-pack all at once ${p.indexing.toFixed(2)} s, one by one ${
+        q.indexing.toFixed(2)
+      } s, rev-list --objects ${p.walk.toFixed(2)} s`,
+    );
+  }
+  const load = (await Deno.readTextFile("/proc/loadavg")).split(" ").slice(0, 3).join(" ");
+  console.log(`\nwarm clones of git v2.0.0 (bare), ${RUNS} run(s), medians; load ${load}`);
+  const direct = median(wall["direct git clone"]);
+  const fp = median(floors.parallel), fs = median(floors.sequential);
+  console.log(
+    `floor (parallel index-pack + walk)   ${fp.toFixed(2)} s  (index ${
+      median(floors.index).toFixed(2)
+    } + walk ${median(floors.walk).toFixed(2)})`,
+  );
+  console.log(
+    `floor (sequential index-pack + walk) ${fs.toFixed(2)} s  (index ${
+      median(floors.indexSeq).toFixed(2)
+    })`,
+  );
+  for (const [label] of competitors) {
+    const w = median(wall[label]);
+    const f = label.startsWith("stock") ? fs : fp;
+    console.log(
+      `${label.padEnd(20)} ${w.toFixed(2)} s  vs direct ${(direct / w).toFixed(2)}x  vs its floor ${
+        ((w / f - 1) * 100).toFixed(0)
+      }% over  origin bytes ${(median(bytes[label]) / 1e6).toFixed(3)} MB`,
+    );
+  }
+} finally {
+  await edge.stop();
+  await origin.stop();
+}
