@@ -14,13 +14,7 @@ import { indexInlinePack } from "./inline_pack.ts";
 import type { PackfileResult, PackfileUri } from "./packfile_download.ts";
 import type { ProgressEvent } from "./progress.ts";
 import { SmartHttpClient } from "./smart_http.ts";
-import {
-  checkConnectivity,
-  configureRemote,
-  writeHead,
-  writeRefs,
-  writeRemoteHead,
-} from "./repo_setup.ts";
+import { checkConnectivity, detachHead, prepareRepository, writeRefs } from "./repo_setup.ts";
 import { UploadPackSession } from "./upload_pack.ts";
 
 export { defaultDirectory } from "./clone_target.ts";
@@ -70,8 +64,8 @@ export interface CloneSummary {
   /**
    * When each step ended, seconds since the clone started (where a clone's fixed cost goes):
    * `connect` (capabilities), `lsRefs` (with `git init`), `fetchResponse` (the fetch answered),
-   * `inlineIndexed`, `uriPacks` (all downloaded and indexed), `connectivity`, `finish` (refs,
-   * config, checkout). Steps that overlap end in any order.
+   * `setup` (remote, HEAD and upstream config, written meanwhile), `inlineIndexed`, `uriPacks`
+   * (all downloaded and indexed), `connectivity`, `finish` (refs, checkout). Steps that overlap end in any order.
    */
   phases: Record<string, number>;
 }
@@ -122,23 +116,28 @@ async function cloneInto(
   const gitDir = bare ? directory : `${directory}/.git`;
 
   const wants = wantedObjects(refs);
-  const received = await receiveObjects(session, wants, gitDir, credentials, options, mark);
+  // What needs no objects (remote, HEAD, upstream config, origin/HEAD) is written while the
+  // packs arrive; refs, a detached HEAD and the checkout wait for them.
+  const [received, head] = await settleAll<[Received, string | null]>([
+    receiveObjects(session, wants, gitDir, credentials, options, mark),
+    prepareRepository(gitDir, options.url, refs, checkout, bare).then((h) => {
+      mark("setup");
+      return h;
+    }),
+  ]);
   // The connectivity check and writing refs/checkout are independent; a failure of either
   // fails the clone (and the directory is removed).
   const finish = async () => {
-    await writeRefs(gitDir, refs, bare);
-    await configureRemote(gitDir, options.url, bare);
-    const head = await writeHead(gitDir, checkout, bare);
-    if (!bare) await writeRemoteHead(gitDir, refs);
+    await writeRefs(gitDir, refs, bare, checkout);
+    if (checkout.ref === null && checkout.oid !== null) await detachHead(gitDir, checkout.oid);
     if (!bare && checkout.oid !== null) {
       options.progress?.phase("Checking out");
       await runGit(["reset", "-q", "--hard"], { cwd: directory });
     }
     mark("finish");
-    return head;
   };
   if (wants.length > 0) options.progress?.phase("Checking connectivity");
-  const [, head] = await settleAll<[void, string | null]>([
+  await settleAll<[void, void]>([
     wants.length > 0
       ? checkConnectivity(gitDir, wants).then(() => mark("connectivity"))
       : Promise.resolve(),
