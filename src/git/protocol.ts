@@ -230,23 +230,62 @@ export function withFetchFeature(
 export interface CommandRequest {
   /** The command name, e.g. `"fetch"` or `"ls-refs"`. */
   command: string;
-  /** Lines between `command=` and the delimiter, e.g. `"agent=git/2.39.5"`. */
+  /** Capability lines before the delimiter, e.g. `"agent=git/2.39.5"`, in their order. */
   capabilities: string[];
   /** Lines after the delimiter. */
   args: string[];
+  /**
+   * Where the `command=` line stood among the capability lines (git >= 2.40 sends some
+   * capabilities first); absent when it came first, as git 2.39 sends it.
+   */
+  commandAt?: number;
 }
 
 /**
- * Reads one command request: `command=<name>`, capability lines, optional
+ * Reads one command request: a `command=<name>` line and capability lines in any order, optional
  * delimiter and argument lines, flush.
  *
  * @returns `null` when the stream ends cleanly before the request starts.
- * @throws {ProtocolError} `"bad-request"` for a missing `command=` line, a
+ * @throws {ProtocolError} `"bad-request"` for a missing or repeated `command=` line, a
  * second delimiter, or a request cut off before its flush.
  */
 export async function readCommandRequest(reader: PktLineReader): Promise<CommandRequest | null> {
   if (await reader.peek() === null) return null;
   return parseCommandRequest(await readUntilFlush(reader, "bad-request", "request"));
+}
+
+/**
+ * The command a request names: its one `command=<name>` line among the data lines before the
+ * first delimiter or flush (gitprotocol-v2 puts no order on that line and the capabilities).
+ * `pkts` may stop at that delimiter or flush.
+ *
+ * @throws {ProtocolError} `"bad-request"` for no, an empty or a second `command=` line.
+ */
+export function requestCommand(pkts: readonly Pkt[]): { command: string; at: number } {
+  let found: { command: string; at: number } | null = null;
+  for (let i = 0; i < pkts.length && pkts[i].type === "data"; i++) {
+    const line = pktText(pkts[i]);
+    if (!line.startsWith("command=")) continue;
+    if (line.length === "command=".length) {
+      throw new ProtocolError("bad-request", `request has an empty "command=" line`);
+    }
+    if (found) {
+      throw new ProtocolError(
+        "bad-request",
+        `request names two commands, "${found.command}" and "${line.slice(8)}"`,
+      );
+    }
+    found = { command: line.slice(8), at: i };
+  }
+  if (!found) {
+    const first = pkts[0];
+    const got = first?.type === "data" ? `"${pktText(first)}"` : describe(first);
+    throw new ProtocolError(
+      "bad-request",
+      `request has no "command=<name>" line before its arguments (starts with ${got})`,
+    );
+  }
+  return found;
 }
 
 /**
@@ -257,16 +296,13 @@ export async function readCommandRequest(reader: PktLineReader): Promise<Command
  */
 export function parseCommandRequest(input: Uint8Array | readonly Pkt[]): CommandRequest {
   const pkts = toPkts(input);
-  const first = pkts[0];
-  const line = first?.type === "data" ? pktText(first) : "";
-  if (!line.startsWith("command=") || line.length === "command=".length) {
-    const got = first?.type === "data" ? `"${line}"` : describe(first);
-    throw new ProtocolError("bad-request", `request must start with "command=<name>", got ${got}`);
-  }
-  const request: CommandRequest = { command: line.slice(8), capabilities: [], args: [] };
+  const { command, at } = requestCommand(pkts);
+  const request: CommandRequest = { command, capabilities: [], args: [] };
+  if (at > 0) request.commandAt = at;
   let target = request.capabilities;
-  for (let i = 1; i < pkts.length; i++) {
+  for (let i = 0; i < pkts.length; i++) {
     const pkt = pkts[i];
+    if (i === at) continue;
     if (pkt.type === "data") {
       target.push(pktText(pkt));
     } else if (pkt.type === "delim" && target === request.capabilities) {
@@ -305,15 +341,15 @@ function gitWritesNewline(command: string, part: "command" | "capability" | "arg
 /**
  * Encodes a request the way git 2.39 does, flush included: the delimiter is
  * written when there are arguments and always for fetch/ls-refs; newlines
- * follow git's own (inconsistent) habits per line.
+ * follow git's own (inconsistent) habits per line. The `command=` line goes
+ * where `commandAt` says (first by default).
  */
 export function serializeCommandRequest(req: CommandRequest): Uint8Array {
   const line = (part: "command" | "capability" | "arg", text: string) =>
     encodePkt(gitWritesNewline(req.command, part, text) ? text + "\n" : text);
-  const parts = [
-    line("command", `command=${req.command}`),
-    ...req.capabilities.map((c) => line("capability", c)),
-  ];
+  const parts = req.capabilities.map((c) => line("capability", c));
+  const at = Math.min(req.commandAt ?? 0, parts.length);
+  parts.splice(at, 0, line("command", `command=${req.command}`));
   if (req.args.length > 0 || ALWAYS_DELIMITED.has(req.command)) parts.push(DELIM_PKT);
   for (const a of req.args) parts.push(line("arg", a));
   parts.push(FLUSH_PKT);

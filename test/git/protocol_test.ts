@@ -22,6 +22,7 @@ import {
   readCapabilityAdvertisement,
   readCommandRequest,
   readFetchResponse,
+  requestCommand,
   serializeCapabilityAdvertisement,
   serializeCommandRequest,
   serializeFetchArgs,
@@ -354,6 +355,48 @@ Deno.test("command requests: delimiter and newlines like git, malformed requests
       ProtocolError,
     );
     assertEquals(viaReader.code, "bad-request");
+  }
+});
+
+Deno.test("command requests: capability lines may come before command= (git >= 2.40)", () => {
+  // git 2.55 sends bundle-uri this way; gitprotocol-v2 puts no order on these lines.
+  const bytes = encodePkts([
+    "agent=git/2.55.0",
+    "object-format=sha1",
+    "command=bundle-uri\n",
+    "delim",
+    "flush",
+  ]);
+  const req = parseCommandRequest(bytes);
+  assertEquals(req, {
+    command: "bundle-uri",
+    capabilities: ["agent=git/2.55.0", "object-format=sha1"],
+    args: [],
+    commandAt: 2,
+  });
+  const fetch = encodePkts([
+    "agent=a",
+    "command=fetch",
+    "object-format=sha1",
+    "delim",
+    "done\n",
+    "flush",
+  ]);
+  const parsed = parseCommandRequest(fetch);
+  assertEquals([parsed.command, parsed.capabilities, parsed.args], [
+    "fetch",
+    ["agent=a", "object-format=sha1"],
+    ["done"],
+  ]);
+  assertEquals(serializeCommandRequest(parsed), fetch, "the command line stays where it was");
+  assertEquals(requestCommand(decodePkts(fetch).slice(0, 3)), { command: "fetch", at: 1 });
+  for (
+    const b of [
+      encodePkts(["agent=a", "command=fetch", "command=ls-refs", "delim", "flush"]),
+      encodePkts(["agent=a", "delim", "command=fetch", "flush"]),
+    ]
+  ) {
+    assertEquals(assertThrows(() => parseCommandRequest(b), ProtocolError).code, "bad-request");
   }
 });
 
