@@ -20,6 +20,7 @@ import {
   handleInfoRefs,
   handleReceivePack,
   handleUploadPack,
+  OriginFeatures,
   type ProxyContext,
 } from "./git_routes.ts";
 import { handlePackGet } from "./pack_routes.ts";
@@ -44,7 +45,14 @@ export function createApp(
   const signer = new UrlSigner(deps.signingKey);
   const authMemo = opts.authMemo ?? new AuthMemo();
   const responseCache = opts.responseCache ?? new ResponseCache();
-  const ctx: ProxyContext = { deps, metrics, signer, authMemo, responseCache };
+  const ctx: ProxyContext = {
+    deps,
+    metrics,
+    signer,
+    authMemo,
+    responseCache,
+    originFeatures: new OriginFeatures(),
+  };
   const app = new Hono();
 
   app.onError((err, c) => errorResponse(c, err));

@@ -22,16 +22,25 @@ import {
 import { injectBeforePackfile } from "./rewrite.ts";
 import { manifestPacks } from "./snapshot.ts";
 import { ClientRequestError, RequestTooLargeError } from "./errors.ts";
-import { concat, encodePkt, FLUSH_PKT, PktLineReader } from "../git/pktline.ts";
+import {
+  concat,
+  encodePkt,
+  FLUSH_PKT,
+  type Pkt,
+  pktBytes,
+  PktLineReader,
+  pktText,
+} from "../git/pktline.ts";
 import { sha1 } from "@noble/hashes/legacy.js";
 import {
   type CommandRequest,
   encodeFetchSection,
   type FetchArgs,
   formatPackfileUriLine,
+  parseCommandRequest,
   parseFetchArgs,
   readCapabilityAdvertisement,
-  readCommandRequest,
+  requestCommand,
   serializeCapabilityAdvertisement,
   serializeCommandRequest,
   serializeFetchArgs,
@@ -46,6 +55,27 @@ export interface ProxyContext {
   authMemo: AuthMemo;
   /** Fills under way of the response cache (its entries live in the store). */
   responseCache: ResponseCache;
+  /** What origins advertised, as last seen by this instance (absent: nothing is known). */
+  originFeatures?: OriginFeatures;
+}
+
+/**
+ * The `fetch` features each repository's origin advertised in its last v2 advertisement this
+ * instance relayed; bounded, oldest forgotten first. Not knowing means "not advertised".
+ */
+export class OriginFeatures {
+  readonly #seen = new Map<string, ReadonlySet<string>>();
+  constructor(readonly maxRepos = 4096) {}
+
+  remember(repo: RepoRef, features: readonly string[]): void {
+    this.#seen.delete(repo.id);
+    this.#seen.set(repo.id, new Set(features));
+    if (this.#seen.size > this.maxRepos) this.#seen.delete(this.#seen.keys().next().value!);
+  }
+
+  advertises(repo: RepoRef, feature: string): boolean {
+    return this.#seen.get(repo.id)?.has(feature) ?? false;
+  }
 }
 
 function isV2(request: Request): boolean {
@@ -128,22 +158,24 @@ export async function handleInfoRefs(
   const isVersion2 = first?.type === "data" &&
     new TextDecoder().decode(first.data).replace(/\n$/, "") === "version 2";
   if (!isVersion2) return relay(origin, reader.remainder());
-  const adv = withFetchFeature(await readCapabilityAdvertisement(reader), "packfile-uris");
+  const originAdv = await readCapabilityAdvertisement(reader);
+  ctx.originFeatures?.remember(
+    repo,
+    (originAdv.capabilities.find((c) => c.key === "fetch")?.value ?? "").split(" "),
+  );
+  const adv = withFetchFeature(originAdv, "packfile-uris");
   const out = serializeCapabilityAdvertisement(adv);
   return relay(origin, new Blob([out as Uint8Array<ArrayBuffer>]).stream(), {
     "cache-control": "no-cache",
   });
 }
 
-/** The client's request body, gunzipped if need be, erroring past `max` bytes. */
-function requestBody(request: Request, max: number): ReadableStream<Uint8Array> {
-  if (Number(request.headers.get("content-length") ?? 0) > max) {
-    throw new RequestTooLargeError(`request body exceeds ${max} bytes`);
-  }
-  let body: ReadableStream<Uint8Array> = request.body ?? new Blob([]).stream();
+/** The client's request body, gunzipped if need be. */
+function requestBody(request: Request): ReadableStream<Uint8Array> {
+  const body: ReadableStream<Uint8Array> = request.body ?? new Blob([]).stream();
   const enc = (request.headers.get("content-encoding") ?? "").toLowerCase();
   if (enc === "gzip" || enc === "x-gzip") {
-    body = mapErrors(
+    return mapErrors(
       body.pipeThrough(
         new DecompressionStream("gzip") as unknown as TransformStream<Uint8Array, Uint8Array>,
       ),
@@ -156,7 +188,7 @@ function requestBody(request: Request, max: number): ReadableStream<Uint8Array> 
   } else if (enc && enc !== "identity") {
     throw new ClientRequestError(`unsupported content-encoding ${enc}`, 415);
   }
-  return body.pipeThrough(limitStream(max));
+  return body;
 }
 
 /** `source`, with any error it fails with replaced by `map(error)`. */
@@ -183,33 +215,45 @@ function mapErrors(
   }, { highWaterMark: 0 });
 }
 
-function limitStream(max: number): TransformStream<Uint8Array, Uint8Array> {
-  let seen = 0;
-  return new TransformStream({
-    transform(chunk, controller) {
-      seen += chunk.byteLength;
-      if (seen > max) throw new RequestTooLargeError(`request body exceeds ${max} bytes`);
-      controller.enqueue(chunk);
-    },
-  });
+/**
+ * Reads packets up to and including the next delimiter or flush (`toFlush`: the next flush),
+ * erroring once `budget.left` bytes are used up.
+ */
+async function readPkts(
+  reader: PktLineReader,
+  budget: { left: number; max: number },
+  toFlush: boolean,
+): Promise<Pkt[]> {
+  const pkts: Pkt[] = [];
+  for (;;) {
+    const pkt = await reader.read();
+    if (pkt === null) return pkts;
+    budget.left -= pkt.type === "data" ? pkt.data.length + 4 : 4;
+    if (budget.left < 0) throw new RequestTooLargeError(`request body exceeds ${budget.max} bytes`);
+    pkts.push(pkt);
+    if (pkt.type === "flush" || (pkt.type === "delim" && !toFlush)) return pkts;
+  }
 }
 
 /**
- * Streams a request through to the origin unchanged (v0/v1 upload-pack, receive-pack). The body
- * is never held, so no size cap applies here: a large push is the origin's to accept or refuse.
+ * Streams a request through to the origin unchanged (v0/v1 upload-pack, receive-pack, v2
+ * commands the edge does not act on). The body is never held, so no size cap applies here: a
+ * large push is the origin's to accept or refuse. `body` replaces the request's own (already
+ * decoded: no content-encoding goes with it).
  */
 async function streamThrough(
   ctx: ProxyContext,
   request: Request,
   originUrl: string,
+  body?: ReadableStream<Uint8Array>,
 ): Promise<Response> {
   const headers = forwardHeaders(request.headers);
   const enc = request.headers.get("content-encoding");
-  if (enc) headers.set("content-encoding", enc);
+  if (enc && !body) headers.set("content-encoding", enc);
   const origin = await fromOrigin(ctx, originUrl, {
     method: "POST",
     headers,
-    body: request.body,
+    body: body ?? request.body,
     duplex: "half",
   } as RequestInit);
   return relay(origin, origin.body);
@@ -232,6 +276,22 @@ function inBackground(ctx: ProxyContext, work: Promise<unknown>): void {
   ctx.deps.waitUntil?.(logged);
 }
 
+/** Argument lines less those with `keyword`. */
+function withoutArgLines(args: readonly string[], keyword: string): string[] {
+  return args.filter((line) => line !== keyword && !line.startsWith(`${keyword} `));
+}
+
+/** The request's packets less its argument lines (after the delimiter) with `keyword`. */
+function withoutArg(pkts: readonly Pkt[], keyword: string): Pkt[] {
+  const delim = pkts.findIndex((p) => p.type === "delim");
+  if (delim < 0) return [...pkts];
+  return pkts.filter((p, i) => {
+    if (i <= delim || p.type !== "data") return true;
+    const line = pktText(p);
+    return line !== keyword && !line.startsWith(`${keyword} `);
+  });
+}
+
 /** Why a fetch does not get URIs injected, or null when it does. */
 function ineligible(args: FetchArgs, scheme: string): string | null {
   if (!args.packfileUris?.includes(scheme)) return "client did not ask for packfile-uris";
@@ -244,7 +304,35 @@ function ineligible(args: FetchArgs, scheme: string): string | null {
   return null;
 }
 
-/** `POST <repo>/git-upload-pack`. */
+/** `bytes`, then the rest of `stream`. */
+function prefixed(
+  bytes: Uint8Array,
+  stream: ReadableStream<Uint8Array>,
+): ReadableStream<Uint8Array> {
+  const reader = stream.getReader();
+  let first: Uint8Array | null = bytes;
+  return new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      if (first) {
+        controller.enqueue(first);
+        first = null;
+        return;
+      }
+      const { done, value } = await reader.read();
+      if (done) controller.close();
+      else controller.enqueue(value);
+    },
+    cancel(reason) {
+      return reader.cancel(reason);
+    },
+  }, { highWaterMark: 0 });
+}
+
+/**
+ * `POST <repo>/git-upload-pack`. Protocol v2 `fetch` requests are read (capped) and may be
+ * rewritten; every other command (ls-refs, bundle-uri, object-info, commands to come) and v0/v1
+ * streams through as the client sent it.
+ */
 export async function handleUploadPack(
   ctx: ProxyContext,
   request: Request,
@@ -254,40 +342,61 @@ export async function handleUploadPack(
   const originUrl = `${repo.originUrl}/git-upload-pack`;
   if (!isV2(request)) return await streamThrough(ctx, request, originUrl);
 
-  const reader = new PktLineReader(requestBody(request, ctx.deps.config.maxRequestBytes));
-  const req = await readCommandRequest(reader);
-  if (req === null) throw new ClientRequestError("empty request", 400);
+  const max = ctx.deps.config.maxRequestBytes;
+  const reader = new PktLineReader(requestBody(request));
+  const budget = { left: max, max };
+  // The command and capability lines, in whatever order the client wrote them.
+  const head = await readPkts(reader, budget, false);
+  if (head.length === 0) throw new ClientRequestError("empty request", 400);
+  const { command } = requestCommand(head);
+  if (command !== "fetch") {
+    const sent = prefixed(concat(head.map(pktBytes)), reader.remainder());
+    const res = await streamThrough(ctx, request, originUrl, sent);
+    noteOriginVerdict(ctx, request, repo, res.status);
+    return res;
+  }
+  if (Number(request.headers.get("content-length") ?? 0) > max) {
+    throw new RequestTooLargeError(`request body exceeds ${max} bytes`);
+  }
+  const pkts = head.at(-1)?.type === "flush"
+    ? head
+    : head.concat(await readPkts(reader, budget, true));
+  await reader.cancel();
+  const req = parseCommandRequest(pkts);
   let inject: { manifest: Manifest; args: FetchArgs } | null = null;
   let build: ScheduleBasis | null = null;
-  let fetchArgs: FetchArgs | null = null;
-  if (req.command === "fetch") {
-    const args = fetchArgs = parseFetchArgs(req.args);
-    const scheme = new URL(publicBase(ctx, url)).protocol.replace(":", "");
-    let reason = ineligible(args, scheme);
-    if (reason === null) {
-      const { manifest, missingPack } = await currentSnapshot(ctx, repo);
-      if (!manifest) reason = "no snapshot";
-      else if (missingPack) reason = "snapshot pack missing";
-      else if (manifestPacks(manifest).length === 0) reason = "empty snapshot";
-      else inject = { manifest, args };
-      // No snapshot yet, a broken one, or the origin has moved past it: build or refresh.
-      const tips = new Set(Object.values(manifest?.tips ?? {}));
-      if (missingPack || args.wants.some((w) => !tips.has(w))) {
-        build = { builtAt: manifest?.builtAt ?? null, rebuild: missingPack };
-      }
+  const args = parseFetchArgs(req.args);
+  const scheme = new URL(publicBase(ctx, url)).protocol.replace(":", "");
+  let reason = ineligible(args, scheme);
+  if (reason === null) {
+    const { manifest, missingPack } = await currentSnapshot(ctx, repo);
+    if (!manifest) reason = "no snapshot";
+    else if (missingPack) reason = "snapshot pack missing";
+    else if (manifestPacks(manifest).length === 0) reason = "empty snapshot";
+    else inject = { manifest, args };
+    // No snapshot yet, a broken one, or the origin has moved past it: build or refresh.
+    const tips = new Set(Object.values(manifest?.tips ?? {}));
+    if (missingPack || args.wants.some((w) => !tips.has(w))) {
+      build = { builtAt: manifest?.builtAt ?? null, rebuild: missingPack };
     }
-    if (reason !== null) ctx.metrics.inc("gitedge_fetch_passthrough_total", 1, { reason });
   }
+  if (reason !== null) ctx.metrics.inc("gitedge_fetch_passthrough_total", 1, { reason });
   if (
     inject && answerable(req, inject.args, inject.manifest) &&
     recentlyAuthorised(ctx, request, repo)
   ) {
     return await answerFromSnapshot(ctx, repo, inject.manifest, url, inject.args.sidebandAll);
   }
-  if (!inject && fetchArgs && responseCacheBytes(ctx) > 0 && uncacheable(fetchArgs) === null) {
-    return await cachedFetch(ctx, request, repo, req, fetchArgs, build);
+  // The origin never sees a `packfile-uris` argument it did not advertise itself (the edge added
+  // it to the advertisement; git >= 2.45 dies on it).
+  const keepUris = ctx.originFeatures?.advertises(repo, "packfile-uris") ?? false;
+  const originArgs = keepUris ? args : { ...args, packfileUris: null };
+  const originReq = keepUris ? req : { ...req, args: withoutArgLines(req.args, "packfile-uris") };
+  if (!inject && responseCacheBytes(ctx) > 0 && uncacheable(originArgs) === null) {
+    return await cachedFetch(ctx, request, repo, originReq, originArgs, build);
   }
-  let body = serializeCommandRequest(req);
+  // Not injecting: the request goes as sent, less that argument.
+  let body = concat((keepUris ? pkts : withoutArg(pkts, "packfile-uris")).map(pktBytes));
   if (inject) {
     const a = { ...inject.args };
     a.haves = [...new Set(Object.values(inject.manifest.tips))];

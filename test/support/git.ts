@@ -1,6 +1,8 @@
 /** Running real git from tests. */
 
 export interface GitOptions {
+  /** The git to run (default: `git` on PATH, Debian's 2.39); see `git_builds.ts`. */
+  bin?: string;
   cwd?: string;
   env?: Record<string, string>;
   stdin?: Uint8Array;
@@ -26,7 +28,7 @@ export const GIT_ENV: Record<string, string> = {
 
 /** Runs git and returns stdout as bytes; throws `GitCommandError` on a non-zero exit. */
 export async function gitBytes(args: string[], opts: GitOptions = {}): Promise<Uint8Array> {
-  const cmd = new Deno.Command("git", {
+  const cmd = new Deno.Command(opts.bin ?? "git", {
     args,
     cwd: opts.cwd,
     env: { ...GIT_ENV, ...opts.env },
@@ -49,6 +51,8 @@ export async function gitBytes(args: string[], opts: GitOptions = {}): Promise<U
 
 /** Options for {@link spawnGit}. */
 export interface SpawnGitOptions {
+  /** The git to run (default: `git` on PATH). */
+  bin?: string;
   cwd?: string;
   env?: Record<string, string>;
   stdin?: "piped" | "null";
@@ -60,7 +64,7 @@ export interface SpawnGitOptions {
  * piped. The caller owns the child: feed/close stdin, read stdout and stderr, await its status.
  */
 export function spawnGit(args: string[], opts: SpawnGitOptions = {}): Deno.ChildProcess {
-  return new Deno.Command("git", {
+  return new Deno.Command(opts.bin ?? "git", {
     args,
     cwd: opts.cwd,
     env: { ...GIT_ENV, ...opts.env },
