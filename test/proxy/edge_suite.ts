@@ -2,7 +2,8 @@
  * End-to-end cases for an edge in front of a real `git http-backend` origin, driven by stock git.
  * Registered once per runtime: `edgeSuite(denoEdgeFactory)` and `edgeSuite(workerEdgeFactory)`.
  */
-import { git, GIT_ENV, GitCommandError, tempDir } from "../support/git.ts";
+import { git, GIT_ENV, GitCommandError, type GitOptions, tempDir } from "../support/git.ts";
+import type { GitBuild } from "../support/git_builds.ts";
 import { encodePkts } from "../../src/git/pktline.ts";
 import { type Origin, type OriginOptions, startOrigin } from "../support/origin.ts";
 import { addCommits, assertSameClone, makeRepo, refsOf } from "../support/fixtures.ts";
@@ -30,9 +31,9 @@ export function urisFetched(trace: string): { hash: string; uri: string }[] {
  */
 export async function tracedGit(
   args: string[],
-  opts: { cwd?: string; env?: Record<string, string> } = {},
+  opts: { cwd?: string; env?: Record<string, string>; bin?: string } = {},
 ): Promise<string> {
-  const out = await new Deno.Command("git", {
+  const out = await new Deno.Command(opts.bin ?? "git", {
     args,
     cwd: opts.cwd,
     env: { ...GIT_ENV, GIT_TRACE: "1", ...opts.env },
@@ -119,6 +120,25 @@ interface World {
   origin: Origin;
   edge: EdgeUnderTest;
   dir: string;
+  /** The client git (see {@link SuiteGits}). */
+  git: (args: string[], opts?: GitOptions) => Promise<string>;
+  tracedGit: (
+    args: string[],
+    opts?: { cwd?: string; env?: Record<string, string> },
+  ) => Promise<string>;
+}
+
+/** Which git serves as the origin (`http-backend`) and which clones, for one run of the suite. */
+export interface SuiteGits {
+  origin: GitBuild;
+  client: GitBuild;
+}
+
+/** Test-name tag for a pair of gits: `git 2.39`, or `origin git 2.55, client git 2.39`. */
+export function gitsLabel(g: SuiteGits): string {
+  return g.origin.bin === g.client.bin
+    ? g.origin.label
+    : `origin ${g.origin.label}, client ${g.client.label}`;
 }
 
 /** A clone-style protocol-v2 fetch of `want` that accepts http packfile URIs. */
@@ -137,8 +157,13 @@ function uriFetch(want: string): Uint8Array {
 export function edgeSuite(
   factory: EdgeFactory,
   runtime: string,
+  gits: SuiteGits,
   testOptions: Pick<Deno.TestDefinition, "sanitizeOps" | "sanitizeResources"> = {},
 ): void {
+  const client = gits.client.bin;
+  // Current git origins advertise bundle URIs, as hosted ones (Gitaly) do.
+  const bundleUris = gits.origin.version[0] > 2 ||
+    (gits.origin.version[0] === 2 && gits.origin.version[1] >= 40);
   const t = (
     name: string,
     fn: (w: World) => Promise<void>,
@@ -150,13 +175,23 @@ export function edgeSuite(
     } = {},
   ) =>
     Deno.test({
-      name: `[${runtime}] ${name}`,
+      name: `[${runtime}, ${gitsLabel(gits)}] ${name}`,
       ...testOptions,
       fn: async () => {
-        await using origin = await startOrigin(opts.originOptions);
+        await using origin = await startOrigin({
+          gitBin: gits.origin.bin,
+          bundleUris,
+          ...opts.originOptions,
+        });
         await using edge = await factory({ origin: origin.url, chunks: 3, ...opts.edge?.(origin) });
         await using dir = await tempDir();
-        await fn({ origin, edge, dir: dir.path });
+        await fn({
+          origin,
+          edge,
+          dir: dir.path,
+          git: (args, o = {}) => git(args, { ...o, bin: client }),
+          tracedGit: (args, o = {}) => tracedGit(args, { ...o, bin: client }),
+        });
         await edge.stop(); // waits for builds in flight
         if (edge.buildErrors && !opts.buildsMayFail) {
           assertEquals(edge.buildErrors, [], "background snapshot builds failed");
@@ -166,9 +201,23 @@ export function edgeSuite(
 
   t("stock clone through the edge equals a direct clone (protocol v2 and v0)", async (w) => {
     await makeRepo(w.origin, "a/r.git", { commits: 20, branches: 2, tags: 2, merges: true });
-    await git(["clone", "-q", w.origin.repoUrl("a/r.git"), `${w.dir}/direct`]);
-    await git(["-c", "protocol.version=2", "clone", "-q", `${w.edge.url}/a/r.git`, `${w.dir}/v2`]);
-    await git(["-c", "protocol.version=0", "clone", "-q", `${w.edge.url}/a/r.git`, `${w.dir}/v0`]);
+    await w.git(["clone", "-q", w.origin.repoUrl("a/r.git"), `${w.dir}/direct`]);
+    await w.git([
+      "-c",
+      "protocol.version=2",
+      "clone",
+      "-q",
+      `${w.edge.url}/a/r.git`,
+      `${w.dir}/v2`,
+    ]);
+    await w.git([
+      "-c",
+      "protocol.version=0",
+      "clone",
+      "-q",
+      `${w.edge.url}/a/r.git`,
+      `${w.dir}/v0`,
+    ]);
     await assertSameClone(`${w.dir}/direct`, `${w.dir}/v2`);
     await assertSameClone(`${w.dir}/direct`, `${w.dir}/v0`);
     // No snapshot was advertised to clients that did not ask for URIs.
@@ -193,9 +242,9 @@ export function edgeSuite(
       const st = await status(w.edge, "r.git");
       assertEquals(st.state, "ready", "status after warm");
 
-      await git(["clone", "-q", w.origin.repoUrl("r.git"), `${w.dir}/direct`]);
+      await w.git(["clone", "-q", w.origin.repoUrl("r.git"), `${w.dir}/direct`]);
       w.origin.stats.reset();
-      const trace = await tracedGit([...URI_CLONE, `${w.edge.url}/r.git`, `${w.dir}/edge`]);
+      const trace = await w.tracedGit([...URI_CLONE, `${w.edge.url}/r.git`, `${w.dir}/edge`]);
       const fetched = urisFetched(trace);
       assertEquals(
         fetched.map((f) => f.hash).sort(),
@@ -223,9 +272,9 @@ export function edgeSuite(
       });
       const snap = await warm(w.edge, "r.git");
       const packs = snap.packs as { hash: string }[];
-      await git(["clone", "-q", w.origin.repoUrl("r.git"), `${w.dir}/direct`]);
+      await w.git(["clone", "-q", w.origin.repoUrl("r.git"), `${w.dir}/direct`]);
       w.origin.stats.reset();
-      const trace = await tracedGit([...URI_CLONE, `${w.edge.url}/r.git`, `${w.dir}/edge`]);
+      const trace = await w.tracedGit([...URI_CLONE, `${w.edge.url}/r.git`, `${w.dir}/edge`]);
       assertEquals(
         urisFetched(trace).map((f) => f.hash).sort(),
         packs.map((p) => p.hash).sort(),
@@ -239,10 +288,10 @@ export function edgeSuite(
       assertEquals(w.origin.stats.requests, 2, JSON.stringify(byPath));
       assertEquals(w.origin.stats.commands, { "ls-refs": 1 }, "no fetch reached the origin");
       // sideband-all: the edge's own answer is banded throughout, and git still takes it.
-      await git(["config", "uploadpack.allowSidebandAll", "true"], {
+      await w.git(["config", "uploadpack.allowSidebandAll", "true"], {
         cwd: `${w.origin.root}/r.git`,
       });
-      const banded = await tracedGit([...URI_CLONE, `${w.edge.url}/r.git`, `${w.dir}/banded`], {
+      const banded = await w.tracedGit([...URI_CLONE, `${w.edge.url}/r.git`, `${w.dir}/banded`], {
         env: { GIT_TRACE_PACKET: "1", GIT_TEST_SIDEBAND_ALL: "1" },
       });
       assert(/> sideband-all$/m.test(banded), "fetch-pack requested sideband-all");
@@ -258,13 +307,13 @@ export function edgeSuite(
     await makeRepo(w.origin, "r.git", { commits: 8, binaryBytes: 300_000 });
     await warm(w.edge, "r.git");
     w.origin.stats.reset();
-    await tracedGit([...URI_CLONE, `${w.edge.url}/r.git`, `${w.dir}/edge`]);
+    await w.tracedGit([...URI_CLONE, `${w.edge.url}/r.git`, `${w.dir}/edge`]);
     assertEquals(
       w.origin.stats.byPath["POST /r.git/git-upload-pack"]?.requests,
       2,
       "ls-refs, fetch",
     );
-    await git(["fsck", "--full"], { cwd: `${w.dir}/edge` });
+    await w.git(["fsck", "--full"], { cwd: `${w.dir}/edge` });
   }, { edge: () => ({ authTtlSeconds: 0 }) });
 
   t(
@@ -278,11 +327,11 @@ export function edgeSuite(
       });
       const url = `${w.edge.url}/r.git`;
       const direct = async (name: string, args: string[]) =>
-        await git(["clone", "-q", ...args, w.origin.repoUrl("r.git"), `${w.dir}/${name}`]);
+        await w.git(["clone", "-q", ...args, w.origin.repoUrl("r.git"), `${w.dir}/${name}`]);
       const burst = async (name: string, args: string[], n: number) =>
         await Promise.all(
           Array.from({ length: n }, (_, i) =>
-            git([...URI_CLONE, ...args, url, `${w.dir}/${name}${i}`])),
+            w.git([...URI_CLONE, ...args, url, `${w.dir}/${name}${i}`])),
         );
       const same = async (a: string, b: string) => {
         await assertSameClone(`${w.dir}/${a}`, `${w.dir}/${b}`);
@@ -290,7 +339,7 @@ export function edgeSuite(
           await Deno.readTextFile(`${w.dir}/${d}/.git/shallow`).catch(() => "");
         assertEquals(await shallow(b), await shallow(a), `${b}: same shallow boundary`);
         const objects = async (d: string) =>
-          (await git(["rev-list", "--objects", "--all", "--missing=print"], {
+          (await w.git(["rev-list", "--objects", "--all", "--missing=print"], {
             cwd: `${w.dir}/${d}`,
           }))
             .split("\n").sort().join("\n");
@@ -317,7 +366,7 @@ export function edgeSuite(
 
       // A new annotated tag on the same commit: include-tag answers must carry it, so no hit.
       const bare = `${w.origin.root}/r.git`;
-      await git(["tag", "-a", "-m", "late tag", "late", "main"], { cwd: bare });
+      await w.git(["tag", "-a", "-m", "late tag", "late", "main"], { cwd: bare });
       await direct("d2", ["--depth", "1"]);
       w.origin.stats.reset();
       await burst("t", ["--depth", "1"], 2);
@@ -341,7 +390,7 @@ export function edgeSuite(
   t("the response cache off: every shallow clone goes to the origin", async (w) => {
     await makeRepo(w.origin, "r.git", { commits: 6 });
     for (const n of [0, 1]) {
-      await git([...URI_CLONE, "--depth", "1", `${w.edge.url}/r.git`, `${w.dir}/s${n}`]);
+      await w.git([...URI_CLONE, "--depth", "1", `${w.edge.url}/r.git`, `${w.dir}/s${n}`]);
     }
     assertEquals(w.origin.stats.commands.fetch, 2, "two fetches");
     assertEquals((await w.edge.listStored("cache/")).length, 0, "nothing stored");
@@ -353,9 +402,9 @@ export function edgeSuite(
     await addCommits(w.origin, "r.git", { commits: 3, tag: "v9" });
     // The snapshot is stale: the origin sends the difference inline, and the clone's unknown
     // wants start a background refresh that fetches only the new objects.
-    await git(["clone", "-q", w.origin.repoUrl("r.git"), `${w.dir}/direct`]);
+    await w.git(["clone", "-q", w.origin.repoUrl("r.git"), `${w.dir}/direct`]);
     w.origin.stats.reset();
-    await tracedGit([...URI_CLONE, `${w.edge.url}/r.git`, `${w.dir}/stale`]);
+    await w.tracedGit([...URI_CLONE, `${w.edge.url}/r.git`, `${w.dir}/stale`]);
     await assertSameClone(`${w.dir}/direct`, `${w.dir}/stale`);
     await w.edge.settled("r.git", (st) => st.builds === 2);
     const second = await status(w.edge, "r.git");
@@ -372,7 +421,7 @@ export function edgeSuite(
       refreshBytes < firstBytes / 5,
       `stale clone and refresh cost the origin ${refreshBytes} bytes; the snapshot is ${firstBytes}`,
     );
-    const trace = await tracedGit([...URI_CLONE, `${w.edge.url}/r.git`, `${w.dir}/fresh`]);
+    const trace = await w.tracedGit([...URI_CLONE, `${w.edge.url}/r.git`, `${w.dir}/fresh`]);
     assertEquals(urisFetched(trace).length, after.length, "all layers by URI");
     await assertSameClone(`${w.dir}/direct`, `${w.dir}/fresh`);
   });
@@ -381,7 +430,7 @@ export function edgeSuite(
     await makeRepo(w.origin, "r.git", { commits: 15, branches: 2, tags: 1 });
     await warm(w.edge, "r.git");
     const url = `${w.edge.url}/r.git`;
-    await git([...URI_CLONE.slice(0, 4), "clone", "-q", url, `${w.dir}/c`]);
+    await w.git([...URI_CLONE.slice(0, 4), "clone", "-q", url, `${w.dir}/c`]);
     await addCommits(w.origin, "r.git", { commits: 2 });
     // Each kind of fetch that must not get URIs: none fetched, and counted under its reason.
     const passedThrough = async (reason: string, run: () => Promise<string>) => {
@@ -394,30 +443,30 @@ export function edgeSuite(
     await passedThrough(
       "incremental fetch",
       () =>
-        tracedGit(["-c", "fetch.uriProtocols=http", "fetch", "-q", "origin"], {
+        w.tracedGit(["-c", "fetch.uriProtocols=http", "fetch", "-q", "origin"], {
           cwd: `${w.dir}/c`,
         }),
     );
-    await git(["pull", "-q", "--ff-only"], { cwd: `${w.dir}/c` });
-    await git(["fsck", "--full"], { cwd: `${w.dir}/c` });
+    await w.git(["pull", "-q", "--ff-only"], { cwd: `${w.dir}/c` });
+    await w.git(["fsck", "--full"], { cwd: `${w.dir}/c` });
     const originRefs = await refsOf(`${w.origin.root}/r.git`);
-    const head = (await git(["rev-parse", "HEAD"], { cwd: `${w.dir}/c` })).trim();
+    const head = (await w.git(["rev-parse", "HEAD"], { cwd: `${w.dir}/c` })).trim();
     assertEquals(head, originRefs["refs/heads/main"], "pulled to origin's main");
 
     await passedThrough(
       "shallow",
-      () => tracedGit([...URI_CLONE, "--depth", "1", url, `${w.dir}/shallow`]),
+      () => w.tracedGit([...URI_CLONE, "--depth", "1", url, `${w.dir}/shallow`]),
     );
     assertEquals(
-      (await git(["rev-list", "--count", "HEAD"], { cwd: `${w.dir}/shallow` })).trim(),
+      (await w.git(["rev-list", "--count", "HEAD"], { cwd: `${w.dir}/shallow` })).trim(),
       "1",
       "depth 1",
     );
     await passedThrough(
       "partial clone",
-      () => tracedGit([...URI_CLONE, "--filter=blob:none", url, `${w.dir}/partial`]),
+      () => w.tracedGit([...URI_CLONE, "--filter=blob:none", url, `${w.dir}/partial`]),
     );
-    await git(["fsck", "--connectivity-only"], { cwd: `${w.dir}/partial` });
+    await w.git(["fsck", "--connectivity-only"], { cwd: `${w.dir}/partial` });
     // wait-for-done (the client will say when negotiation is done): passed through untouched.
     // Without haves git's upload-pack answers with the pack at once; the edge adds no URIs.
     const tip = (await refsOf(`${w.origin.root}/r.git`))["refs/heads/main"];
@@ -436,14 +485,14 @@ export function edgeSuite(
       before + 1,
       "counted as wait-for-done",
     );
-    await git([...URI_CLONE, "--single-branch", "--branch", "main", url, `${w.dir}/single`]);
-    await git(["fsck", "--full"], { cwd: `${w.dir}/single` });
+    await w.git([...URI_CLONE, "--single-branch", "--branch", "main", url, `${w.dir}/single`]);
+    await w.git(["fsck", "--full"], { cwd: `${w.dir}/single` });
 
     await Deno.writeTextFile(`${w.dir}/c/pushed.txt`, "through the edge\n");
-    await git(["add", "pushed.txt"], { cwd: `${w.dir}/c` });
-    await git(["commit", "-qm", "push through edge"], { cwd: `${w.dir}/c` });
-    await git(["push", "-q", "origin", "HEAD:main"], { cwd: `${w.dir}/c` });
-    const pushed = (await git(["rev-parse", "HEAD"], { cwd: `${w.dir}/c` })).trim();
+    await w.git(["add", "pushed.txt"], { cwd: `${w.dir}/c` });
+    await w.git(["commit", "-qm", "push through edge"], { cwd: `${w.dir}/c` });
+    await w.git(["push", "-q", "origin", "HEAD:main"], { cwd: `${w.dir}/c` });
+    const pushed = (await w.git(["rev-parse", "HEAD"], { cwd: `${w.dir}/c` })).trim();
     assertEquals(
       (await refsOf(`${w.origin.root}/r.git`))["refs/heads/main"],
       pushed,
@@ -451,15 +500,51 @@ export function edgeSuite(
     );
   });
 
+  t("bundle-uri and other commands the edge does not act on pass through as sent", async (w) => {
+    await makeRepo(w.origin, "r.git", { commits: 12, branches: 2, tags: 1 });
+    const bundles = bundleUris ? await w.origin.publishBundle("r.git") : null;
+    await addCommits(w.origin, "r.git", { commits: 2 });
+    const url = `${w.edge.url}/r.git`;
+    const bundleClone = ["-c", "transfer.bundleURI=true", ...URI_CLONE.slice(0, 4), "clone", "-q"];
+    await w.git([...bundleClone, "--mirror", w.origin.repoUrl("r.git"), `${w.dir}/direct`]);
+    w.origin.stats.reset();
+    await w.git([...bundleClone, "--mirror", url, `${w.dir}/edge`]);
+    await assertSameClone(`${w.dir}/direct`, `${w.dir}/edge`);
+    const downloads = w.origin.stats.byPath[`GET ${new URL(bundles ?? "http://x/").pathname}`];
+    if (bundles && gits.client.version[1] >= 40) {
+      assert(downloads?.requests >= 1, `the client downloaded the bundle list's bundle`);
+    }
+    // object-info with its capability lines before command= (git >= 2.40 writes them so): the
+    // origin gets the request as sent, and the answer is the origin's own.
+    await w.git(["config", "transfer.advertiseObjectInfo", "true"], {
+      cwd: `${w.origin.root}/r.git`,
+    });
+    const main = (await refsOf(`${w.origin.root}/r.git`))["refs/heads/main"];
+    const info = encodePkts([
+      "agent=git/2.55.0",
+      "object-format=sha1",
+      "command=object-info",
+      "delim",
+      "size",
+      `oid ${main}`,
+      "flush",
+    ]);
+    const viaEdge = await postUploadPack(url, info);
+    const direct = await postUploadPack(w.origin.repoUrl("r.git"), info);
+    const answer = await direct.text();
+    assert(answer.includes(main), `the origin answers object-info: ${answer}`);
+    assertEquals([viaEdge.status, await viaEdge.text()], [200, answer], "object-info");
+  });
+
   t("twenty clones during the first build all succeed and one build runs", async (w) => {
     await makeRepo(w.origin, "r.git", { commits: 20, binaryBytes: 300_000 });
     const url = `${w.edge.url}/r.git`;
     const clones = Array.from(
       { length: 20 },
-      (_, i) => git([...URI_CLONE, url, `${w.dir}/c${i}`]),
+      (_, i) => w.git([...URI_CLONE, url, `${w.dir}/c${i}`]),
     );
     await Promise.all(clones);
-    for (let i = 0; i < 20; i += 7) await git(["fsck", "--full"], { cwd: `${w.dir}/c${i}` });
+    for (let i = 0; i < 20; i += 7) await w.git(["fsck", "--full"], { cwd: `${w.dir}/c${i}` });
     // Wait for the background build to finish, then check it ran once.
     await w.edge.settled("r.git", (st) => st.state === "ready");
     const st = await status(w.edge, "r.git");
@@ -503,7 +588,7 @@ export function edgeSuite(
     const asked = Object.keys(w.origin.stats.byPath);
     assert(!asked.some((k) => /\.\.|%2e/i.test(k)), `origin asked for ${asked.join(", ")}`);
     // A bogus signature and an expired URL.
-    const trace = await tracedGit([...URI_CLONE, `${w.edge.url}/r.git`, `${w.dir}/a`]);
+    const trace = await w.tracedGit([...URI_CLONE, `${w.edge.url}/r.git`, `${w.dir}/a`]);
     const uri = urisFetched(trace)[0].uri;
     const forged = uri.replace(/sig=[^&]+/, "sig=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA");
     assertEquals(await statusOf(forged), 403, "forged signature refused");
@@ -543,14 +628,14 @@ export function edgeSuite(
     const packKey = keys.find((k) => k.endsWith(".pack"));
     assert(packKey, `a stored pack (${keys.join(", ")})`);
     await w.edge.deleteStored(packKey);
-    const trace2 = await tracedGit([...URI_CLONE, `${w.edge.url}/r.git`, `${w.dir}/b`]);
+    const trace2 = await w.tracedGit([...URI_CLONE, `${w.edge.url}/r.git`, `${w.dir}/b`]);
     assertEquals(urisFetched(trace2).length, 0, "no URIs for a broken snapshot");
-    await git(["fsck", "--full"], { cwd: `${w.dir}/b` });
+    await w.git(["fsck", "--full"], { cwd: `${w.dir}/b` });
     // That clone also started a fresh rebuild; once it is in, URIs flow again.
     await w.edge.settled("r.git", (st) => st.builds === 2);
     const st = await status(w.edge, "r.git");
     assertEquals(st.builds, 2, "the broken snapshot was rebuilt");
-    const trace3 = await tracedGit([...URI_CLONE, `${w.edge.url}/r.git`, `${w.dir}/b2`]);
+    const trace3 = await w.tracedGit([...URI_CLONE, `${w.edge.url}/r.git`, `${w.dir}/b2`]);
     assertEquals(
       urisFetched(trace3).length,
       (st.packs as unknown[]).length,
@@ -559,7 +644,7 @@ export function edgeSuite(
     void snap;
     // A stopped origin: 502 with a message git prints.
     await w.origin.stop();
-    const err = await git(["clone", "-q", `${w.edge.url}/r.git`, `${w.dir}/c`]).then(
+    const err = await w.git(["clone", "-q", `${w.edge.url}/r.git`, `${w.dir}/c`]).then(
       () => "",
       (e: GitCommandError) => e.stderr,
     );
@@ -573,7 +658,7 @@ export function edgeSuite(
       const anon = `${w.edge.url}/p.git`;
       const authed = anon.replace("http://", "http://alice:s3cret@");
       // Without credentials git sees the origin's 401 and fails (no prompt in tests).
-      const denied = await git(["clone", "-q", anon, `${w.dir}/x`]).then(
+      const denied = await w.git(["clone", "-q", anon, `${w.dir}/x`]).then(
         () => "",
         (e) => String(e),
       );
@@ -598,11 +683,11 @@ export function edgeSuite(
       assertEquals(res.status, 401, "warm without origin credentials is refused");
       await res.body?.cancel();
       // With credentials: a clone works, and schedules a build with them (in memory only).
-      await git(["-c", "fetch.uriProtocols=http", "clone", "-q", authed, `${w.dir}/a`]);
-      await git(["fsck", "--full"], { cwd: `${w.dir}/a` });
+      await w.git(["-c", "fetch.uriProtocols=http", "clone", "-q", authed, `${w.dir}/a`]);
+      await w.git(["fsck", "--full"], { cwd: `${w.dir}/a` });
       const snap = await warm(w.edge, "p.git", reader);
       assertEquals(snap.state, "ready", "warm with origin credentials");
-      const trace = await tracedGit([...URI_CLONE, authed, `${w.dir}/b`]);
+      const trace = await w.tracedGit([...URI_CLONE, authed, `${w.dir}/b`]);
       assertEquals(
         urisFetched(trace).length,
         (snap.packs as unknown[]).length,
@@ -611,7 +696,7 @@ export function edgeSuite(
       await assertSameClone(`${w.dir}/a`, `${w.dir}/b`);
       // The origin accepted alice moments ago (ls-refs): the edge answered her fetch itself.
       w.origin.stats.reset();
-      await tracedGit([...URI_CLONE, authed, `${w.dir}/c`]);
+      await w.tracedGit([...URI_CLONE, authed, `${w.dir}/c`]);
       await assertSameClone(`${w.dir}/a`, `${w.dir}/c`);
       assertEquals(
         w.origin.stats.byPath["POST /p.git/git-upload-pack"]?.requests,
@@ -620,8 +705,8 @@ export function edgeSuite(
       );
       // Her shallow clones: the second is answered from the response cache.
       w.origin.stats.reset();
-      await git([...URI_CLONE, "--depth", "1", authed, `${w.dir}/s1`]);
-      await git([...URI_CLONE, "--depth", "1", authed, `${w.dir}/s2`]);
+      await w.git([...URI_CLONE, "--depth", "1", authed, `${w.dir}/s1`]);
+      await w.git([...URI_CLONE, "--depth", "1", authed, `${w.dir}/s2`]);
       await assertSameClone(`${w.dir}/s1`, `${w.dir}/s2`);
       assertEquals(w.origin.stats.commands.fetch, 1, "one shallow fetch reached the origin");
       // The same request without credentials, with include-tag (the tag listing is refused)
@@ -678,7 +763,7 @@ export function edgeSuite(
   t("metrics count requests, URIs handed out, cache and origin bytes", async (w) => {
     await makeRepo(w.origin, "r.git", { commits: 10, binaryBytes: 300_000 });
     await warm(w.edge, "r.git");
-    await tracedGit([...URI_CLONE, `${w.edge.url}/r.git`, `${w.dir}/a`]);
+    await w.tracedGit([...URI_CLONE, `${w.edge.url}/r.git`, `${w.dir}/a`]);
     const text = await (await fetch(`${w.edge.url}/_edge/metrics`)).text();
     const value = (name: string) =>
       Number(new RegExp(`^${name}(?:\\{[^}]*\\})? (\\d+)`, "m").exec(text)?.[1] ?? NaN);
@@ -698,21 +783,21 @@ export function edgeSuite(
     assertEquals(res.status, 413, "too large");
     assert((await res.text()).includes("exceeds"), "says why");
     // The cap is for requests the edge parses; a push streams through whatever its size.
-    await git(["clone", "-q", `${w.edge.url}/r.git`, `${w.dir}/c`]);
+    await w.git(["clone", "-q", `${w.edge.url}/r.git`, `${w.dir}/c`]);
     await Deno.writeFile(`${w.dir}/c/big.bin`, crypto.getRandomValues(new Uint8Array(60_000)));
     await Deno.writeFile(`${w.dir}/c/big2.bin`, crypto.getRandomValues(new Uint8Array(60_000)));
-    await git(["add", "."], { cwd: `${w.dir}/c` });
-    await git(["commit", "-qm", "a push larger than the cap"], { cwd: `${w.dir}/c` });
-    await git(["push", "-q", "origin", "HEAD:main"], { cwd: `${w.dir}/c` });
-    const pushed = (await git(["rev-parse", "HEAD"], { cwd: `${w.dir}/c` })).trim();
+    await w.git(["add", "."], { cwd: `${w.dir}/c` });
+    await w.git(["commit", "-qm", "a push larger than the cap"], { cwd: `${w.dir}/c` });
+    await w.git(["push", "-q", "origin", "HEAD:main"], { cwd: `${w.dir}/c` });
+    const pushed = (await w.git(["rev-parse", "HEAD"], { cwd: `${w.dir}/c` })).trim();
     assertEquals((await refsOf(`${w.origin.root}/r.git`))["refs/heads/main"], pushed, "pushed");
   }, { edge: () => ({ maxRequestBytes: 16 * 1024 }) });
 
   t("multi-origin mode reaches allow-listed hosts only", async (w) => {
     await makeRepo(w.origin, "m.git", { commits: 5 });
     const host = new URL(w.origin.url).host;
-    await git(["clone", "-q", `${w.edge.url}/${host}/m.git`, `${w.dir}/a`]);
-    await git(["fsck", "--full"], { cwd: `${w.dir}/a` });
+    await w.git(["clone", "-q", `${w.edge.url}/${host}/m.git`, `${w.dir}/a`]);
+    await w.git(["fsck", "--full"], { cwd: `${w.dir}/a` });
     const res = await fetch(`${w.edge.url}/evil.example/m.git/info/refs?service=git-upload-pack`);
     assertEquals(res.status, 403, "host not on the allowlist");
     await res.body?.cancel();
@@ -736,6 +821,6 @@ export function edgeSuite(
     assertEquals(res.status, 200, "status with the token");
     await res.body?.cancel();
     // Git traffic itself needs no admin token.
-    await git(["clone", "-q", `${w.edge.url}/r.git`, `${w.dir}/a`]);
+    await w.git(["clone", "-q", `${w.edge.url}/r.git`, `${w.dir}/a`]);
   }, { edge: () => ({ adminToken: "s3cret-admin" }) });
 }

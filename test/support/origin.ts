@@ -22,6 +22,13 @@ export interface OriginOptions {
   root?: string;
   /** Require HTTP Basic auth with these credentials on every request. */
   requireAuth?: { user: string; password: string };
+  /** The git whose `http-backend` serves (and that creates repositories); default `git`. */
+  gitBin?: string;
+  /**
+   * Advertise bundle URIs (`uploadpack.advertiseBundleURIs`; git >= 2.40): new repositories get
+   * the setting, and {@link Origin.publishBundle} gives them a bundle list.
+   */
+  bundleUris?: boolean;
 }
 
 /** A running origin. */
@@ -35,6 +42,11 @@ export interface Origin extends AsyncDisposable {
   repoUrl(name: string): string;
   /** Creates an empty bare repository `name` configured for push and filters; returns its path. */
   createBare(name: string): Promise<string>;
+  /**
+   * Bundles repository `name` as it is now (all refs) into a file this origin serves under
+   * `/_bundles/`, and configures the repository's bundle list (`bundle.*`) to name it.
+   */
+  publishBundle(name: string): Promise<string>;
   /** Stops the server and kills running backends; idempotent. */
   stop(): Promise<void>;
 }
@@ -99,8 +111,9 @@ export async function startOrigin(opts: OriginOptions = {}): Promise<Origin> {
   const root = opts.root ?? await Deno.makeTempDir({ prefix: "gitedge-origin-" });
   const stats = new OriginCounter();
   const backends = new BackendSet();
+  const gitBin = opts.gitBin ?? "git";
   const handler = (req: Request, info: Deno.ServeHandlerInfo<Deno.NetAddr>) =>
-    handle(req, info, { root, stats, backends, auth: opts.requireAuth });
+    handle(req, info, { root, stats, backends, auth: opts.requireAuth, gitBin });
   const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, handler);
   const url = `http://127.0.0.1:${server.addr.port}`;
 
@@ -117,22 +130,51 @@ export async function startOrigin(opts: OriginOptions = {}): Promise<Origin> {
     root,
     stats,
     repoUrl: (name) => `${url}/${checkName(name)}`,
-    createBare: (name) => createBare(root, name),
+    createBare: (name) => createBare(root, name, gitBin, opts.bundleUris ?? false),
+    publishBundle: (name) => publishBundle(root, url, name, gitBin),
     stop,
     [Symbol.asyncDispose]: stop,
   };
 }
 
-async function createBare(root: string, name: string): Promise<string> {
+async function createBare(
+  root: string,
+  name: string,
+  bin: string,
+  bundleUris: boolean,
+): Promise<string> {
   const path = `${root}/${checkName(name)}`;
-  await git(["init", "--quiet", "--bare", "--initial-branch=main", path]);
+  await git(["init", "--quiet", "--bare", "--initial-branch=main", path], { bin });
   const config: [string, string][] = [
     ["http.receivepack", "true"],
     ["uploadpack.allowFilter", "true"],
     ["uploadpack.allowAnySHA1InWant", "true"],
   ];
-  for (const [key, value] of config) await git(["config", key, value], { cwd: path });
+  if (bundleUris) config.push(["uploadpack.advertiseBundleURIs", "true"]);
+  for (const [key, value] of config) await git(["config", key, value], { cwd: path, bin });
   return path;
+}
+
+const BUNDLES = "_bundles";
+
+async function publishBundle(
+  root: string,
+  url: string,
+  name: string,
+  bin: string,
+): Promise<string> {
+  const path = `${root}/${checkName(name)}`;
+  const file = `${name.replaceAll("/", "_")}.bundle`;
+  await Deno.mkdir(`${root}/${BUNDLES}`, { recursive: true });
+  await git(["bundle", "create", `${root}/${BUNDLES}/${file}`, "--all"], { cwd: path, bin });
+  const uri = `${url}/${BUNDLES}/${encodeURIComponent(file)}`;
+  const config: [string, string][] = [
+    ["bundle.version", "1"],
+    ["bundle.mode", "all"],
+    ["bundle.all.uri", uri],
+  ];
+  for (const [key, value] of config) await git(["config", key, value], { cwd: path, bin });
+  return uri;
 }
 
 function checkName(name: string): string {
@@ -165,6 +207,7 @@ class BackendSet {
 }
 
 interface HandlerContext {
+  gitBin: string;
   root: string;
   stats: OriginCounter;
   backends: BackendSet;
@@ -185,10 +228,13 @@ async function handle(
       headers: { "WWW-Authenticate": 'Basic realm="origin"' },
     });
   }
+  if (url.pathname.startsWith(`/${BUNDLES}/`) && req.method === "GET") {
+    return await serveBundle(ctx.root, url.pathname);
+  }
   if (req.method === "POST" && url.pathname.endsWith("/git-upload-pack")) {
     req = await countCommand(req, ctx.stats);
   }
-  const backend = spawnBackend(req, cgiEnv(req, url, info, ctx.root, user));
+  const backend = spawnBackend(req, cgiEnv(req, url, info, ctx.root, user), ctx.gitBin);
   ctx.backends.add(backend);
   // A client that goes away before the response is delivered must not leave a backend running.
   info.completed.catch(() => backend.kill());
@@ -272,9 +318,23 @@ interface Backend {
   finish(): Promise<void>;
 }
 
-function spawnBackend(req: Request, env: Record<string, string>): Backend {
+/** A bundle file from {@link publishBundle}, whole (git's bundle download does not ask for ranges). */
+async function serveBundle(root: string, pathname: string): Promise<Response> {
+  const file = decodeURIComponent(pathname.slice(BUNDLES.length + 2));
+  if (file.includes("/") || file.startsWith(".")) {
+    return new Response("bad name\n", { status: 400 });
+  }
+  try {
+    const data = await Deno.readFile(`${root}/${BUNDLES}/${file}`);
+    return new Response(data, { headers: { "content-type": "application/octet-stream" } });
+  } catch {
+    return new Response("no such bundle\n", { status: 404 });
+  }
+}
+
+function spawnBackend(req: Request, env: Record<string, string>, bin: string): Backend {
   const hasBody = req.body !== null;
-  const child = new Deno.Command("git", {
+  const child = new Deno.Command(bin, {
     args: ["http-backend"],
     env,
     clearEnv: true,
