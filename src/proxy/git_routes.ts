@@ -21,6 +21,7 @@ import {
 } from "./origin.ts";
 import { injectBeforePackfile } from "./rewrite.ts";
 import { manifestPacks } from "./snapshot.ts";
+import { requestIneligible, rewriteDecision } from "./eligibility.ts";
 import { ClientRequestError, RequestTooLargeError } from "./errors.ts";
 import {
   concat,
@@ -292,18 +293,6 @@ function withoutArg(pkts: readonly Pkt[], keyword: string): Pkt[] {
   });
 }
 
-/** Why a fetch does not get URIs injected, or null when it does. */
-function ineligible(args: FetchArgs, scheme: string): string | null {
-  if (!args.packfileUris?.includes(scheme)) return "client did not ask for packfile-uris";
-  if (args.haves.length > 0) return "incremental fetch";
-  if (args.shallow.length || args.deepen !== null || args.deepenSince !== null) return "shallow";
-  if (args.deepenNot.length) return "shallow";
-  if (args.filter !== null) return "partial clone";
-  if (args.waitForDone) return "wait-for-done";
-  if (args.wants.length === 0) return "no wants";
-  return null;
-}
-
 /** `bytes`, then the rest of `stream`. */
 function prefixed(
   bytes: Uint8Array,
@@ -367,18 +356,15 @@ export async function handleUploadPack(
   let build: ScheduleBasis | null = null;
   const args = parseFetchArgs(req.args);
   const scheme = new URL(publicBase(ctx, url)).protocol.replace(":", "");
-  let reason = ineligible(args, scheme);
+  let reason = requestIneligible(args, scheme);
   if (reason === null) {
     const { manifest, missingPack } = await currentSnapshot(ctx, repo);
-    if (!manifest) reason = "no snapshot";
-    else if (missingPack) reason = "snapshot pack missing";
-    else if (manifestPacks(manifest).length === 0) reason = "empty snapshot";
-    else inject = { manifest, args };
-    // No snapshot yet, a broken one, or the origin has moved past it: build or refresh.
-    const tips = new Set(Object.values(manifest?.tips ?? {}));
-    if (missingPack || args.wants.some((w) => !tips.has(w))) {
-      build = { builtAt: manifest?.builtAt ?? null, rebuild: missingPack };
-    }
+    const view = manifest &&
+      { tips: manifest.tips, packs: manifestPacks(manifest).length, missingPack };
+    const decision = rewriteDecision(args, scheme, view);
+    reason = decision.reason;
+    if (reason === null && manifest) inject = { manifest, args };
+    if (decision.refresh) build = { builtAt: manifest?.builtAt ?? null, rebuild: missingPack };
   }
   if (reason !== null) ctx.metrics.inc("gitedge_fetch_passthrough_total", 1, { reason });
   if (

@@ -18,7 +18,13 @@ import { SeededRandom } from "./random.ts";
 import { refsOf } from "./repo_compare.ts";
 
 export type { FixtureSpec } from "./fixture_stream.ts";
-export { assertSameClone, CloneMismatchError, refsOf } from "./repo_compare.ts";
+export {
+  assertSameClone,
+  assertSameObjects,
+  CloneMismatchError,
+  objectIdsOf,
+  refsOf,
+} from "./repo_compare.ts";
 export {
   makePackFixtures,
   type PackFixture,

@@ -23,6 +23,31 @@ export async function refsOf(repoDir: string): Promise<Record<string, string>> {
   return refs;
 }
 
+/** Every object id in a repository's object store (packed and loose), sorted. */
+export async function objectIdsOf(repoDir: string): Promise<string[]> {
+  const out = await git(
+    ["cat-file", "--batch-all-objects", "--batch-check=%(objectname)"],
+    { cwd: repoDir },
+  );
+  return out.split("\n").filter((l) => l !== "").sort();
+}
+
+/** Asserts two repositories hold the same set of objects; names a few that differ. */
+export async function assertSameObjects(a: string, b: string): Promise<void> {
+  const [objsA, objsB] = await Promise.all([objectIdsOf(a), objectIdsOf(b)]);
+  const setA = new Set(objsA);
+  const setB = new Set(objsB);
+  const onlyA = objsA.filter((o) => !setB.has(o));
+  const onlyB = objsB.filter((o) => !setA.has(o));
+  if (onlyA.length || onlyB.length) {
+    throw new CloneMismatchError(a, b, [
+      `objects: ${objsA.length} != ${objsB.length}`,
+      `only in a (${onlyA.length}): ${onlyA.slice(0, 5).join(" ")}`,
+      `only in b (${onlyB.length}): ${onlyB.slice(0, 5).join(" ")}`,
+    ]);
+  }
+}
+
 /** HEAD's object id, or undefined on an unborn branch. */
 async function resolveHead(repoDir: string): Promise<string | undefined> {
   try {
