@@ -21,7 +21,14 @@ export class RepoPathError extends Error {
 }
 
 const ENDPOINTS: GitEndpoint[] = ["info/refs", "git-upload-pack", "git-receive-pack"];
-const SEGMENT = /^[A-Za-z0-9._~-]+$/;
+/** Whether a decoded segment holds a character none may: a control character or a backslash. */
+function hasBadChar(segment: string): boolean {
+  for (let i = 0; i < segment.length; i++) {
+    const c = segment.charCodeAt(i);
+    if (c < 0x20 || c === 0x7f || c === 0x5c) return true;
+  }
+  return false;
+}
 const HOST = /^[a-z0-9.-]+(:[0-9]{1,5})?$/;
 
 /** Splits `/x/y.git/info/refs` into its repository path and endpoint, or returns undefined. */
@@ -44,7 +51,23 @@ export function repoId(originUrl: string): string {
   return Array.from(digest.subarray(0, 16), (b) => b.toString(16).padStart(2, "0")).join("");
 }
 
-/** The repository an edge path (without leading slash, e.g. `x/y.git`) refers to. */
+/**
+ * A decoded path segment as it goes into the origin URL: percent-encoded where RFC 3986 wants
+ * it, with the sub-delimiters, `:` and `@` kept as they are (so `a+b.git` stays `a+b.git`).
+ */
+export function encodeSegment(segment: string): string {
+  return encodeURIComponent(segment).replace(
+    /%(21|24|26|27|28|29|2A|2B|2C|3B|3D|3A|40)/g,
+    (_, hex: string) => String.fromCharCode(parseInt(hex, 16)),
+  );
+}
+
+/**
+ * The repository an edge path (without leading slash, e.g. `x/y.git`; percent-encoded as in a
+ * URL) refers to. Any segment the origin may serve is allowed (unicode, spaces, `+`, `@`), but
+ * never `.`, `..`, an empty one, control characters or a backslash; the origin URL is rebuilt
+ * from the decoded segments, so the same repository has one id however a client spelled it.
+ */
 export function resolveRepo(path: string, config: EdgeConfig): RepoRef {
   let decoded: string;
   try {
@@ -53,11 +76,11 @@ export function resolveRepo(path: string, config: EdgeConfig): RepoRef {
     throw new RepoPathError(`bad repository path: ${path}`, 400);
   }
   const segments = decoded.split("/");
-  const badSegment = (s: string) => !SEGMENT.test(s) || s === "." || s === "..";
+  const badSegment = (s: string) => s === "" || s === "." || s === ".." || hasBadChar(s);
   if (config.origin) {
     if (segments.some(badSegment)) throw new RepoPathError(`bad repository path: ${path}`, 400);
     const base = config.origin.replace(/\/+$/, "");
-    const originUrl = `${base}/${segments.join("/")}`;
+    const originUrl = `${base}/${segments.map(encodeSegment).join("/")}`;
     return { id: repoId(originUrl), originUrl, path: segments.join("/") };
   }
   const [host, ...rest] = segments;
@@ -71,6 +94,6 @@ export function resolveRepo(path: string, config: EdgeConfig): RepoRef {
     throw new RepoPathError(`origin host ${host} is not allowed on this edge`, 403);
   }
   const scheme = config.multiOriginScheme ?? "https";
-  const originUrl = `${scheme}://${host}/${rest.join("/")}`;
+  const originUrl = `${scheme}://${host}/${rest.map(encodeSegment).join("/")}`;
   return { id: repoId(originUrl), originUrl, path: segments.join("/") };
 }

@@ -6,7 +6,13 @@ import { git, GIT_ENV, GitCommandError, type GitOptions, tempDir } from "../supp
 import type { GitBuild } from "../support/git_builds.ts";
 import { encodePkts } from "../../src/git/pktline.ts";
 import { type Origin, type OriginOptions, startOrigin } from "../support/origin.ts";
-import { addCommits, assertSameClone, makeRepo, refsOf } from "../support/fixtures.ts";
+import {
+  addCommits,
+  assertSameClone,
+  assertSameObjects,
+  makeRepo,
+  refsOf,
+} from "../support/fixtures.ts";
 import type { EdgeFactory, EdgeUnderTest, EdgeUnderTestOptions } from "../support/edge.ts";
 import { assert, assertEquals, assertMatch } from "../support/assert.ts";
 import { rawGet } from "../support/raw_http.ts";
@@ -83,6 +89,10 @@ async function statusOf(url: string, init?: RequestInit): Promise<number> {
   const res = await fetch(url, init);
   await res.body?.cancel();
   return res.status;
+}
+
+async function rawStatusOf(base: string, target: string): Promise<number> {
+  return (await rawGet(base, target)).status;
 }
 
 async function status(
@@ -498,6 +508,92 @@ export function edgeSuite(
       pushed,
       "push landed",
     );
+  });
+
+  t(
+    "single-branch, --no-tags and one-commit fetches get exactly what a direct one does",
+    async (w) => {
+      const { bare } = await makeRepo(w.origin, "r.git", {
+        commits: 12,
+        branches: 2,
+        tags: 2,
+        merges: false,
+        binaryBytes: 200_000,
+      });
+      // A tag on a branch a single-branch clone of main never sees: git would follow it to any
+      // commit it has, so handing such a clone the whole snapshot shows up as an extra ref.
+      await w.git(["tag", "-a", "-m", "on a branch", "v-feature", "refs/heads/feature-0"], {
+        cwd: bare,
+      });
+      const snap = await warm(w.edge, "r.git");
+      const cases: [string, string[]][] = [
+        ["single-branch", ["--single-branch", "--branch", "main"]],
+        ["single-branch-feature", ["--single-branch", "--branch", "feature-1"]],
+        ["no-tags", ["--no-tags"]],
+        ["full", []],
+      ];
+      const bytes: Record<string, [number, number]> = {};
+      for (const [name, opts] of cases) {
+        w.origin.stats.reset();
+        await w.git([...URI_CLONE, ...opts, w.origin.repoUrl("r.git"), `${w.dir}/${name}-direct`]);
+        const direct = w.origin.stats.bytesOut;
+        w.origin.stats.reset();
+        const trace = await w.tracedGit([
+          ...URI_CLONE,
+          ...opts,
+          `${w.edge.url}/r.git`,
+          `${w.dir}/${name}`,
+        ]);
+        const uris = urisFetched(trace);
+        const byUri = (snap.packs as { hash: string; bytes: number }[])
+          .filter((p) => uris.some((u) => u.hash === p.hash))
+          .reduce((n, p) => n + p.bytes, 0);
+        bytes[name] = [direct, w.origin.stats.bytesOut + byUri];
+        await assertSameClone(`${w.dir}/${name}-direct`, `${w.dir}/${name}`);
+        await assertSameObjects(`${w.dir}/${name}-direct`, `${w.dir}/${name}`);
+        assertEquals(uris.length > 0, name === "full", `${name}: URIs only where they fit`);
+      }
+      // One commit fetched into an empty repository.
+      const commit = (await refsOf(bare))["refs/heads/feature-1"];
+      for (
+        const [dir, url] of [["one", `${w.edge.url}/r.git`], [
+          "one-direct",
+          w.origin.repoUrl("r.git"),
+        ]]
+      ) {
+        await w.git(["init", "-q", `${w.dir}/${dir}`]);
+        await w.git(["-c", "fetch.uriProtocols=http", "fetch", "-q", url, commit], {
+          cwd: `${w.dir}/${dir}`,
+        });
+      }
+      await assertSameObjects(`${w.dir}/one-direct`, `${w.dir}/one`);
+      const ratio = (n: string) => (bytes[n][1] / bytes[n][0]).toFixed(2);
+      console.log(
+        `bytes downloaded through the edge / direct: single-branch ${ratio("single-branch")}, ` +
+          `no-tags ${ratio("no-tags")}, full ${ratio("full")} (${JSON.stringify(bytes)})`,
+      );
+    },
+  );
+
+  t("repository paths beyond [A-Za-z0-9._~-] proxy; traversal still refused", async (w) => {
+    const names = ["a+b.git", "a@b.git", "a b.git", "ünï.git", "x/y z+ü.git"];
+    for (const name of names) await makeRepo(w.origin, name, { commits: 3, tags: 1 });
+    await Promise.all(names.map(async (name, i) => {
+      const edgeUrl = `${w.edge.url}/${new URL(w.origin.repoUrl(name)).pathname.slice(1)}`;
+      await w.git(["clone", "-q", "--mirror", w.origin.repoUrl(name), `${w.dir}/d${i}`]);
+      await w.git([...URI_CLONE, "--mirror", edgeUrl, `${w.dir}/e${i}`]);
+      await assertSameClone(`${w.dir}/d${i}`, `${w.dir}/e${i}`);
+    }));
+    assertEquals((await warm(w.edge, "a%20b.git")).state, "ready", "warm an encoded path");
+    // Sent as written: the runtime's URL parsing resolves encoded dot segments (never above the
+    // root), the edge refuses a backslash or a control character.
+    for (const path of ["%2e%2e/%2e%2e/etc.git", "a/%2E%2E/%2e%2e/x.git"]) {
+      const st = await rawStatusOf(w.edge.url, `/${path}/info/refs?service=git-upload-pack`);
+      assert(st === 400 || st === 404, `${path}: ${st}`);
+    }
+    for (const path of ["a%5C..%5Cb.git", "a%00.git", "a%0a.git"]) {
+      assertEquals(await rawStatusOf(w.edge.url, `/${path}/info/refs`), 400, path);
+    }
   });
 
   t("bundle-uri and other commands the edge does not act on pass through as sent", async (w) => {

@@ -5,6 +5,7 @@
 import { type CgiResponse, readCgiResponse } from "./cgi.ts";
 import { git, GIT_ENV } from "./git.ts";
 import { countingStream, TrafficCounter, type TrafficStats } from "./stats.ts";
+import { encodeSegment } from "../../src/proxy/repo.ts";
 
 /** Counters the origin keeps; `bytesIn` is request body bytes received (as sent, e.g. gzipped). */
 export interface OriginStats extends TrafficStats {
@@ -129,7 +130,7 @@ export async function startOrigin(opts: OriginOptions = {}): Promise<Origin> {
     url,
     root,
     stats,
-    repoUrl: (name) => `${url}/${checkName(name)}`,
+    repoUrl: (name) => `${url}/${checkName(name).split("/").map(encodeSegment).join("/")}`,
     createBare: (name) => createBare(root, name, gitBin, opts.bundleUris ?? false),
     publishBundle: (name) => publishBundle(root, url, name, gitBin),
     stop,
