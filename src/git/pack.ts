@@ -38,6 +38,14 @@ export type ObjectType =
 export const PACK_HEADER_LENGTH = 12;
 /** Length of the SHA-1 trailer. */
 export const PACK_TRAILER_LENGTH = 20;
+
+/** A repository's hash function: object ids, REF_DELTA bases and pack trailers use it. */
+export type ObjectFormat = "sha1" | "sha256";
+
+/** Bytes of one hash (object id, REF_DELTA base, pack trailer) in `format`. */
+export function hashLength(format: ObjectFormat): number {
+  return format === "sha256" ? 32 : 20;
+}
 /** The pack signature bytes, `"PACK"`. */
 export const PACK_SIGNATURE: readonly number[] = [0x50, 0x41, 0x43, 0x4b];
 
@@ -95,8 +103,10 @@ export interface PackSummary {
   version: number;
   /** Number of entries. */
   objects: number;
-  /** Hex SHA-1 trailer (verified). */
+  /** Hex trailer (verified): SHA-1, or SHA-256 for a SHA-256 pack. */
   checksum: string;
+  /** The hash the pack uses (trailer and REF_DELTA bases). */
+  objectFormat: ObjectFormat;
   /** Total pack length in bytes, trailer included. */
   size: number;
   /** Compact index of the entries in pack order (empty when the scan was told not to keep them). */

@@ -21,7 +21,7 @@ export interface IndexedEntry {
   type: number;
   /** Inflated size from the entry header. */
   size: number;
-  /** Bytes of the type/size varint plus the delta base reference (at most 31). */
+  /** Bytes of the type/size varint plus the delta base reference (at most 42: SHA-256 REF_DELTA). */
   headerLength: number;
   /** Where the entry ends (`offset + headerLength + compressedLength`). */
   end: number;
@@ -32,8 +32,13 @@ export interface IndexedEntry {
 }
 
 const INITIAL_CAPACITY = 1024;
-/** Header lengths are stored in the low 5 bits of the packed type byte. */
-const MAX_HEADER_LENGTH = 31;
+/**
+ * Header lengths are stored in the low 5 bits of the packed type byte; 0 there means a longer one
+ * (a SHA-256 REF_DELTA), kept in a side map.
+ */
+const HEADER_BITS = 31;
+/** The longest entry header: 10-byte type/size varint and a 32-byte (SHA-256) base id. */
+const MAX_HEADER_LENGTH = 42;
 /** Marks a size kept in the side map. */
 const LARGE_SIZE = 0xffffffff;
 /** Rough heap cost of one side-map entry (key, value, hash table slot). */
@@ -52,6 +57,7 @@ export class PackEntryIndex {
   #bases: Int32Array;
   readonly #largeSizes = new Map<number, number>();
   readonly #baseIds = new Map<number, string>();
+  readonly #longHeaders = new Map<number, number>();
   /** Capacity never grows past this when more is not needed (the pack's declared count). */
   readonly #expected: number;
   #length = 0;
@@ -126,7 +132,12 @@ export class PackEntryIndex {
     }
     if (i === this.#offsets.length) this.#grow();
     this.#offsets[i] = offset;
-    this.#kinds[i] = (type << 5) | headerLength;
+    if (headerLength > HEADER_BITS) {
+      this.#kinds[i] = type << 5;
+      this.#longHeaders.set(i, headerLength);
+    } else {
+      this.#kinds[i] = (type << 5) | headerLength;
+    }
     if (size >= LARGE_SIZE) {
       this.#sizes[i] = LARGE_SIZE;
       this.#largeSizes.set(i, size);
@@ -151,7 +162,8 @@ export class PackEntryIndex {
 
   /** Header length (type/size varint plus base reference) of entry `i`. */
   headerLength(i: number): number {
-    return this.#kinds[this.#check(i)] & MAX_HEADER_LENGTH;
+    const short = this.#kinds[this.#check(i)] & HEADER_BITS;
+    return short === 0 ? this.#longHeaders.get(i)! : short;
   }
 
   /** Inflated size from the header of entry `i`. */
@@ -228,7 +240,8 @@ export class PackEntryIndex {
   /** Approximate bytes held: the typed arrays' capacity plus the side maps. */
   bytesUsed(): number {
     return this.#offsets.byteLength + this.#kinds.byteLength + this.#sizes.byteLength +
-      this.#bases.byteLength + (this.#largeSizes.size + this.#baseIds.size) * SIDE_ENTRY_BYTES;
+      this.#bases.byteLength +
+      (this.#largeSizes.size + this.#baseIds.size + this.#longHeaders.size) * SIDE_ENTRY_BYTES;
   }
 
   #check(i: number): number {

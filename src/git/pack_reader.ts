@@ -11,15 +11,17 @@
  */
 
 import { sha1 } from "@noble/hashes/legacy.js";
+import { sha256 } from "@noble/hashes/sha2.js";
 import { bytesToHex } from "@noble/hashes/utils.js";
 import { DeflateScanner, ZlibFormatError } from "./deflate_scan.ts";
 import {
+  hashLength,
   isObjectType,
   OBJ_OFS_DELTA,
   OBJ_REF_DELTA,
+  type ObjectFormat,
   PACK_HEADER_LENGTH,
   PACK_SIGNATURE,
-  PACK_TRAILER_LENGTH,
   type PackEntry,
   PackFormatError,
   type PackSummary,
@@ -35,10 +37,12 @@ export interface ScanOptions {
    * empty; the scan still builds one while it runs, to resolve OFS_DELTA bases.
    */
   keepEntries?: boolean;
+  /** The pack's hash (default `sha1`): REF_DELTA base ids and the trailer are this long. */
+  objectFormat?: ObjectFormat;
 }
 
-/** Longest possible entry header: 10-byte type/size varint + 20-byte REF_DELTA base id. */
-const MAX_ENTRY_HEADER = 32;
+/** Longest possible entry header: 10-byte type/size varint + 32-byte (SHA-256) REF_DELTA base. */
+const MAX_ENTRY_HEADER = 42;
 /** Largest size varint shift that still yields an exact JS number. */
 const MAX_SIZE_SHIFT = 46;
 
@@ -78,6 +82,7 @@ function parseEntryHeader(
   start: number,
   end: number,
   offset: number,
+  idLength: number,
 ): EntryHeader | undefined {
   let p = start;
   if (p >= end) return undefined;
@@ -116,9 +121,9 @@ function parseEntryHeader(
     return { type, size, length: p - start, relativeBase: relative };
   }
   if (type === OBJ_REF_DELTA) {
-    if (end - p < 20) return undefined;
-    const baseId = bytesToHex(bytes.subarray(p, p + 20));
-    return { type, size, length: p + 20 - start, baseId };
+    if (end - p < idLength) return undefined;
+    const baseId = bytesToHex(bytes.subarray(p, p + idLength));
+    return { type, size, length: p + idLength - start, baseId };
   }
   return { type, size, length: p - start };
 }
@@ -131,7 +136,9 @@ function parseEntryHeader(
 export class PackParser {
   readonly #onEntry?: (entry: PackEntry) => void;
   readonly #keepEntries: boolean;
-  readonly #hash = sha1.create();
+  readonly #format: ObjectFormat;
+  readonly #idLength: number;
+  readonly #hash: ReturnType<typeof sha1.create> | ReturnType<typeof sha256.create>;
   readonly #scanner = new DeflateScanner();
   #index = new PackEntryIndex();
   /** Small staging buffer for the pack header, entry headers split across chunks, trailer. */
@@ -150,6 +157,9 @@ export class PackParser {
   constructor(options: ScanOptions = {}) {
     this.#onEntry = options.onEntry;
     this.#keepEntries = options.keepEntries ?? true;
+    this.#format = options.objectFormat ?? "sha1";
+    this.#idLength = hashLength(this.#format);
+    this.#hash = this.#format === "sha256" ? sha256.create() : sha1.create();
   }
 
   /** Feeds the next chunk of the pack. */
@@ -206,6 +216,7 @@ export class PackParser {
       version: this.#version,
       objects: this.#objects,
       checksum: this.#checksum,
+      objectFormat: this.#format,
       size: this.#position,
       index,
       get entries() {
@@ -260,14 +271,14 @@ export class PackParser {
     const offset = this.#position + i - this.#stagedLength;
     let header: EntryHeader | undefined;
     if (this.#stagedLength === 0) {
-      header = parseEntryHeader(chunk, i, chunk.length, offset);
+      header = parseEntryHeader(chunk, i, chunk.length, offset, this.#idLength);
       if (header === undefined) return this.#stage(chunk, i, MAX_ENTRY_HEADER);
       i += header.length;
     } else {
       // Header split across chunks: add bytes one at a time until it parses.
       while (header === undefined && i < chunk.length) {
         i = this.#stage(chunk, i, this.#stagedLength + 1);
-        header = parseEntryHeader(this.#staged, 0, this.#stagedLength, offset);
+        header = parseEntryHeader(this.#staged, 0, this.#stagedLength, offset, this.#idLength);
       }
       if (header === undefined) return i;
       this.#stagedLength = 0;
@@ -338,14 +349,15 @@ export class PackParser {
   }
 
   #readTrailer(chunk: Uint8Array, i: number): number {
-    i = this.#stage(chunk, i, PACK_TRAILER_LENGTH);
-    if (this.#stagedLength < PACK_TRAILER_LENGTH) return i;
+    i = this.#stage(chunk, i, this.#idLength);
+    if (this.#stagedLength < this.#idLength) return i;
     const expected = bytesToHex(this.#hash.digest());
-    const actual = bytesToHex(this.#staged.subarray(0, PACK_TRAILER_LENGTH));
+    const actual = bytesToHex(this.#staged.subarray(0, this.#idLength));
     if (expected !== actual) {
+      const hash = this.#format === "sha256" ? "SHA-256" : "SHA-1";
       throw new PackFormatError(
         "bad-checksum",
-        `pack trailer ${actual} does not match the SHA-1 of the pack contents ${expected}`,
+        `pack trailer ${actual} does not match the ${hash} of the pack contents ${expected}`,
       );
     }
     this.#checksum = actual;

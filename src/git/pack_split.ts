@@ -9,7 +9,7 @@
  * @module
  */
 
-import { type PackEntry, PackFormatError, type PackSummary } from "./pack.ts";
+import { type ObjectFormat, type PackEntry, PackFormatError, type PackSummary } from "./pack.ts";
 import type { PackEntryIndex } from "./pack_index.ts";
 import { scanPack } from "./pack_reader.ts";
 import { type OffsetMap, PackWriter, type PackWriteResult } from "./pack_writer.ts";
@@ -205,7 +205,7 @@ export async function splitPack(
   }
   const relocations = new Relocations(index, plan.assignment);
   const writers = sinks.map((sink, p) =>
-    new PackWriter(sink, plan.parts[p].objects, relocations.forPart(p))
+    new PackWriter(sink, plan.parts[p].objects, relocations.forPart(p), summary.objectFormat)
   );
   const reader = source.getReader();
   try {
@@ -289,8 +289,12 @@ function bytesStream(bytes: Uint8Array): ReadableStream<Uint8Array> {
 }
 
 /** Convenience for tests and the CLI: scans, plans and splits an in-memory pack. */
-export async function splitPackBytes(bytes: Uint8Array, parts: number): Promise<Uint8Array[]> {
-  const summary = await scanPack(bytesStream(bytes));
+export async function splitPackBytes(
+  bytes: Uint8Array,
+  parts: number,
+  objectFormat: ObjectFormat = "sha1",
+): Promise<Uint8Array[]> {
+  const summary = await scanPack(bytesStream(bytes), { objectFormat });
   const plan = planSplit(summary.index, parts);
   const outputs = plan.parts.map(() => collectingSink());
   await splitPack(bytesStream(bytes), summary, plan, outputs.map((o) => o.sink));

@@ -10,10 +10,13 @@
  */
 
 import { sha1 } from "@noble/hashes/legacy.js";
+import { sha256 } from "@noble/hashes/sha2.js";
 import { bytesToHex, hexToBytes } from "@noble/hashes/utils.js";
 import {
+  hashLength,
   OBJ_OFS_DELTA,
   OBJ_REF_DELTA,
+  type ObjectFormat,
   PACK_HEADER_LENGTH,
   PACK_SIGNATURE,
   type PackEntry,
@@ -22,7 +25,7 @@ import {
 
 /** What a finished pack looks like. */
 export interface PackWriteResult {
-  /** Hex SHA-1 trailer of the written pack. */
+  /** Hex trailer of the written pack (SHA-1, or SHA-256 for a SHA-256 pack). */
   hash: string;
   /** Total bytes written, trailer included. */
   size: number;
@@ -91,7 +94,8 @@ const GATHER_SIZE = 64 * 1024;
 export class PackWriter {
   readonly #writer: WritableStreamDefaultWriter<Uint8Array>;
   readonly #objects: number;
-  readonly #hash = sha1.create();
+  readonly #hash: ReturnType<typeof sha1.create> | ReturnType<typeof sha256.create>;
+  readonly #idLength: number;
   /** Original offset → offset in this pack, for OFS_DELTA bases. */
   readonly #newOffsets: OffsetMap;
   #gather = new Uint8Array(GATHER_SIZE);
@@ -110,7 +114,10 @@ export class PackWriter {
     sink: WritableStream<Uint8Array>,
     objects: number,
     offsets: OffsetMap = new Map<number, number>(),
+    objectFormat: ObjectFormat = "sha1",
   ) {
+    this.#hash = objectFormat === "sha256" ? sha256.create() : sha1.create();
+    this.#idLength = hashLength(objectFormat);
     if (!Number.isInteger(objects) || objects < 0 || objects > 0xffffffff) {
       throw new RangeError(`invalid object count ${objects}`);
     }
@@ -245,7 +252,7 @@ export class PackWriter {
         `entry ${entry.index}: REF_DELTA without base id`,
       );
     }
-    const header = new Uint8Array(typeSize.length + 20);
+    const header = new Uint8Array(typeSize.length + this.#idLength);
     header.set(typeSize);
     header.set(hexToBytes(entry.baseId), typeSize.length);
     return header;

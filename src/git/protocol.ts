@@ -745,21 +745,27 @@ export function encodeFetchSection(
 
 /** One line of a `packfile-uris` section. */
 export interface PackfileUri {
-  /** SHA-1 of the pack (its trailer checksum), 40 lower-case hex digits. */
+  /** The pack's trailer checksum: 40 hex digits (SHA-1), or 64 in a SHA-256 repository. */
   hash: string;
   uri: string;
 }
 
+const PACK_HASH_RE = /^(?:[0-9a-f]{40}|[0-9a-f]{64})$/;
+
 /**
- * Parses `<40-hex pack hash> <uri>`.
+ * Parses `<pack hash> <uri>` (40 or 64 hex digits).
  *
  * @throws {ProtocolError} `"bad-packfile-uri"` when malformed.
  */
 export function parsePackfileUriLine(line: string): PackfileUri {
-  const hash = line.slice(0, 40);
-  const uri = line.slice(41);
-  if (!/^[0-9a-f]{40}$/.test(hash) || line[40] !== " " || uri === "") {
-    throw new ProtocolError("bad-packfile-uri", `expected "<40-hex hash> <uri>", got "${line}"`);
+  const space = line.indexOf(" ");
+  const hash = space < 0 ? line : line.slice(0, space);
+  const uri = space < 0 ? "" : line.slice(space + 1);
+  if (!PACK_HASH_RE.test(hash) || uri === "") {
+    throw new ProtocolError(
+      "bad-packfile-uri",
+      `expected "<40 or 64 hex hash> <uri>", got "${line}"`,
+    );
   }
   return { hash, uri };
 }
@@ -770,8 +776,11 @@ export function parsePackfileUriLine(line: string): PackfileUri {
  * @throws {ProtocolError} `"bad-packfile-uri"` for a bad hash or a URI containing whitespace.
  */
 export function formatPackfileUriLine(hash: string, uri: string): string {
-  if (!/^[0-9a-f]{40}$/.test(hash)) {
-    throw new ProtocolError("bad-packfile-uri", `pack hash "${hash}" is not 40 hex digits`);
+  if (!PACK_HASH_RE.test(hash)) {
+    throw new ProtocolError(
+      "bad-packfile-uri",
+      `pack hash "${hash}" is not 40 or 64 hex digits`,
+    );
   }
   if (uri === "" || /\s/.test(uri)) {
     throw new ProtocolError("bad-packfile-uri", `packfile URI "${uri}" is empty or has whitespace`);

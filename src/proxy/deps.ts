@@ -41,6 +41,8 @@ export interface Manifest {
   layers: SnapshotPack[][];
   /** ms since epoch. */
   builtAt: number;
+  /** The repository's hash (`sha1` when absent); pack hashes in URIs use it too. */
+  objectFormat?: "sha1" | "sha256";
 }
 
 export type SnapshotState = "none" | "building" | "ready";

@@ -120,6 +120,23 @@ export async function postUploadPack(
   return res;
 }
 
+/** GETs the origin's protocol-v2 upload-pack advertisement; requires a 200. */
+export async function getUploadPackAdvertisement(
+  originFetch: OriginFetch,
+  repo: RepoRef,
+  auth: OriginAuth,
+): Promise<Response> {
+  const url = `${repo.originUrl}/info/refs?service=git-upload-pack`;
+  const res = await callOrigin(originFetch, url, {
+    method: "GET",
+    headers: { ...auth.headers, "git-protocol": "version=2" },
+  });
+  if (res.status !== 200) {
+    throw new OriginStatusError(url, res.status, await headOfBody(res, 200));
+  }
+  return res;
+}
+
 /** The first `max` bytes of a response body as text; the rest is discarded unread. */
 async function headOfBody(res: Response, max: number): Promise<string> {
   if (!res.body) return "";

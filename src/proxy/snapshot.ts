@@ -13,15 +13,18 @@ import type { PackStore } from "../storage/store.ts";
 import { getBytes, putBytes } from "../storage/store.ts";
 import { PktLineReader } from "../git/pktline.ts";
 import {
+  capabilityValue,
   emptyFetchArgs,
   parseLsRefsLine,
+  readCapabilityAdvertisement,
   readFetchResponse,
   serializeCommandRequest,
   serializeFetchArgs,
 } from "../git/protocol.ts";
 import { packScanner } from "../git/pack_reader.ts";
 import { planSplit, splitPack } from "../git/pack_split.ts";
-import { postUploadPack } from "./origin.ts";
+import { getUploadPackAdvertisement, postUploadPack } from "./origin.ts";
+import type { ObjectFormat } from "../git/pack.ts";
 
 export interface SnapshotBuilderDeps {
   store: PackStore;
@@ -88,17 +91,26 @@ export class SnapshotBuilder {
    * now in force (the previous one when the origin has not moved).
    */
   async build(repo: RepoRef, auth: OriginAuth, previous: Manifest | null): Promise<Manifest> {
-    const tips = await this.#listTips(repo, auth);
-    if (Object.keys(tips).length === 0) {
-      throw new SnapshotBuildError(`${repo.originUrl} has no branches or tags to snapshot`);
+    const origin = await this.#originFormat(repo, auth);
+    const tips = await this.#listTips(repo, auth, origin);
+    const objectFormat = origin.format;
+    if (
+      previous && (previous.objectFormat ?? "sha1") === objectFormat &&
+      sameTips(previous.tips, tips)
+    ) {
+      return previous;
     }
-    if (previous && sameTips(previous.tips, tips)) return previous;
 
-    const incremental = previous !== null && previous.layers.length < this.#deps.maxLayers;
+    // An empty repository (no branches or tags) gets an empty snapshot: nothing to hand out.
+    const incremental = previous !== null && previous.layers.length < this.#deps.maxLayers &&
+      (previous.objectFormat ?? "sha1") === objectFormat;
     const haves = incremental ? unique(Object.values(previous.tips)) : [];
     const buildId = `${this.#deps.clock.now().toString(36)}-${crypto.randomUUID().slice(0, 8)}`;
-    const layer = await this.#fetchLayer(repo, auth, unique(Object.values(tips)), haves, buildId);
-    const layers = incremental ? [...previous.layers] : [];
+    const wants = unique(Object.values(tips));
+    const layer = wants.length === 0
+      ? []
+      : await this.#fetchLayer(repo, auth, wants, haves, buildId, origin);
+    const layers = incremental && wants.length > 0 ? [...previous.layers] : [];
     if (layer.length > 0) layers.push(layer);
     const manifest: Manifest = {
       version: 1,
@@ -106,6 +118,7 @@ export class SnapshotBuilder {
       tips,
       layers,
       builtAt: this.#deps.clock.now(),
+      ...(objectFormat === "sha1" ? {} : { objectFormat }),
     };
     await putBytes(
       this.#deps.store,
@@ -130,10 +143,34 @@ export class SnapshotBuilder {
     return deleted;
   }
 
-  async #listTips(repo: RepoRef, auth: OriginAuth): Promise<Record<string, string>> {
+  /**
+   * The origin's object format, from its v2 advertisement, and the capability lines requests
+   * must carry for it (`object-format=` only where advertised: older servers refuse it).
+   */
+  async #originFormat(repo: RepoRef, auth: OriginAuth): Promise<OriginFormat> {
+    const res = await getUploadPackAdvertisement(this.#deps.originFetch, repo, auth);
+    const reader = new PktLineReader(res.body!);
+    try {
+      const adv = await readCapabilityAdvertisement(reader);
+      const value = capabilityValue(adv, "object-format");
+      if (value !== undefined && value !== "sha1" && value !== "sha256") {
+        throw new SnapshotBuildError(`${repo.originUrl} uses object format ${value}`);
+      }
+      const format: ObjectFormat = value === "sha256" ? "sha256" : "sha1";
+      return { format, capabilities: value ? [AGENT, `object-format=${value}`] : [AGENT] };
+    } finally {
+      await reader.cancel().catch(() => {});
+    }
+  }
+
+  async #listTips(
+    repo: RepoRef,
+    auth: OriginAuth,
+    origin: OriginFormat,
+  ): Promise<Record<string, string>> {
     const body = serializeCommandRequest({
       command: "ls-refs",
-      capabilities: [AGENT],
+      capabilities: origin.capabilities,
       args: ["peel", "ref-prefix refs/heads/", "ref-prefix refs/tags/"],
     });
     const res = await postUploadPack(this.#deps.originFetch, repo, auth, body);
@@ -144,7 +181,9 @@ export class SnapshotBuilder {
       if (pkt === null || pkt.type === "flush" || pkt.type === "response-end") break;
       if (pkt.type !== "data") continue;
       const line = parseLsRefsLine(new TextDecoder().decode(pkt.data).replace(/\n$/, ""));
-      if (line.oid && /^[0-9a-f]{40}$/.test(line.oid)) tips[line.name] = line.oid;
+      if (line.oid && line.oid.length === (origin.format === "sha256" ? 64 : 40)) {
+        tips[line.name] = line.oid;
+      }
     }
     await reader.cancel().catch(() => {});
     return tips;
@@ -157,6 +196,7 @@ export class SnapshotBuilder {
     wants: string[],
     haves: string[],
     buildId: string,
+    origin: OriginFormat,
   ): Promise<SnapshotPack[]> {
     const args = emptyFetchArgs();
     args.wants = wants;
@@ -166,7 +206,7 @@ export class SnapshotBuilder {
     args.done = true;
     const body = serializeCommandRequest({
       command: "fetch",
-      capabilities: [AGENT],
+      capabilities: origin.capabilities,
       args: serializeFetchArgs(args),
     });
     const res = await postUploadPack(this.#deps.originFetch, repo, auth, body);
@@ -177,8 +217,8 @@ export class SnapshotBuilder {
     try {
       for await (const part of readFetchResponse(reader, {})) {
         if (part.section !== "packfile") continue;
-        // The pack is checked (structure, sizes, SHA-1 trailer) on its way into the store.
-        const scanner = packScanner();
+        // The pack is checked (structure, sizes, trailer hash) on its way into the store.
+        const scanner = packScanner({ objectFormat: origin.format });
         await store.put(fullKey, part.pack.pipeThrough(scanner.stream));
         summary = await scanner.summary;
       }
@@ -224,6 +264,12 @@ export class SnapshotBuilder {
       await store.delete(fullKey);
     }
   }
+}
+
+/** The origin's object format and the capability lines that say so. */
+interface OriginFormat {
+  format: ObjectFormat;
+  capabilities: string[];
 }
 
 function sameTips(a: Record<string, string>, b: Record<string, string>): boolean {

@@ -62,6 +62,8 @@ export interface RepoOptions {
   commits?: number;
   /** Add the ~2 MB blobs (default true). */
   big?: boolean;
+  /** `sha256` for a SHA-256 repository (default `sha1`). */
+  objectFormat?: "sha1" | "sha256";
 }
 
 /**
@@ -70,7 +72,7 @@ export interface RepoOptions {
  */
 export async function buildRepo(dir: string, options: RepoOptions = {}): Promise<void> {
   const commits = options.commits ?? 120;
-  await git(["init", "-q", "-b", "main", dir]);
+  await git(["init", "-q", "-b", "main", `--object-format=${options.objectFormat ?? "sha1"}`, dir]);
   const pieces: Uint8Array[] = [];
   const lines = randomText(8000, 1).split("\n");
   let time = 1_700_000_000;
@@ -152,7 +154,7 @@ export async function verifyPack(
   const objects: VerifiedObject[] = [];
   for (const line of out.split("\n")) {
     const f = line.trim().split(/\s+/);
-    if (!/^[0-9a-f]{40}$/.test(f[0])) continue;
+    if (!/^(?:[0-9a-f]{40}|[0-9a-f]{64})$/.test(f[0])) continue;
     objects.push({
       id: f[0],
       type: f[1],

@@ -195,3 +195,33 @@ Deno.test("pack splitter", async (t) => {
     assertEquals(aborted.length, 2);
   });
 });
+
+Deno.test("SHA-256 packs: scanned, split and accepted by git (OFS_DELTA and REF_DELTA)", async () => {
+  await using dir = await tempDir();
+  const repo = `${dir.path}/repo`;
+  await buildRepo(repo, { commits: 40, big: false, objectFormat: "sha256" });
+  for (const ofsDelta of [true, false]) {
+    const pack = await packObjects(repo, { ofsDelta });
+    const summary = await scanPack(chunked(pack, { seed: 5, maxChunk: 4096 }), {
+      objectFormat: "sha256",
+    });
+    assertEquals(summary.objectFormat, "sha256");
+    assertEquals(summary.checksum.length, 64);
+    assertEquals(summary.size, pack.length);
+    if (!ofsDelta) assert(summary.entries.some((e) => e.baseId?.length === 64), "REF_DELTA bases");
+    // Read as SHA-1 the same bytes do not check out.
+    await assertRejects(() => scanPack(chunked(pack, [65536])), PackFormatError);
+    const original = await verifyPack(repo, `all-${ofsDelta}`, pack);
+    const parts = await splitPackBytes(pack, 3, "sha256");
+    // REF_DELTA packs stay whole (their bases are named by id), OFS_DELTA ones split.
+    assertEquals(parts.length > 1, ofsDelta, "split into several packs");
+    const ids: string[] = [];
+    for (const [i, part] of parts.entries()) {
+      const objects = await verifyPack(repo, `part-${ofsDelta}-${i}`, part);
+      ids.push(...objects.map((o) => o.id));
+      const scanned = await scanPack(chunked(part, [65536]), { objectFormat: "sha256" });
+      assertEquals(scanned.checksum.length, 64);
+    }
+    assertEquals(ids.sort(), original.map((o) => o.id).sort(), "parts partition the pack");
+  }
+});

@@ -25,7 +25,7 @@ export function urisFetched(trace: string): { hash: string; uri: string }[] {
   const out = new Map<string, { hash: string; uri: string }>();
   for (const line of trace.split("\n")) {
     if (!line.includes("http-fetch")) continue;
-    const m = /--packfile=([0-9a-f]{40}).* '?(https?:\/\/[^' ]+)'?\s*$/.exec(line);
+    const m = /--packfile=([0-9a-f]{64}|[0-9a-f]{40}).* '?(https?:\/\/[^' ]+)'?\s*$/.exec(line);
     if (m) out.set(m[1], { hash: m[1], uri: m[2] });
   }
   return [...out.values()];
@@ -594,6 +594,32 @@ export function edgeSuite(
     for (const path of ["a%5C..%5Cb.git", "a%00.git", "a%0a.git"]) {
       assertEquals(await rawStatusOf(w.edge.url, `/${path}/info/refs`), 400, path);
     }
+  });
+
+  t("SHA-256 and empty repositories: warm answers, clones equal direct ones", async (w) => {
+    await makeRepo(w.origin, "s.git", { commits: 15, branches: 1, tags: 1, binaryBytes: 300_000 }, {
+      objectFormat: "sha256",
+    });
+    const snap = await warm(w.edge, "s.git");
+    const packs = snap.packs as { hash: string }[];
+    assertEquals(snap.state, "ready", "SHA-256 snapshot");
+    assert(packs.length > 0 && packs.every((p) => p.hash.length === 64), JSON.stringify(packs));
+    await w.git(["clone", "-q", w.origin.repoUrl("s.git"), `${w.dir}/s-direct`]);
+    const trace = await w.tracedGit([...URI_CLONE, `${w.edge.url}/s.git`, `${w.dir}/s-edge`]);
+    assertEquals(
+      urisFetched(trace).map((u) => u.hash).sort(),
+      packs.map((p) => p.hash).sort(),
+      "every SHA-256 pack by URI",
+    );
+    await assertSameClone(`${w.dir}/s-direct`, `${w.dir}/s-edge`);
+    await assertSameObjects(`${w.dir}/s-direct`, `${w.dir}/s-edge`);
+
+    await w.origin.createBare("e.git");
+    const empty = await warm(w.edge, "e.git");
+    assertEquals([empty.state, empty.packs, empty.tips], ["ready", [], []], "empty snapshot");
+    await w.git(["clone", "-q", w.origin.repoUrl("e.git"), `${w.dir}/e-direct`]);
+    await w.git([...URI_CLONE, `${w.edge.url}/e.git`, `${w.dir}/e-edge`]);
+    await assertSameClone(`${w.dir}/e-direct`, `${w.dir}/e-edge`);
   });
 
   t("bundle-uri and other commands the edge does not act on pass through as sent", async (w) => {

@@ -134,11 +134,12 @@ Deno.test("a corrupt or truncated pack from the origin fails the build and publi
   }
   for (
     const fault of [
-      { kind: "corrupt", atByte: 300_000, times: 2 },
-      { kind: "truncate", afterBytes: 300_000, times: 2 },
+      { kind: "corrupt", atByte: 300_000, times: 3 },
+      { kind: "truncate", afterBytes: 300_000, times: 3 },
     ] as const
   ) {
-    // ls-refs and fetch both pass the relay; only the fetch response is long enough to be hit.
+    // The advertisement (object format), ls-refs and fetch all pass the relay; only the fetch
+    // response is long enough to be hit.
     await using relay = await startRelay(origin.url, { faults: { "*": fault } });
     const store = new FsPackStore(`${dir.path}/${fault.kind}`);
     const { repo, result: err } = await buildVia(relay.url, store);

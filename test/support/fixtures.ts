@@ -56,10 +56,12 @@ export async function makeRepo(
   origin: Origin,
   name: string,
   spec: FixtureSpec = {},
+  opts: { objectFormat?: "sha1" | "sha256" } = {},
 ): Promise<FixtureInfo> {
   const resolved = resolveSpec(spec);
-  const bare = await origin.createBare(name);
-  if (randomBytesTotal(resolved) >= CACHE_THRESHOLD) {
+  const bare = await origin.createBare(name, opts);
+  const sha1 = (opts.objectFormat ?? "sha1") === "sha1";
+  if (sha1 && randomBytesTotal(resolved) >= CACHE_THRESHOLD) {
     const cached = await cachedBare(
       cacheKey({ kind: "repo", spec: resolved }),
       (dir) => runFastImport(dir, fixtureStream(resolved)),

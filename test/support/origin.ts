@@ -41,8 +41,11 @@ export interface Origin extends AsyncDisposable {
   stats: OriginStats;
   /** URL of repository `name` (a path relative to `root`, e.g. `x/y.git`). */
   repoUrl(name: string): string;
-  /** Creates an empty bare repository `name` configured for push and filters; returns its path. */
-  createBare(name: string): Promise<string>;
+  /**
+   * Creates an empty bare repository `name` configured for push and filters (SHA-256 with
+   * `objectFormat: "sha256"`); returns its path.
+   */
+  createBare(name: string, opts?: { objectFormat?: "sha1" | "sha256" }): Promise<string>;
   /**
    * Bundles repository `name` as it is now (all refs) into a file this origin serves under
    * `/_bundles/`, and configures the repository's bundle list (`bundle.*`) to name it.
@@ -131,7 +134,8 @@ export async function startOrigin(opts: OriginOptions = {}): Promise<Origin> {
     root,
     stats,
     repoUrl: (name) => `${url}/${checkName(name).split("/").map(encodeSegment).join("/")}`,
-    createBare: (name) => createBare(root, name, gitBin, opts.bundleUris ?? false),
+    createBare: (name, o) =>
+      createBare(root, name, gitBin, opts.bundleUris ?? false, o?.objectFormat ?? "sha1"),
     publishBundle: (name) => publishBundle(root, url, name, gitBin),
     stop,
     [Symbol.asyncDispose]: stop,
@@ -143,9 +147,11 @@ async function createBare(
   name: string,
   bin: string,
   bundleUris: boolean,
+  objectFormat: "sha1" | "sha256",
 ): Promise<string> {
   const path = `${root}/${checkName(name)}`;
-  await git(["init", "--quiet", "--bare", "--initial-branch=main", path], { bin });
+  const init = ["init", "--quiet", "--bare", "--initial-branch=main"];
+  await git([...init, `--object-format=${objectFormat}`, path], { bin });
   const config: [string, string][] = [
     ["http.receivepack", "true"],
     ["uploadpack.allowFilter", "true"],

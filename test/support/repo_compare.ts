@@ -84,8 +84,14 @@ export async function assertSameClone(a: string, b: string): Promise<void> {
   if (differences.length > 0) throw new CloneMismatchError(a, b, differences);
 }
 
+/** HEAD's target (`refs/heads/main`, unborn too), or `(detached)`. */
 async function symbolicHead(dir: string): Promise<string> {
-  return (await git(["rev-parse", "--symbolic-full-name", "HEAD"], { cwd: dir })).trim();
+  try {
+    return (await git(["symbolic-ref", "--quiet", "HEAD"], { cwd: dir })).trim();
+  } catch (e) {
+    if (e instanceof GitCommandError && e.code === 1) return "(detached)";
+    throw e;
+  }
 }
 
 async function fsck(dir: string): Promise<void> {
