@@ -37,6 +37,12 @@ export function parseRange(
   return { offset: start, length: end - start + 1 };
 }
 
+/** Whether `header` is `bytes=<size>-` for an object of `size` (> 0) bytes: a resume at the end. */
+export function resumesAtEnd(header: string | null, size: number): boolean {
+  const m = /^bytes=(\d+)-$/.exec(header?.trim() ?? "");
+  return m !== null && size > 0 && Number(m[1]) === size;
+}
+
 export async function handlePackGet(
   ctx: ProxyContext,
   request: Request,
@@ -62,6 +68,15 @@ export async function handlePackGet(
     "cache-control": `private, max-age=${Math.max(0, exp - now)}, immutable`,
   });
   const range = parseRange(request.headers.get("range"), info.size);
+  if (resumesAtEnd(request.headers.get("range"), info.size)) {
+    // git http-fetch resumes from the length of its `.temp` file, so a download cut off right
+    // after the last byte comes back as `bytes=<size>-`. git >= 2.45 goes on after a 416 and
+    // indexes the file it has; git 2.39 dies on it. Nothing remains to send: an empty 204 lets
+    // every git index its complete file. Not cacheable: it is an answer to this range only.
+    headers.set("content-range", `bytes */${info.size}`);
+    headers.set("cache-control", "no-store");
+    return new Response(null, { status: 204, headers });
+  }
   if (range === "unsatisfiable") {
     headers.set("content-range", `bytes */${info.size}`);
     return new Response(null, { status: 416, headers });

@@ -622,6 +622,36 @@ export function edgeSuite(
     await assertSameClone(`${w.dir}/e-direct`, `${w.dir}/e-edge`);
   });
 
+  t(
+    "git http-fetch resuming a complete .temp at its end (Range: bytes=<size>-) succeeds",
+    async (w) => {
+      await makeRepo(w.origin, "r.git", { commits: 8, binaryBytes: 200_000 });
+      await warm(w.edge, "r.git");
+      const trace = await w.tracedGit([...URI_CLONE, `${w.edge.url}/r.git`, `${w.dir}/c`]);
+      const { hash, uri } = urisFetched(trace)[0];
+      const pack = new Uint8Array(await (await fetch(uri)).arrayBuffer());
+      // What an interrupted download leaves when the connection drops after the last byte.
+      await w.git(["init", "-q", "--bare", `${w.dir}/r`]);
+      await Deno.writeFile(`${w.dir}/r/objects/pack/pack-${hash}.pack.temp`, pack);
+      await w.git([
+        "http-fetch",
+        `--packfile=${hash}`,
+        "--index-pack-arg=index-pack",
+        "--index-pack-arg=--stdin",
+        "--index-pack-arg=--keep",
+        uri,
+      ], { cwd: `${w.dir}/r` });
+      await w.git(["verify-pack", `${w.dir}/r/objects/pack/pack-${hash}.idx`]);
+      const res = await fetch(uri, { headers: { range: `bytes=${pack.length}-` } });
+      assertEquals(
+        [res.status, res.headers.get("cache-control")],
+        [204, "no-store"],
+        "nothing left",
+      );
+      await res.body?.cancel();
+    },
+  );
+
   t("bundle-uri and other commands the edge does not act on pass through as sent", async (w) => {
     await makeRepo(w.origin, "r.git", { commits: 12, branches: 2, tags: 1 });
     const bundles = bundleUris ? await w.origin.publishBundle("r.git") : null;
@@ -734,7 +764,8 @@ export function edgeSuite(
     assertEquals(head.headers.get("content-length"), String(size), "HEAD length");
     assertEquals(head.headers.get("etag"), etag, "HEAD ETag");
     assertEquals((await head.arrayBuffer()).byteLength, 0, "HEAD has no body");
-    const past = await fetch(uri, { headers: { range: `bytes=${size}-` } });
+    // (`bytes=<size>-` exactly is git resuming a complete download: 204, tested above.)
+    const past = await fetch(uri, { headers: { range: `bytes=${size + 1}-` } });
     await past.body?.cancel();
     assertEquals(past.status, 416, "range past the end");
     assertEquals(past.headers.get("content-range"), `bytes */${size}`, "416 content-range");

@@ -1,4 +1,4 @@
-import { parseRange } from "../../src/proxy/pack_routes.ts";
+import { parseRange, resumesAtEnd } from "../../src/proxy/pack_routes.ts";
 import { assertEquals } from "../support/assert.ts";
 
 Deno.test("Range headers parse like RFC 9110 single byte ranges", () => {
@@ -12,4 +12,13 @@ Deno.test("Range headers parse like RFC 9110 single byte ranges", () => {
   assertEquals(parseRange("bytes=5-4", 100), "unsatisfiable");
   assertEquals(parseRange("bytes=0-1,5-6", 100), undefined);
   assertEquals(parseRange("items=0-1", 100), undefined);
+});
+
+Deno.test("a resume at the very end is recognised, nothing else", () => {
+  assertEquals(resumesAtEnd("bytes=100-", 100), true);
+  assertEquals(resumesAtEnd(" bytes=100- ", 100), true);
+  for (const h of [null, "bytes=99-", "bytes=101-", "bytes=100-100", "bytes=-0", "bytes=0-"]) {
+    assertEquals(resumesAtEnd(h, 100), false, String(h));
+  }
+  assertEquals(resumesAtEnd("bytes=0-", 0), false, "an empty object has no end to resume at");
 });
