@@ -334,23 +334,26 @@ export async function handleUploadPack(
   const max = ctx.deps.config.maxRequestBytes;
   const reader = new PktLineReader(requestBody(request));
   const budget = { left: max, max };
-  // The command and capability lines, in whatever order the client wrote them.
-  const head = await readPkts(reader, budget, false);
-  if (head.length === 0) throw new ClientRequestError("empty request", 400);
-  const { command } = requestCommand(head);
-  if (command !== "fetch") {
-    const sent = prefixed(concat(head.map(pktBytes)), reader.remainder());
-    const res = await streamThrough(ctx, request, originUrl, sent);
-    noteOriginVerdict(ctx, request, repo, res.status);
-    return res;
+  let pkts: Pkt[];
+  try {
+    // The command and capability lines, in whatever order the client wrote them.
+    const head = await readPkts(reader, budget, false);
+    if (head.length === 0) throw new ClientRequestError("empty request", 400);
+    const { command } = requestCommand(head);
+    if (command !== "fetch") {
+      const sent = prefixed(concat(head.map(pktBytes)), reader.remainder());
+      const res = await streamThrough(ctx, request, originUrl, sent);
+      noteOriginVerdict(ctx, request, repo, res.status);
+      return res;
+    }
+    if (Number(request.headers.get("content-length") ?? 0) > max) {
+      throw new RequestTooLargeError(`request body exceeds ${max} bytes`);
+    }
+    pkts = head.at(-1)?.type === "flush" ? head : head.concat(await readPkts(reader, budget, true));
+  } finally {
+    // Whatever is left of the body (all of it after an error) is not needed.
+    await reader.cancel().catch(() => {});
   }
-  if (Number(request.headers.get("content-length") ?? 0) > max) {
-    throw new RequestTooLargeError(`request body exceeds ${max} bytes`);
-  }
-  const pkts = head.at(-1)?.type === "flush"
-    ? head
-    : head.concat(await readPkts(reader, budget, true));
-  await reader.cancel();
   const req = parseCommandRequest(pkts);
   let inject: { manifest: Manifest; args: FetchArgs } | null = null;
   let build: ScheduleBasis | null = null;
