@@ -1,15 +1,19 @@
 /**
- * Edge clone bench: on a generated repository (≥ 200 MB by default), side by side in one run:
+ * Edge clone bench: on a generated repository (≥ 200 MB by default), side by side in one run,
+ * interleaved round by round (the order rotates):
  *   - direct clone from the origin,
- *   - cold clone through the edge (no URIs; pure proxy overhead), with the edge's peak memory,
- *   - warm clone through the edge with packfile URIs (wall time and origin bytes).
- * The edge runs as its own process (`src/cli.ts serve`) so its peak RSS can be read.
+ *   - cold clone through the edge (a client that does not ask for URIs: pure proxy overhead; the
+ *     edge's response cache is off, so every such clone reaches the origin), with the edge's CPU,
+ *   - warm clone through the edge with packfile URIs (wall time and origin bytes),
+ * after one snapshot build (timed). The edge runs as its own process (`src/cli.ts serve`) so its
+ * peak RSS and CPU can be read. Medians of `--runs`.
  *
  *   deno run -A bench/edge_clone.ts [--mb 200] [--runs 3] [--chunks 4]
  */
 import { git, tempDir } from "../test/support/git.ts";
 import { startOrigin } from "../test/support/origin.ts";
 import { makeRepo } from "../test/support/fixtures.ts";
+import { interleaved, median, timed } from "./stats.ts";
 
 function flag(name: string, fallback: number): number {
   const i = Deno.args.indexOf(`--${name}`);
@@ -19,17 +23,6 @@ function flag(name: string, fallback: number): number {
 const MB = flag("mb", 200);
 const RUNS = flag("runs", 3);
 const CHUNKS = flag("chunks", 4);
-
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.floor(s.length / 2)];
-}
-
-async function timed(fn: () => Promise<unknown>): Promise<number> {
-  const t0 = performance.now();
-  await fn();
-  return (performance.now() - t0) / 1000;
-}
 
 async function startEdgeProcess(origin: string, store: string) {
   const child = new Deno.Command(Deno.execPath(), {
@@ -46,6 +39,8 @@ async function startEdgeProcess(origin: string, store: string) {
       store,
       "--chunks",
       String(CHUNKS),
+      "--response-cache-bytes",
+      "0",
     ],
     stdout: "piped",
     stderr: "inherit",
@@ -93,31 +88,41 @@ console.log(`repository packs: ${(repoBytes / 1e6).toFixed(1)} MB`);
 
 const edge = await startEdgeProcess(origin.url, `${work.path}/store`);
 let n = 0;
-const clone = (url: string, extra: string[] = []) =>
-  git([...extra, "clone", "-q", "--bare", url, `${work.path}/c${n++}`]);
+/** Times one bare clone (the clone is removed afterwards, untimed). */
+const clone = async (url: string, extra: string[] = []) => {
+  const dir = `${work.path}/c${n++}`;
+  const seconds = await timed(() => git([...extra, "clone", "-q", "--bare", url, dir]));
+  await Deno.remove(dir, { recursive: true });
+  return seconds;
+};
 
-const direct: number[] = [], cold: number[] = [], warm: number[] = [];
-const coldCpu: number[] = [];
-const directBytes: number[] = [], warmBytes: number[] = [];
-for (let i = 0; i < RUNS; i++) {
-  origin.stats.reset();
-  direct.push(await timed(() => clone(origin.repoUrl("big.git"))));
-  directBytes.push(origin.stats.bytesOut);
-  const cpu0 = await edge.cpuSeconds();
-  cold.push(await timed(() => clone(`${edge.url}/big.git`)));
-  coldCpu.push(await edge.cpuSeconds() - cpu0);
-}
-const coldPeak = await edge.peakRssMiB();
 const warmSeconds = await timed(async () => {
   const res = await fetch(`${edge.url}/_edge/warm/big.git`, { method: "POST" });
   if (!res.ok) throw new Error(`warm failed: ${await res.text()}`);
   await res.body?.cancel();
 });
-for (let i = 0; i < RUNS; i++) {
-  origin.stats.reset();
-  warm.push(await timed(() => clone(`${edge.url}/big.git`, ["-c", "fetch.uriProtocols=http"])));
-  warmBytes.push(origin.stats.bytesOut);
-}
+const coldCpu: number[] = [];
+const directBytes: number[] = [], warmBytes: number[] = [];
+const [direct, cold, warm] = await interleaved(RUNS, [
+  async () => {
+    origin.stats.reset();
+    const s = await clone(origin.repoUrl("big.git"));
+    directBytes.push(origin.stats.bytesOut);
+    return s;
+  },
+  async () => {
+    const cpu0 = await edge.cpuSeconds();
+    const s = await clone(`${edge.url}/big.git`);
+    coldCpu.push(await edge.cpuSeconds() - cpu0);
+    return s;
+  },
+  async () => {
+    origin.stats.reset();
+    const s = await clone(`${edge.url}/big.git`, ["-c", "fetch.uriProtocols=http"]);
+    warmBytes.push(origin.stats.bytesOut);
+    return s;
+  },
+]);
 const peak = await edge.peakRssMiB();
 await edge.stop();
 
@@ -147,7 +152,5 @@ console.log(
   }x`,
 );
 console.log(
-  `  edge peak RSS                ${coldPeak.toFixed(0)} MiB after cold clones, ${
-    peak.toFixed(0)
-  } MiB overall`,
+  `  edge peak RSS                ${peak.toFixed(0)} MiB (build and all clones)`,
 );
