@@ -9,6 +9,7 @@ const BENCHES = [
   "pack_bench.ts",
   "pack_index_memory.ts",
   "parallel_uris.ts",
+  "edge_uris.ts",
   "edge_clone.ts",
   "worker_vs_deno.ts",
 ];
