@@ -12,6 +12,8 @@ const BENCHES = [
   "edge_uris.ts",
   "edge_clone.ts",
   "worker_vs_deno.ts",
+  "warm_floor.ts",
+  "ci_burst.ts",
 ];
 
 const words = Deno.args.filter((a) => !a.startsWith("-"));
