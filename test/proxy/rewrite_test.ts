@@ -4,6 +4,7 @@
  * sizes, and come out byte-identical except for the `packfile-uris` section placed right before
  * the `packfile` header. Then stock git clones through a Deno edge with sideband-all on.
  */
+import { withinDeadline } from "../support/deadline.ts";
 import { sha1 } from "@noble/hashes/legacy.js";
 import { bytesToHex } from "@noble/hashes/utils.js";
 import { assert, assertEquals, assertRejects } from "../support/assert.ts";
@@ -29,9 +30,6 @@ const PLANS: ChunkPlan[] = [
   { seed: 3, maxChunk: 3000 },
   { seed: 4, maxChunk: 70_000 },
 ];
-
-/** How long a stream may take to settle before the test calls it a hang. */
-const HANG_MS = 5000;
 
 const PACK_URIS = [
   formatPackfileUriLine("ab".repeat(20), "http://edge.test/_edge/packs/r/pack-1.pack?exp=1&sig=x"),
@@ -199,19 +197,6 @@ function assertValidPack(pack: Uint8Array): void {
     bytesToHex(pack.subarray(pack.length - 20)),
     "pack trailer checksum",
   );
-}
-
-/** Rejects if `promise` does not settle within {@link HANG_MS}. */
-async function withinDeadline<T>(promise: Promise<T>, what: string): Promise<T> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const deadline = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what}: no outcome after ${HANG_MS} ms`)), HANG_MS);
-  });
-  try {
-    return await Promise.race([promise, deadline]);
-  } finally {
-    clearTimeout(timer);
-  }
 }
 
 /** An origin body: `bytes` in chunks per `plan`, then `end` (close, or error with a reason). */
