@@ -85,6 +85,17 @@ export class R2PackStore implements PackStore {
     return await this.#putMultipart(key, first, parts);
   }
 
+  /** Writes bytes already in memory: one `put` when they fit in a part, multipart otherwise. */
+  async putBuffer(key: string, bytes: Uint8Array): Promise<{ size: number }> {
+    assertKey(key);
+    if (bytes.byteLength > this.#partBytes) {
+      return await this.put(key, new Blob([bytes as Uint8Array<ArrayBuffer>]).stream());
+    }
+    const written = await r2Call(`putting ${key}`, () => this.#bucket.put(key, bytes));
+    if (written === null) throw new StoreError(`R2 refused to write ${key}`);
+    return { size: written.size };
+  }
+
   async #putMultipart(
     key: string,
     first: Part,

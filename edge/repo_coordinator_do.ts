@@ -21,6 +21,7 @@ import { edgeConfigFromEnv, type Env, partBytesFromEnv, refreshMsFromEnv } from 
 import { R2PackStore } from "./r2_store.ts";
 import { RepoMismatchError, RepoSnapshots } from "../src/proxy/repo_snapshots.ts";
 import type { DurableObjectState } from "./worker_types.ts";
+import { SubrequestCounter } from "./subrequests.ts";
 
 /** The Durable Object class bound as `REPO_COORDINATOR` (one instance per repository id). */
 export class RepoCoordinator {
@@ -28,20 +29,27 @@ export class RepoCoordinator {
 
   constructor(state: DurableObjectState, env: Env) {
     const config = edgeConfigFromEnv(env);
-    const store = new R2PackStore(env.PACKS, { partBytes: partBytesFromEnv(env) });
+    const partBytes = partBytesFromEnv(env);
+    const subrequests = new SubrequestCounter();
+    const store = new R2PackStore(subrequests.bucket(env.PACKS), { partBytes });
     const clock = { now: () => Date.now() };
     this.#snapshots = new RepoSnapshots({
       storage: state.storage,
       builder: new SnapshotBuilder({
         store,
-        originFetch: (request) => fetch(request),
+        originFetch: subrequests.fetch((request) => fetch(request)),
         clock,
         chunks: config.chunks,
+        // The origin's pack waits between build steps in segments of one R2 part each.
+        segmentBytes: partBytes,
       }),
       clock,
       seedManifest: (repo) => readManifest(store, repo),
       refreshMs: refreshMsFromEnv(env),
       onBackgroundError: reportBackgroundFailure,
+      // Each step of a build is its own invocation (alarms), within the per-invocation limits.
+      stepByAlarm: true,
+      subrequests: () => subrequests.count,
     });
   }
 
@@ -61,9 +69,12 @@ export class RepoCoordinator {
     }
   }
 
-  /** The refresh alarm; a failed build throws, so the runtime retries it with backoff. */
+  /**
+   * The next step of a running build, or else the refresh (a failed refresh throws, so the
+   * runtime retries it with backoff).
+   */
   async alarm(): Promise<void> {
-    await this.#snapshots.refresh();
+    await this.#snapshots.alarm();
   }
 
   async #serve(call: CoordinatorCall): Promise<CoordinatorReplies[typeof call.op]> {

@@ -31,6 +31,24 @@ export interface IndexedEntry {
   baseId?: string;
 }
 
+/**
+ * The index as plain columns, trimmed to its length: what is kept outside the heap (e.g. in object
+ * storage) between the steps of a build. REF_DELTA base ids are not included.
+ */
+export interface IndexColumns {
+  offsets: Float64Array;
+  /** `type << 5 | headerLength` per entry. */
+  kinds: Uint8Array;
+  /** Inflated sizes; 0xffffffff marks one found in `largeSizes`. */
+  sizes: Uint32Array;
+  /** OFS_DELTA base entry index, -1 for none. */
+  bases: Int32Array;
+  /** Where the last entry ends. */
+  dataEnd: number;
+  /** Entry index and size of the entries of 4 GiB or more. */
+  largeSizes: [number, number][];
+}
+
 const INITIAL_CAPACITY = 1024;
 /**
  * Header lengths are stored in the low 5 bits of the packed type byte; 0 there means a longer one
@@ -91,6 +109,36 @@ export class PackEntryIndex {
       index.push({ ...entry, baseIndex });
     }
     return index;
+  }
+
+  /** Rebuilds an index from {@link PackEntryIndex.columns} (the arrays are used, not copied). */
+  static fromColumns(c: IndexColumns): PackEntryIndex {
+    const n = c.offsets.length;
+    if (c.kinds.length !== n || c.sizes.length !== n || c.bases.length !== n) {
+      throw new RangeError(`index columns of different lengths`);
+    }
+    const index = new PackEntryIndex();
+    index.#offsets = c.offsets;
+    index.#kinds = c.kinds;
+    index.#sizes = c.sizes;
+    index.#bases = c.bases;
+    for (const [i, size] of c.largeSizes) index.#largeSizes.set(i, size);
+    index.#length = n;
+    index.#end = c.dataEnd;
+    return index;
+  }
+
+  /** The columns, as views trimmed to the length (not copies). */
+  columns(): IndexColumns {
+    const n = this.#length;
+    return {
+      offsets: this.#offsets.subarray(0, n),
+      kinds: this.#kinds.subarray(0, n),
+      sizes: this.#sizes.subarray(0, n),
+      bases: this.#bases.subarray(0, n),
+      dataEnd: this.#end,
+      largeSizes: [...this.#largeSizes],
+    };
   }
 
   /** Number of entries. */

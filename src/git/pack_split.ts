@@ -150,28 +150,29 @@ class Relocations {
   }
 }
 
-/** Routes the bytes of one entry (header, then compressed data) to its part's writer. */
+/** Routes the bytes of one entry (header, then compressed data) to its part's writer, if any. */
 class EntryRouter {
   readonly #header = new Uint8Array(64);
   #headerLength = 0;
 
-  constructor(readonly entry: PackEntry, readonly writer: PackWriter) {}
+  constructor(readonly entry: PackEntry, readonly writer: PackWriter | null) {}
 
   /** Consumes `chunk[i, end)` bytes of this entry at pack offset `at`; returns the new index. */
   async take(chunk: Uint8Array, i: number, at: number): Promise<number> {
     const entry = this.entry;
+    if (this.writer === null) return i + Math.min(entry.end - at, chunk.length - i);
     const headerEnd = entry.offset + entry.headerLength;
     if (at < headerEnd) {
       const n = Math.min(headerEnd - at, chunk.length - i);
       this.#header.set(chunk.subarray(i, i + n), this.#headerLength);
       this.#headerLength += n;
       if (at + n === headerEnd) {
-        await this.writer.beginEntry(entry, this.#header.slice(0, this.#headerLength));
+        await this.writer!.beginEntry(entry, this.#header.slice(0, this.#headerLength));
       }
       return i + n;
     }
     const n = Math.min(entry.end - at, chunk.length - i);
-    await this.writer.writeData(chunk.subarray(i, i + n));
+    await this.writer!.writeData(chunk.subarray(i, i + n));
     return i + n;
   }
 }
@@ -186,10 +187,12 @@ class EntryRouter {
  */
 export async function splitPack(
   source: ReadableStream<Uint8Array>,
-  summary: PackSummary,
+  summary: Pick<PackSummary, "objects" | "size" | "index" | "objectFormat">,
   plan: SplitPlan,
   sinks: WritableStream<Uint8Array>[],
+  options: SplitOptions = {},
 ): Promise<PackWriteResult[]> {
+  const only = options.only;
   const index = summary.index;
   const count = index.length;
   if (count !== summary.objects) {
@@ -197,16 +200,23 @@ export async function splitPack(
       `summary has ${count} of ${summary.objects} entries; scan with keepEntries`,
     );
   }
-  if (plan.assignment.length !== count || sinks.length !== plan.parts.length) {
+  const wanted = only === undefined ? plan.parts.length : 1;
+  if (only !== undefined && !(Number.isInteger(only) && only >= 0 && only < plan.parts.length)) {
+    throw new RangeError(`no part ${only} in a plan of ${plan.parts.length} parts`);
+  }
+  if (plan.assignment.length !== count || sinks.length !== wanted) {
     throw new RangeError(
       `plan for ${plan.assignment.length} entries in ${plan.parts.length} parts does not match ` +
         `${count} entries and ${sinks.length} sinks`,
     );
   }
   const relocations = new Relocations(index, plan.assignment);
-  const writers = sinks.map((sink, p) =>
-    new PackWriter(sink, plan.parts[p].objects, relocations.forPart(p), summary.objectFormat)
-  );
+  // With `only`, the other parts get no writer: their entries are skipped.
+  const writers: (PackWriter | null)[] = plan.parts.map((part, p) => {
+    if (only !== undefined && p !== only) return null;
+    const sink = sinks[only === undefined ? p : 0];
+    return new PackWriter(sink, part.objects, relocations.forPart(p), summary.objectFormat);
+  });
   const reader = source.getReader();
   try {
     let position = 0;
@@ -220,7 +230,11 @@ export async function splitPack(
         const at = position + i;
         if (router && at >= router.entry.end) router = undefined;
         if (!router && next < count && at >= index.offset(next)) {
-          router = new EntryRouter(index.entry(next), writers[plan.assignment[next]]);
+          const writer = writers[plan.assignment[next]];
+          // Skipped entries need no PackEntry object: only their end is used.
+          router = writer === null
+            ? new EntryRouter(skipped(index, next), null)
+            : new EntryRouter(index.entry(next), writer);
           next++;
         }
         if (router) {
@@ -240,16 +254,29 @@ export async function splitPack(
       );
     }
     const results: PackWriteResult[] = [];
-    for (const writer of writers) results.push(await writer.finish());
+    for (const writer of writers) if (writer) results.push(await writer.finish());
     return results;
   } catch (error) {
     // Best-effort cleanup of source and sinks; the original error is rethrown below.
     await reader.cancel(error).catch(() => {});
-    await Promise.all(writers.map((w) => w.abort(error).catch(() => {})));
+    await Promise.all(writers.map((w) => w?.abort(error).catch(() => {})));
     throw error;
   } finally {
     reader.releaseLock();
   }
+}
+
+/** Options for {@link splitPack}. */
+export interface SplitOptions {
+  /** Write only this part (to the single sink given); entries of other parts are skipped. */
+  only?: number;
+}
+
+/** Where entry `i` lies, for skipping it (the fields a router reads). */
+function skipped(index: PackEntryIndex, i: number): PackEntry {
+  const offset = index.offset(i);
+  const end = index.end(i);
+  return { index: i, offset, type: 0, size: 0, headerLength: 0, compressedLength: 0, end };
 }
 
 /** In-memory sink collecting everything written to it. */

@@ -54,6 +54,18 @@ export interface SnapshotStatus {
   builtAt: number | null;
   builds: number;
   lastError: string | null;
+  /**
+   * How the last published build went where builds run across invocations (Workers): how many
+   * invocations it took and the most subrequests one of them made.
+   */
+  lastBuild?: {
+    invocations: number;
+    maxSubrequests: number;
+    startedAt: number;
+    finishedAt?: number;
+  };
+  /** A build carried across invocations that is under way: its next step and packs written. */
+  pending?: { next: string; packsWritten: number; invocations: number };
 }
 
 /** What a request for a build was based on. */

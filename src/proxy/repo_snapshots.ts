@@ -14,12 +14,14 @@ import type {
 } from "./deps.ts";
 import type { Metrics } from "./metrics.ts";
 import { publicMessage } from "./errors.ts";
+import type { BuildProgress, BuildState } from "./snapshot.ts";
 
 /** The storage this needs: a subset of Durable Object storage's API. */
 export interface SnapshotStorage {
   get<T>(key: string): Promise<T | undefined>;
   put<T>(key: string, value: T): Promise<void>;
   put<T>(entries: Record<string, T>): Promise<void>;
+  delete(key: string): Promise<boolean>;
   setAlarm(scheduledTime: number | Date): Promise<void>;
 }
 
@@ -37,6 +39,10 @@ export class MemorySnapshotStorage implements SnapshotStorage {
     return Promise.resolve();
   }
 
+  delete(key: string): Promise<boolean> {
+    return Promise.resolve(this.#values.delete(key));
+  }
+
   setAlarm(): Promise<void> {
     return Promise.reject(new Error("MemorySnapshotStorage has no alarms: set refreshMs to null"));
   }
@@ -45,6 +51,13 @@ export class MemorySnapshotStorage implements SnapshotStorage {
 /** Builds or refreshes a snapshot (implemented by `SnapshotBuilder`). */
 export interface Builder {
   build(repo: RepoRef, auth: OriginAuth, previous: Manifest | null): Promise<Manifest>;
+}
+
+/** A builder that can also run a build one step at a time (see `SnapshotBuilder.step`). */
+export interface StepBuilder extends Builder {
+  begin(repo: RepoRef, auth: OriginAuth, previous: Manifest | null): Promise<BuildProgress>;
+  step(state: BuildState, auth: OriginAuth): Promise<BuildProgress>;
+  abandon(state: BuildState): Promise<void>;
 }
 
 export interface RepoSnapshotsDeps {
@@ -59,7 +72,38 @@ export interface RepoSnapshotsDeps {
   onBackgroundError: (repo: RepoRef, error: unknown) => void;
   /** Counts builds and failures, when given. */
   metrics?: Metrics;
+  /**
+   * Run builds one step per invocation: the first invocation lists the tips and fetches the pack
+   * (the only steps that need the caller's credentials), every later step runs in an alarm, with
+   * the build's state in storage in between. Needs a `StepBuilder` and storage with alarms.
+   */
+  stepByAlarm?: boolean;
+  /** Subrequests made so far by this process (counted by the runtime adapter), for the stats. */
+  subrequests?: () => number;
 }
+
+/** A build carried across invocations, as kept in storage. */
+export interface PendingBuild {
+  state: BuildState;
+  /** Failed attempts of the current step. */
+  attempts: number;
+  /** Whether the build runs with credentials (then no refresh alarm is armed after it). */
+  credentialed: boolean;
+  stats: BuildStats;
+}
+
+/** How a build went: invocations it took and the most subrequests one of them made. */
+export interface BuildStats {
+  invocations: number;
+  maxSubrequests: number;
+  startedAt: number;
+  finishedAt?: number;
+}
+
+/** Attempts per step before a build carried across invocations is abandoned. */
+export const MAX_STEP_ATTEMPTS = 3;
+/** Delay before retrying a failed step (doubles per attempt). */
+const STEP_RETRY_MS = 1000;
 
 /** What is kept in storage besides the manifest. */
 export interface SnapshotMeta {
@@ -67,6 +111,8 @@ export interface SnapshotMeta {
   repo: RepoRef;
   builds: number;
   lastError: string | null;
+  /** Stats of the last build that published a snapshot. */
+  lastBuild?: BuildStats;
 }
 
 interface Snapshot {
@@ -76,6 +122,7 @@ interface Snapshot {
 
 export const META_KEY = "meta";
 export const MANIFEST_KEY = "manifest";
+export const BUILD_KEY = "build";
 
 /** A call named a different repository than the one this coordinator serves. */
 export class RepoMismatchError extends Error {
@@ -90,8 +137,13 @@ export class RepoSnapshots {
   readonly #deps: RepoSnapshotsDeps;
   #snapshot: Promise<Snapshot> | null = null;
   #building: Promise<Manifest> | null = null;
+  /** Settles the running build carried across invocations (stepByAlarm). */
+  #waiter: PromiseWithResolvers<Manifest> | null = null;
 
   constructor(deps: RepoSnapshotsDeps) {
+    if (deps.stepByAlarm && !("step" in deps.builder)) {
+      throw new TypeError("stepByAlarm needs a builder that runs builds step by step");
+    }
     this.#deps = deps;
   }
 
@@ -102,14 +154,25 @@ export class RepoSnapshots {
 
   async status(repo: RepoRef): Promise<SnapshotStatus> {
     const { meta, manifest } = await this.#load(repo);
-    return {
-      state: this.#building ? "building" : manifest ? "ready" : "none",
+    const pending = await this.#pending();
+    const building = this.#building !== null || pending !== undefined;
+    const status: SnapshotStatus = {
+      state: building ? "building" : manifest ? "ready" : "none",
       tips: manifest ? [...new Set(Object.values(manifest.tips))] : [],
       packs: manifest ? manifest.layers.flat().map((p) => ({ hash: p.hash, bytes: p.size })) : [],
       builtAt: manifest?.builtAt ?? null,
       builds: meta.builds,
       lastError: meta.lastError,
     };
+    if (meta.lastBuild) status.lastBuild = meta.lastBuild;
+    if (pending) {
+      status.pending = {
+        next: pending.state.next,
+        packsWritten: pending.state.written.length,
+        invocations: pending.stats.invocations,
+      };
+    }
+    return status;
   }
 
   /**
@@ -119,7 +182,7 @@ export class RepoSnapshots {
    */
   async schedule(repo: RepoRef, auth: OriginAuth, basis?: ScheduleBasis): Promise<boolean> {
     if (basis && ((await this.manifest(repo))?.builtAt ?? null) !== basis.builtAt) return false;
-    const { build, started } = this.#build(repo, auth, basis?.rebuild ?? false);
+    const { build, started } = await this.#build(repo, auth, basis?.rebuild ?? false);
     build.catch((error) => this.#deps.onBackgroundError(repo, error));
     return started;
   }
@@ -129,7 +192,7 @@ export class RepoSnapshots {
     repo: RepoRef,
     auth: OriginAuth,
   ): Promise<{ status: SnapshotStatus; started: boolean }> {
-    const { build, started } = this.#build(repo, auth, false);
+    const { build, started } = await this.#build(repo, auth, false);
     await build;
     return { status: await this.status(repo), started };
   }
@@ -144,48 +207,216 @@ export class RepoSnapshots {
     if (this.#deps.refreshMs === null) return;
     const meta = await this.#deps.storage.get<SnapshotMeta>(META_KEY);
     if (meta === undefined) return;
-    await this.#build(meta.repo, { headers: {} }, false).build;
+    const { build, started, firstInvocation } = await this.#build(
+      meta.repo,
+      { headers: {} },
+      false,
+    );
+    if (!this.#deps.stepByAlarm) return void await build;
+    // Later steps run in later alarms, which cannot start while this one waits: wait only for
+    // this invocation's part of the build.
+    build.catch((error) => this.#deps.onBackgroundError(meta.repo, error));
+    if (started) await firstInvocation;
+  }
+
+  /**
+   * The storage's alarm: runs the next step of a build carried across invocations, or else the
+   * periodic refresh. A failed step is retried by a later alarm, then the build is abandoned.
+   */
+  async alarm(): Promise<void> {
+    const pending = await this.#pending();
+    if (pending === undefined) return await this.refresh();
+    await this.#runStep(pending);
+  }
+
+  async #pending(): Promise<PendingBuild | undefined> {
+    return this.#deps.stepByAlarm
+      ? await this.#deps.storage.get<PendingBuild>(BUILD_KEY)
+      : undefined;
   }
 
   /** Joins the running build, or starts one (`fresh`: not on top of the current snapshot). */
-  #build(
+  async #build(
     repo: RepoRef,
     auth: OriginAuth,
     fresh: boolean,
-  ): { build: Promise<Manifest>; started: boolean } {
+  ): Promise<{ build: Promise<Manifest>; started: boolean; firstInvocation?: Promise<void> }> {
     if (this.#building) return { build: this.#building, started: false };
-    const build = this.#runBuild(repo, auth, fresh).finally(() => {
-      this.#building = null;
+    if (await this.#pending() !== undefined) {
+      // A build carried across invocations is under way (this instance may be a new one).
+      this.#building ??= this.#awaitSteps();
+      return { build: this.#building, started: false };
+    }
+    if (this.#building) return { build: this.#building, started: false };
+    const first = Promise.withResolvers<void>();
+    first.promise.catch(() => {});
+    const run = this.#deps.stepByAlarm
+      ? this.#startSteps(repo, auth, fresh, first)
+      : this.#runBuild(repo, auth, fresh);
+    const build = run.finally(() => {
+      if (this.#building === build) this.#building = null;
     });
     this.#building = build;
-    return { build, started: true };
+    return { build, started: true, firstInvocation: first.promise };
   }
 
   async #runBuild(repo: RepoRef, auth: OriginAuth, fresh: boolean): Promise<Manifest> {
-    const { storage, builder, clock, refreshMs } = this.#deps;
+    const snapshot = await this.#begun(repo);
+    let manifest: Manifest;
+    try {
+      manifest = await this.#deps.builder.build(repo, auth, fresh ? null : snapshot.manifest);
+    } catch (error) {
+      await this.#failed(snapshot, error);
+      throw error;
+    }
+    await this.#publish(snapshot, manifest, Object.keys(auth.headers).length > 0);
+    return manifest;
+  }
+
+  /**
+   * The first invocation of a build carried across invocations: lists the tips and fetches the
+   * pack with the caller's credentials, then leaves the rest to alarms.
+   */
+  async #startSteps(
+    repo: RepoRef,
+    auth: OriginAuth,
+    fresh: boolean,
+    first: PromiseWithResolvers<void>,
+  ): Promise<Manifest> {
+    try {
+      return await this.#firstSteps(repo, auth, fresh, first);
+    } catch (error) {
+      first.reject(error);
+      throw error;
+    }
+  }
+
+  async #firstSteps(
+    repo: RepoRef,
+    auth: OriginAuth,
+    fresh: boolean,
+    first: PromiseWithResolvers<void>,
+  ): Promise<Manifest> {
+    const { storage, clock } = this.#deps;
+    const builder = this.#deps.builder as StepBuilder;
+    const snapshot = await this.#begun(repo);
+    const credentialed = Object.keys(auth.headers).length > 0;
+    const before = this.#deps.subrequests?.() ?? 0;
+    let progress: BuildProgress | undefined;
+    let started: BuildState | undefined;
+    try {
+      progress = await builder.begin(repo, auth, fresh ? null : snapshot.manifest);
+      if ("next" in progress) {
+        started = progress.next;
+        progress = await builder.step(started, auth);
+      }
+    } catch (error) {
+      if (started) await builder.abandon(started).catch(() => {});
+      await this.#failed(snapshot, error);
+      throw error;
+    }
+    if ("done" in progress) {
+      await this.#publish(snapshot, progress.done, credentialed);
+      first.resolve();
+      return progress.done;
+    }
+    const pending: PendingBuild = {
+      state: progress.next,
+      attempts: 0,
+      credentialed,
+      stats: {
+        invocations: 1,
+        maxSubrequests: (this.#deps.subrequests?.() ?? 0) - before,
+        startedAt: clock.now(),
+      },
+    };
+    const done = this.#awaitSteps();
+    await storage.put(BUILD_KEY, pending);
+    await storage.setAlarm(clock.now());
+    first.resolve();
+    return await done;
+  }
+
+  /** A promise settled when the build carried across invocations ends. */
+  #awaitSteps(): Promise<Manifest> {
+    this.#waiter ??= Promise.withResolvers<Manifest>();
+    return this.#waiter.promise;
+  }
+
+  #settle(outcome: { manifest: Manifest } | { error: unknown }): void {
+    const waiter = this.#waiter;
+    this.#waiter = null;
+    if (!waiter) return;
+    if ("manifest" in outcome) waiter.resolve(outcome.manifest);
+    else waiter.reject(outcome.error);
+  }
+
+  /** Runs one step of `pending` (in an alarm); arms the alarm for the next one. */
+  async #runStep(pending: PendingBuild): Promise<void> {
+    const { storage, clock } = this.#deps;
+    const builder = this.#deps.builder as StepBuilder;
+    const snapshot = await this.#load(pending.state.repo);
+    const before = this.#deps.subrequests?.() ?? 0;
+    let progress: BuildProgress;
+    try {
+      // Only the first invocation's steps reach the origin; these need no credentials.
+      progress = await builder.step(pending.state, { headers: {} });
+    } catch (error) {
+      pending.attempts++;
+      if (pending.attempts < MAX_STEP_ATTEMPTS) {
+        await storage.put(BUILD_KEY, pending);
+        await storage.setAlarm(clock.now() + STEP_RETRY_MS * 2 ** (pending.attempts - 1));
+        return;
+      }
+      await builder.abandon(pending.state).catch(() => {});
+      await storage.delete(BUILD_KEY);
+      await this.#failed(snapshot, error);
+      this.#deps.onBackgroundError(pending.state.repo, error);
+      this.#settle({ error });
+      return;
+    }
+    const stats = pending.stats;
+    stats.invocations++;
+    stats.maxSubrequests = Math.max(
+      stats.maxSubrequests,
+      (this.#deps.subrequests?.() ?? 0) - before,
+    );
+    if ("done" in progress) {
+      stats.finishedAt = clock.now();
+      snapshot.meta.lastBuild = stats;
+      await storage.delete(BUILD_KEY);
+      await this.#publish(snapshot, progress.done, pending.credentialed);
+      this.#settle({ manifest: progress.done });
+      return;
+    }
+    await storage.put(BUILD_KEY, { ...pending, state: progress.next, attempts: 0 });
+    await storage.setAlarm(clock.now());
+  }
+
+  /** Counts a build that starts. */
+  async #begun(repo: RepoRef): Promise<Snapshot> {
     const snapshot = await this.#load(repo);
     snapshot.meta.builds++;
     this.#deps.metrics?.inc("gitedge_snapshot_builds_total");
-    await storage.put(META_KEY, snapshot.meta);
-    let manifest: Manifest;
-    try {
-      manifest = await builder.build(repo, auth, fresh ? null : snapshot.manifest);
-    } catch (error) {
-      this.#deps.metrics?.inc("gitedge_snapshot_build_failures_total");
-      snapshot.meta.lastError = publicMessage(error);
-      await storage.put(META_KEY, snapshot.meta);
-      throw error;
-    }
+    await this.#deps.storage.put(META_KEY, snapshot.meta);
+    return snapshot;
+  }
+
+  async #failed(snapshot: Snapshot, error: unknown): Promise<void> {
+    this.#deps.metrics?.inc("gitedge_snapshot_build_failures_total");
+    snapshot.meta.lastError = publicMessage(error);
+    await this.#deps.storage.put(META_KEY, snapshot.meta);
+  }
+
+  async #publish(snapshot: Snapshot, manifest: Manifest, credentialed: boolean): Promise<void> {
+    const { storage, clock, refreshMs } = this.#deps;
     snapshot.manifest = manifest;
     snapshot.meta.lastError = null;
     await storage.put<SnapshotMeta | Manifest>({
       [META_KEY]: snapshot.meta,
       [MANIFEST_KEY]: manifest,
     });
-    if (refreshMs !== null && Object.keys(auth.headers).length === 0) {
-      await storage.setAlarm(clock.now() + refreshMs);
-    }
-    return manifest;
+    if (refreshMs !== null && !credentialed) await storage.setAlarm(clock.now() + refreshMs);
   }
 
   /** The state, read from storage once per instance and cached; checks the repository. */

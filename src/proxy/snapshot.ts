@@ -11,6 +11,8 @@
 import type { Clock, Manifest, OriginAuth, OriginFetch, RepoRef, SnapshotPack } from "./deps.ts";
 import type { PackStore } from "../storage/store.ts";
 import { getBytes, putBytes } from "../storage/store.ts";
+import { PackEntryIndex } from "../git/pack_index.ts";
+import type { SplitPart } from "../git/pack_split.ts";
 import { PktLineReader } from "../git/pktline.ts";
 import {
   capabilityValue,
@@ -38,7 +40,56 @@ export interface SnapshotBuilderDeps {
   graceMs?: number;
   /** Packs smaller than this are not split (bytes). */
   minSplitBytes?: number;
+  /**
+   * The origin's pack is kept in the store between build steps as objects of this many bytes
+   * (the last one shorter), each written once and read back once per snapshot pack.
+   */
+  segmentBytes?: number;
 }
+
+/**
+ * Where an unfinished build stands: everything the next step needs, small and JSON-clean, so a
+ * build can be carried across invocations (kept in Durable Object storage between alarms).
+ * Credentials are never part of it: only the `fetch` step talks to the origin.
+ */
+export interface BuildState {
+  version: 1;
+  /** Names this build's temporary objects and packs. */
+  id: string;
+  repo: RepoRef;
+  /** The origin's object format and the capability lines requests carry for it. */
+  origin: OriginFormat;
+  tips: Record<string, string>;
+  haves: string[];
+  /** Layers kept from the previous snapshot (an incremental build adds one). */
+  baseLayers: SnapshotPack[][];
+  /** The step to run next. */
+  next: "fetch" | "split" | "publish";
+  /** The origin's pack, once fetched and scanned into the store. */
+  pack?: StagedPack;
+  /** Snapshot packs written so far, in part order. */
+  written: SnapshotPack[];
+}
+
+/** The origin's pack in the store, between the steps of a build. */
+export interface StagedPack {
+  checksum: string;
+  size: number;
+  objects: number;
+  /** Number of segment objects, and their size (all but the last). */
+  segments: number;
+  segmentBytes: number;
+  dataEnd: number;
+  largeSizes: [number, number][];
+  /** The planned snapshot packs (the assignment of entries is in the store). */
+  parts: SplitPart[];
+}
+
+/** The outcome of a step: the published manifest, or the state for the next step. */
+export type BuildProgress = { done: Manifest } | { next: BuildState };
+
+/** Default segment size: R2's default part size. */
+export const DEFAULT_SEGMENT_BYTES = 8 * 1024 * 1024;
 
 export class SnapshotBuildError extends Error {
   override name = "SnapshotBuildError";
@@ -52,6 +103,11 @@ export function manifestKey(repo: RepoRef): string {
 
 function packPrefix(repo: RepoRef): string {
   return packKey(repo.id, "");
+}
+
+/** Temporary objects of unfinished builds (any build when `buildId` is absent). */
+function tmpPrefix(repo: RepoRef, buildId?: string): string {
+  return buildId === undefined ? `repos/${repo.id}/tmp/` : `repos/${repo.id}/tmp/${buildId}/`;
 }
 
 /** Where pack `file` of the repository with id `repoId` lives in the store. */
@@ -82,15 +138,40 @@ export class SnapshotBuilder {
       maxLayers: 8,
       graceMs: 2 * 3600_000,
       minSplitBytes: 256 * 1024,
+      segmentBytes: DEFAULT_SEGMENT_BYTES,
       ...deps,
     };
+    const { segmentBytes } = this.#deps;
+    if (!Number.isInteger(segmentBytes) || segmentBytes < 1) {
+      throw new RangeError(`invalid segment size ${segmentBytes}`);
+    }
   }
 
   /**
-   * Builds or refreshes the snapshot of `repo` and publishes its manifest. Returns the manifest
-   * now in force (the previous one when the origin has not moved).
+   * Builds or refreshes the snapshot of `repo` and publishes its manifest, running every step in
+   * turn. Returns the manifest now in force (the previous one when the origin has not moved). A
+   * failed build removes what it wrote.
    */
   async build(repo: RepoRef, auth: OriginAuth, previous: Manifest | null): Promise<Manifest> {
+    let progress = await this.begin(repo, auth, previous);
+    while ("next" in progress) {
+      const state = progress.next;
+      try {
+        progress = await this.step(state, auth);
+      } catch (error) {
+        await this.abandon(state).catch(() => {});
+        throw error;
+      }
+    }
+    return progress.done;
+  }
+
+  /**
+   * Starts a build: lists the origin's tips and returns the state of the first step, or the
+   * previous manifest when the tips have not moved. Leftovers of unfinished builds are removed
+   * (builds of one repository never run concurrently).
+   */
+  async begin(repo: RepoRef, auth: OriginAuth, previous: Manifest | null): Promise<BuildProgress> {
     const origin = await this.#originFormat(repo, auth);
     const tips = await this.#listTips(repo, auth, origin);
     const objectFormat = origin.format;
@@ -98,35 +179,50 @@ export class SnapshotBuilder {
       previous && (previous.objectFormat ?? "sha1") === objectFormat &&
       sameTips(previous.tips, tips)
     ) {
-      return previous;
+      return { done: previous };
     }
-
+    await this.#deleteUnder(tmpPrefix(repo));
     // An empty repository (no branches or tags) gets an empty snapshot: nothing to hand out.
-    const incremental = previous !== null && previous.layers.length < this.#deps.maxLayers &&
-      (previous.objectFormat ?? "sha1") === objectFormat;
-    const haves = incremental ? unique(Object.values(previous.tips)) : [];
-    const buildId = `${this.#deps.clock.now().toString(36)}-${crypto.randomUUID().slice(0, 8)}`;
     const wants = unique(Object.values(tips));
-    const layer = wants.length === 0
-      ? []
-      : await this.#fetchLayer(repo, auth, wants, haves, buildId, origin);
-    const layers = incremental && wants.length > 0 ? [...previous.layers] : [];
-    if (layer.length > 0) layers.push(layer);
-    const manifest: Manifest = {
-      version: 1,
-      originUrl: repo.originUrl,
-      tips,
-      layers,
-      builtAt: this.#deps.clock.now(),
-      ...(objectFormat === "sha1" ? {} : { objectFormat }),
+    const incremental = previous !== null && previous.layers.length < this.#deps.maxLayers &&
+      (previous.objectFormat ?? "sha1") === objectFormat && wants.length > 0;
+    return {
+      next: {
+        version: 1,
+        id: `${this.#deps.clock.now().toString(36)}-${crypto.randomUUID().slice(0, 8)}`,
+        repo,
+        origin,
+        tips,
+        haves: incremental ? unique(Object.values(previous.tips)) : [],
+        baseLayers: incremental ? previous.layers : [],
+        next: wants.length === 0 ? "publish" : "fetch",
+        written: [],
+      },
     };
-    await putBytes(
-      this.#deps.store,
-      manifestKey(repo),
-      new TextEncoder().encode(JSON.stringify(manifest)),
-    );
-    await this.collectGarbage(repo, manifest);
-    return manifest;
+  }
+
+  /**
+   * Runs the next step of a build. Steps: `fetch` (the origin's pack, scanned on its way into
+   * the store as segments, with its index and split plan), one `split` per snapshot pack (the
+   * segments read back once, that pack's entries written), `publish` (the manifest; temporary
+   * objects removed). Each step's memory is bounded by one segment, one upload part and the
+   * compact index; a step that fails can run again from the same state.
+   */
+  async step(state: BuildState, auth: OriginAuth): Promise<BuildProgress> {
+    switch (state.next) {
+      case "fetch":
+        return { next: await this.#fetchStep(state, auth) };
+      case "split":
+        return { next: await this.#splitStep(state) };
+      case "publish":
+        return { done: await this.#publish(state) };
+    }
+  }
+
+  /** Removes everything an unfinished build wrote (its temporary objects and packs). */
+  async abandon(state: BuildState): Promise<void> {
+    await this.#deleteUnder(tmpPrefix(state.repo, state.id));
+    await this.#deleteUnder(`${packPrefix(state.repo)}${state.id}-`);
   }
 
   /** Deletes packs of `repo` that `manifest` does not name and that are older than the grace period. */
@@ -141,6 +237,10 @@ export class SnapshotBuilder {
       }
     }
     return deleted;
+  }
+
+  async #deleteUnder(prefix: string): Promise<void> {
+    for (const obj of await this.#deps.store.list(prefix)) await this.#deps.store.delete(obj.key);
   }
 
   /**
@@ -189,38 +289,39 @@ export class SnapshotBuilder {
     return tips;
   }
 
-  /** Fetches `wants` minus `haves` from the origin into the store as ≤ `chunks` packs. */
-  async #fetchLayer(
-    repo: RepoRef,
-    auth: OriginAuth,
-    wants: string[],
-    haves: string[],
-    buildId: string,
-    origin: OriginFormat,
-  ): Promise<SnapshotPack[]> {
+  /**
+   * Fetches the tips minus the haves from the origin. The pack is checked (structure, sizes,
+   * trailer hash) on its way into the store, where it is kept as segments; its compact index
+   * and split plan go to the store too, so the following steps start from nothing in memory.
+   */
+  async #fetchStep(state: BuildState, auth: OriginAuth): Promise<BuildState> {
     const args = emptyFetchArgs();
-    args.wants = wants;
-    args.haves = haves;
+    args.wants = unique(Object.values(state.tips));
+    args.haves = state.haves;
     args.ofsDelta = true;
     args.noProgress = true;
     args.done = true;
     const body = serializeCommandRequest({
       command: "fetch",
-      capabilities: origin.capabilities,
+      capabilities: state.origin.capabilities,
       args: serializeFetchArgs(args),
     });
+    const { repo } = state;
     const res = await postUploadPack(this.#deps.originFetch, repo, auth, body);
     const reader = new PktLineReader(res.body!);
-    const { store } = this.#deps;
-    const fullKey = `${packPrefix(repo)}${buildId}-full.pack`;
+    const { store, segmentBytes } = this.#deps;
+    const tmp = tmpPrefix(repo, state.id);
     let summary;
+    let segments = 0;
     try {
       for await (const part of readFetchResponse(reader, {})) {
         if (part.section !== "packfile") continue;
         // The pack is checked (structure, sizes, trailer hash) on its way into the store.
-        const scanner = packScanner({ objectFormat: origin.format });
-        await store.put(fullKey, part.pack.pipeThrough(scanner.stream));
+        const scanner = packScanner({ objectFormat: state.origin.format });
+        const sink = segmentSink(store, (i) => `${tmp}segment-${i}`, segmentBytes);
+        await part.pack.pipeThrough(scanner.stream).pipeTo(sink.writable);
         summary = await scanner.summary;
+        segments = sink.count();
       }
     } finally {
       // Whatever follows the pack (or the rest of a failed response) is not needed: release the
@@ -228,46 +329,195 @@ export class SnapshotBuilder {
       await reader.cancel().catch(() => {});
     }
     if (!summary) throw new SnapshotBuildError(`origin sent no packfile for ${repo.originUrl}`);
-    if (summary.objects === 0) {
-      await store.delete(fullKey);
-      return [];
-    }
+    if (summary.objects === 0) return { ...state, next: "publish" };
     const parts = summary.size < this.#deps.minSplitBytes ? 1 : this.#deps.chunks;
     const plan = planSplit(summary.index, parts);
-    if (plan.parts.length <= 1) {
-      return [{
-        hash: summary.checksum,
-        key: fullKey,
+    const columns = summary.index.columns();
+    await putBytes(store, `${tmp}offsets`, bytesOf(columns.offsets));
+    await putBytes(store, `${tmp}kinds`, bytesOf(columns.kinds));
+    await putBytes(store, `${tmp}sizes`, bytesOf(columns.sizes));
+    await putBytes(store, `${tmp}bases`, bytesOf(columns.bases));
+    await putBytes(store, `${tmp}assignment`, bytesOf(plan.assignment));
+    return {
+      ...state,
+      next: "split",
+      pack: {
+        checksum: summary.checksum,
         size: summary.size,
         objects: summary.objects,
-      }];
-    }
-    const source = await store.get(fullKey);
-    if (!source) throw new SnapshotBuildError(`pack ${fullKey} vanished during the build`);
-    const keys = plan.parts.map((_, i) => `${packPrefix(repo)}${buildId}-${i}.pack`);
-    const pipes = keys.map(() => new TransformStream<Uint8Array, Uint8Array>());
-    const puts = keys.map((key, i) => store.put(key, pipes[i].readable));
+        segments,
+        segmentBytes,
+        dataEnd: columns.dataEnd,
+        largeSizes: columns.largeSizes,
+        parts: plan.parts,
+      },
+    };
+  }
+
+  /** Writes the next snapshot pack: one pass over the segments, copying that pack's entries. */
+  async #splitStep(state: BuildState): Promise<BuildState> {
+    const pack = state.pack;
+    if (!pack) throw new SnapshotBuildError(`build ${state.id} has no pack to split`);
+    const part = state.written.length;
+    const { store } = this.#deps;
+    const tmp = tmpPrefix(state.repo, state.id);
+    const load = async (name: string, bytesPer: number) => {
+      const bytes = await getBytes(store, `${tmp}${name}`);
+      if (!bytes || bytes.byteLength !== pack.objects * bytesPer) {
+        throw new SnapshotBuildError(`build ${state.id}: its ${name} column is missing or damaged`);
+      }
+      return bytes.buffer as ArrayBuffer;
+    };
+    const index = PackEntryIndex.fromColumns({
+      offsets: new Float64Array(await load("offsets", 8)),
+      kinds: new Uint8Array(await load("kinds", 1)),
+      sizes: new Uint32Array(await load("sizes", 4)),
+      bases: new Int32Array(await load("bases", 4)),
+      dataEnd: pack.dataEnd,
+      largeSizes: pack.largeSizes,
+    });
+    const plan = {
+      assignment: new Uint32Array(await load("assignment", 4)),
+      parts: pack.parts,
+      families: pack.parts.length,
+    };
+    const key = `${packPrefix(state.repo)}${state.id}-${part}.pack`;
+    const source = segmentSource(store, (i) => `${tmp}segment-${i}`, pack.segments);
+    const pipe = new TransformStream<Uint8Array, Uint8Array>();
+    const put = store.put(key, pipe.readable);
+    // A put that fails first (perhaps before reading anything) must not leave the split waiting
+    // to write: cancelling its end fails the split's next write. Its error is the one reported.
+    put.catch((error) => pipe.readable.cancel(error).catch(() => {}));
+    let written;
     try {
-      const written = await splitPack(source.body, summary, plan, pipes.map((p) => p.writable));
-      await Promise.all(puts);
-      return written.map((w, i) => ({
-        hash: w.hash,
-        key: keys[i],
-        size: w.size,
-        objects: w.objects,
-      }));
-    } catch (err) {
-      await Promise.allSettled(puts);
-      await Promise.all(keys.map((k) => store.delete(k)));
-      throw err;
-    } finally {
-      await store.delete(fullKey);
+      const summary = { ...pack, index, objectFormat: state.origin.format };
+      [written] = await splitPack(source, summary, plan, [pipe.writable], {
+        only: part,
+      });
+    } catch (error) {
+      throw await put.then(() => error, (putError) => putError ?? error);
     }
+    await put;
+    const packs = [...state.written, {
+      hash: written.hash,
+      key,
+      size: written.size,
+      objects: written.objects,
+    }];
+    return {
+      ...state,
+      written: packs,
+      next: packs.length < pack.parts.length ? "split" : "publish",
+    };
+  }
+
+  /** Publishes the manifest (packs first, manifest last), then removes what is no longer needed. */
+  async #publish(state: BuildState): Promise<Manifest> {
+    const layers = [...state.baseLayers];
+    if (state.written.length > 0) layers.push(state.written);
+    const manifest: Manifest = {
+      version: 1,
+      originUrl: state.repo.originUrl,
+      tips: state.tips,
+      layers,
+      builtAt: this.#deps.clock.now(),
+      ...(state.origin.format === "sha1" ? {} : { objectFormat: state.origin.format }),
+    };
+    await putBytes(
+      this.#deps.store,
+      manifestKey(state.repo),
+      new TextEncoder().encode(JSON.stringify(manifest)),
+    );
+    await this.#deleteUnder(tmpPrefix(state.repo, state.id));
+    await this.collectGarbage(state.repo, manifest);
+    return manifest;
   }
 }
 
+/** The bytes of a typed array (a view, not a copy). */
+function bytesOf(array: Float64Array | Uint8Array | Uint32Array | Int32Array): Uint8Array {
+  return new Uint8Array(array.buffer, array.byteOffset, array.byteLength);
+}
+
+/**
+ * A sink that stores what is written as consecutive objects of `size` bytes (the last shorter,
+ * at least one), through one reused buffer: memory stays at one segment whatever the length.
+ */
+function segmentSink(
+  store: PackStore,
+  keyOf: (i: number) => string,
+  size: number,
+): { writable: WritableStream<Uint8Array>; count: () => number } {
+  const buffer = new Uint8Array(size);
+  let filled = 0;
+  let count = 0;
+  const flush = async () => {
+    await putBytes(store, keyOf(count), buffer.subarray(0, filled));
+    count++;
+    filled = 0;
+  };
+  const writable = new WritableStream<Uint8Array>({
+    async write(chunk) {
+      let at = 0;
+      while (at < chunk.length) {
+        const n = Math.min(size - filled, chunk.length - at);
+        buffer.set(chunk.subarray(at, at + n), filled);
+        filled += n;
+        at += n;
+        if (filled === size) await flush();
+      }
+    },
+    async close() {
+      if (filled > 0 || count === 0) await flush();
+    },
+  });
+  return { writable, count: () => count };
+}
+
+/** The concatenation of `count` stored segments, each fetched when the previous one ends. */
+function segmentSource(
+  store: PackStore,
+  keyOf: (i: number) => string,
+  count: number,
+): ReadableStream<Uint8Array> {
+  let next = 0;
+  let reader: ReadableStreamDefaultReader<Uint8Array> | null = null;
+  let cancelled: { reason: unknown } | null = null;
+  return new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      for (;;) {
+        if (reader === null) {
+          if (next === count) {
+            controller.close();
+            return;
+          }
+          const key = keyOf(next++);
+          const object = await store.get(key);
+          if (!object) throw new SnapshotBuildError(`${key} vanished during the build`);
+          if (cancelled) {
+            // Cancelled while the segment was being opened: release it at once.
+            await object.body.cancel(cancelled.reason);
+            return;
+          }
+          reader = object.body.getReader();
+        }
+        const { done, value } = await reader.read();
+        if (!done) {
+          controller.enqueue(value);
+          return;
+        }
+        reader = null;
+      }
+    },
+    async cancel(reason) {
+      cancelled = { reason };
+      await reader?.cancel(reason);
+    },
+  });
+}
+
 /** The origin's object format and the capability lines that say so. */
-interface OriginFormat {
+export interface OriginFormat {
   format: ObjectFormat;
   capabilities: string[];
 }

@@ -30,6 +30,11 @@ export interface PackStore {
    * (atomic publish); a failed or cancelled body leaves nothing behind under `key`.
    */
   put(key: string, body: ReadableStream<Uint8Array>): Promise<{ size: number }>;
+  /**
+   * Optional fast path for a body already in memory (same semantics as `put`). The bytes are not
+   * kept after it resolves, so the caller may reuse the buffer.
+   */
+  putBuffer?(key: string, bytes: Uint8Array): Promise<{ size: number }>;
   /** Reads `key` (or a range of it); `null` when there is no such object. */
   get(key: string, range?: ByteRange): Promise<StoredObject | null>;
   head(key: string): Promise<ObjectInfo | null>;
@@ -53,7 +58,8 @@ export function assertKey(key: string): void {
 }
 
 export async function putBytes(store: PackStore, key: string, bytes: Uint8Array): Promise<void> {
-  await store.put(key, new Blob([bytes as Uint8Array<ArrayBuffer>]).stream());
+  if (store.putBuffer) await store.putBuffer(key, bytes);
+  else await store.put(key, new Blob([bytes as Uint8Array<ArrayBuffer>]).stream());
 }
 
 export async function getBytes(store: PackStore, key: string): Promise<Uint8Array | null> {

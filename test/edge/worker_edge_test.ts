@@ -119,3 +119,61 @@ Deno.test({ name: "gitedge Worker in workerd", ...MINIFLARE_LEAKS }, async (t) =
     for (const i of [1, 2, 3]) await assertSameClone(direct("big"), `${dir.path}/big-${i}`);
   });
 });
+
+// Opts out of the sanitizers: Miniflare leaks on dispose (see MINIFLARE_LEAKS).
+Deno.test({
+  name: "a Worker build runs one step per invocation; killed between steps, it resumes",
+  ...MINIFLARE_LEAKS,
+}, async () => {
+  await using origin = await startOrigin();
+  const repo = await makeRepo(origin, "team/steps.git", { commits: 20, binaryBytes: 14 << 20 });
+  await using dir = await tempDir();
+  const persistDir = `${dir.path}/state`;
+  const options = {
+    config: { origin: origin.url, chunks: 3 },
+    vars: { R2_PART_MIB: "5" },
+    persistDir,
+  };
+  const status = async (url: string) =>
+    (await edgeJson(`${url}/_edge/status/team/steps.git`)).snapshot;
+
+  {
+    // The first workerd starts the build and is killed once a step past the fetch has run.
+    await using first = await startWorkerEdge(options);
+    const warm = fetch(`${first.url}/_edge/warm/team/steps.git`, { method: "POST" })
+      .then((res) => res.body?.cancel(), () => {});
+    for (;;) {
+      const s = await status(first.url);
+      // "none" until the warm reaches the Durable Object; never "ready" before the kill.
+      assert(s.state !== "ready" && s.lastError === null, JSON.stringify(s));
+      if (s.pending && s.pending.packsWritten >= 1) break;
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    await first.stop();
+    await warm;
+  }
+  // A new workerd over the same storage: the armed alarm carries the build on.
+  await using second = await startWorkerEdge(options);
+  let after = await status(second.url);
+  for (let i = 0; after.state !== "ready"; i++) {
+    assert(i < 3000, `the build resumes: ${JSON.stringify(after)}`);
+    await new Promise((r) => setTimeout(r, 20));
+    after = await status(second.url);
+  }
+  assertEquals(after.builds, 1, "resumed, not restarted");
+  assertEquals(after.lastError, null);
+  assertEquals(after.packs.length, 3);
+  // First invocation (tips, pack), three packs, publication: each step an invocation of its own.
+  assertEquals(after.lastBuild?.invocations, 5);
+  assert(after.lastBuild!.maxSubrequests > 0 && after.lastBuild!.maxSubrequests <= 1000);
+  const keys = await listBucket(second, "repos/");
+  assertEquals(keys.filter((k) => k.includes("/tmp/")), [], "temporary objects removed");
+
+  const dest = `${dir.path}/clone`;
+  const trace = await cloneTraced(`${second.url}/team/steps.git`, dest, [
+    "fetch.uriProtocols=http",
+  ]);
+  assertEquals(trace.split("run_command: git http-fetch ").length - 1, 3, "three packs by URI");
+  await git(["clone", "-q", repo.url, `${dir.path}/direct`]);
+  await assertSameClone(`${dir.path}/direct`, dest);
+});

@@ -52,6 +52,10 @@ export interface StartWorkerOptions {
   durableObjects?: Record<string, string>;
   /** Forward the Worker's console output and runtime warnings to stderr. */
   verbose?: boolean;
+  /** Open workerd's V8 inspector on this loopback port (benches read the isolate's heap). */
+  inspectorPort?: number;
+  /** Keep R2 and Durable Object data in this directory, so a new workerd picks up where one stopped. */
+  persistDir?: string;
 }
 
 /** A Worker running in workerd. */
@@ -88,6 +92,11 @@ export async function startWorker(opts: StartWorkerOptions): Promise<RunningWork
       host: "127.0.0.1",
       port: 0,
       log: new Log(opts.verbose ? LogLevel.DEBUG : LogLevel.WARN),
+      ...(opts.inspectorPort === undefined ? {} : { inspectorPort: opts.inspectorPort }),
+      ...(opts.persistDir === undefined ? {} : {
+        r2Persist: `${opts.persistDir}/r2`,
+        durableObjectsPersist: `${opts.persistDir}/do`,
+      }),
     });
     const ready = await miniflare.ready;
     let stopped: Promise<void> | null = null;
@@ -113,6 +122,8 @@ export interface WorkerEdgeOptions {
   /** Extra vars (e.g. `R2_PART_MIB`, `REFRESH_SECONDS`). */
   vars?: Record<string, string>;
   verbose?: boolean;
+  inspectorPort?: number;
+  persistDir?: string;
 }
 
 /** The gitedge Worker (`edge/worker.ts`) in workerd, with local R2 and Durable Objects. */
@@ -123,6 +134,8 @@ export async function startWorkerEdge(opts: WorkerEdgeOptions): Promise<RunningW
     r2Buckets: ["PACKS"],
     durableObjects: { REPO_COORDINATOR: "RepoCoordinator" },
     verbose: opts.verbose,
+    inspectorPort: opts.inspectorPort,
+    persistDir: opts.persistDir,
   });
 }
 

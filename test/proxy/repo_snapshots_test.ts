@@ -28,6 +28,10 @@ class MemoryStorage implements SnapshotStorage {
     return Promise.resolve();
   }
 
+  delete(key: string): Promise<boolean> {
+    return Promise.resolve(this.values.delete(key));
+  }
+
   setAlarm(time: number | Date): Promise<void> {
     this.alarm = typeof time === "number" ? time : time.getTime();
     return Promise.resolve();

@@ -87,6 +87,8 @@ export interface FastImportOptions {
   exportMarks?: string;
   /** Blobs at least this big are stored without trying deltas (default 128 KiB). */
   bigFileThreshold?: number;
+  /** zlib level for the pack (default 0: fixture blobs are mostly random and would not shrink). */
+  compression?: number;
 }
 
 /**
@@ -101,11 +103,12 @@ export async function runFastImport(
   // Fixture blobs are mostly random: zlib level 0 and no delta attempts on big blobs keep
   // generation fast (random data would not shrink anyway).
   const threshold = opts.bigFileThreshold ?? 128 * 1024;
+  const level = opts.compression ?? 0;
   const args = [
     "-c",
-    "core.compression=0",
+    `core.compression=${level}`,
     "-c",
-    "pack.compression=0",
+    `pack.compression=${level}`,
     "-c",
     "fastimport.unpackLimit=0", // always keep the pack, as a served repository would have
     "fast-import",
