@@ -461,8 +461,16 @@ async function cachedFetch(
   } else {
     authorised = recentlyAuthorised(ctx, request, repo);
   }
-  if (authorised) authorisedBuild();
   const storeKey = entryKey(repo.id, cacheKey(repo.id, req, args, tags));
+  if (!authorised && (ctx.responseCache.pending(storeKey) || await ctx.deps.store.head(storeKey))) {
+    // An answer is there (or coming) but the memo has lapsed: ask the origin the cheap way (a
+    // tag listing, no pack) rather than have it compute the pack again.
+    if (await originTagDigest(ctx, request, repo, req) === null) {
+      return await forwardUploadPack(ctx, request, repo, serializeCommandRequest(req));
+    }
+    authorised = true;
+  }
+  if (authorised) authorisedBuild();
   if (authorised) {
     const hit = await cachedAnswer(ctx, storeKey);
     if (hit) return hit;

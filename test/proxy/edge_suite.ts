@@ -397,6 +397,30 @@ export function edgeSuite(
     },
   );
 
+  t("without a credential memo, a cached answer is still served after a cheap check", async (w) => {
+    await makeRepo(w.origin, "r.git", { commits: 6, tags: 1 });
+    // As actions/checkout fetches: one commit by id, depth 1, --no-tags (no include-tag).
+    const tip = (await refsOf(`${w.origin.root}/r.git`))["refs/heads/main"];
+    for (const n of [0, 1, 2]) {
+      const cwd = `${w.dir}/s${n}`;
+      await git(["init", "-q", cwd]);
+      await git([
+        ...URI_CLONE.slice(0, 4),
+        "fetch",
+        "-q",
+        "--no-tags",
+        "--depth=1",
+        `${w.edge.url}/r.git`,
+        `+${tip}:refs/remotes/origin/main`,
+      ], { cwd });
+      await git(["fsck", "--full"], { cwd });
+    }
+    // The first fetch computed the pack; the others were vouched for by a tag listing.
+    const { fetch: fetches, "ls-refs": listings } = w.origin.stats.commands;
+    assertEquals(fetches, 1, "one fetch");
+    assert(listings <= 6, `ls-refs: the clones' own and the checks (${listings})`);
+  }, { edge: () => ({ authTtlSeconds: 0 }) });
+
   t("the response cache off: every shallow clone goes to the origin", async (w) => {
     await makeRepo(w.origin, "r.git", { commits: 6 });
     for (const n of [0, 1]) {
