@@ -12,6 +12,7 @@ const BENCHES = [
   "edge_uris.ts",
   "edge_clone.ts",
   "worker_vs_deno.ts",
+  "worker_build.ts",
   "warm_floor.ts",
   "ci_burst.ts",
 ];

@@ -1,0 +1,267 @@
+/**
+ * Snapshot build of a git.git-sized repository through the Worker (workerd via Miniflare, local
+ * R2 and Durable Objects) next to the Deno server (`gitedge serve`, filesystem store), same origin
+ * and repository. Each edge runs in its own process, sampled from outside (/proc) every 100 ms
+ * while it builds: memory growth over idle (RSS), peak open descriptors, CPU seconds, wall time.
+ * The Worker's build reports how many invocations it took and the most subrequests one of them
+ * made (counted at the R2 binding and the origin fetch). Then stock git clones the repository by
+ * URI from each edge, and each clone must equal a direct clone.
+ *
+ *   deno run -A bench/worker_build.ts [--repo big|git] [--chunks N] [--part-mib N] [--heap-mib N]
+ *
+ * workerd runs with V8's heap capped at `--heap-mib` (default 128, the platform's isolate limit)
+ * per isolate, so a build whose live memory did not fit would die instead of passing.
+ *
+ * `--repo big` (default): generated, 849k objects, 658 MB pack, delta chains (the first run
+ * generates it into the fixture cache: minutes of CPU). `--repo git`: git's own history to
+ * v2.0.0 (165k objects, 54 MB), from $GITEDGE_GIT_BUNDLE (default /work/shared/data/…).
+ * Writes bench/out/worker_build.json.
+ */
+import { startWorkerEdge } from "../test/edge/worker_harness.ts";
+import { makeBigRepo } from "../test/support/big_repo.ts";
+import { assertSameClone } from "../test/support/fixtures.ts";
+import { git, tempDir } from "../test/support/git.ts";
+import { startOrigin } from "../test/support/origin.ts";
+
+function flag(name: string, fallback: string): string {
+  const i = Deno.args.indexOf(`--${name}`);
+  return i >= 0 ? Deno.args[i + 1] : fallback;
+}
+
+const REPO = flag("repo", "big");
+const CHUNKS = Number(flag("chunks", "4"));
+const PART_MIB = Number(flag("part-mib", "8"));
+const HEAP_MIB = Number(flag("heap-mib", "128"));
+const BUNDLE = Deno.env.get("GITEDGE_GIT_BUNDLE") ?? "/work/shared/data/git-v2.0.0.bundle";
+
+/** One process's figures, read from /proc. */
+interface Sample {
+  rssMiB: number;
+  fds: number;
+  cpuSeconds: number;
+}
+
+function sample(pid: number): Sample {
+  const status = Deno.readTextFileSync(`/proc/${pid}/status`);
+  const rssMiB = Number(/VmRSS:\s+(\d+) kB/.exec(status)![1]) / 1024;
+  let fds = 0;
+  for (const _ of Deno.readDirSync(`/proc/${pid}/fd`)) fds++;
+  const stat = Deno.readTextFileSync(`/proc/${pid}/stat`);
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return { rssMiB, fds, cpuSeconds: (Number(fields[11]) + Number(fields[12])) / 100 };
+}
+
+/** The workerd processes this process started. */
+function childWorkerd(): number[] {
+  const pids: number[] = [];
+  for (const entry of Deno.readDirSync("/proc")) {
+    if (!/^\d+$/.test(entry.name)) continue;
+    try {
+      const stat = Deno.readTextFileSync(`/proc/${entry.name}/stat`);
+      const comm = stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")"));
+      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+      if (comm === "workerd" && ppid === Deno.pid) pids.push(Number(entry.name));
+    } catch {
+      // The process ended while we looked.
+    }
+  }
+  return pids;
+}
+
+interface BuildFigures {
+  edge: string;
+  idleRssMiB: number;
+  peakRssMiB: number;
+  growthMiB: number;
+  peakFds: number;
+  cpuSeconds: number;
+  wallSeconds: number;
+  invocations: number | null;
+  maxSubrequests: number | null;
+  packs: number;
+}
+
+/** Warms `repo` through the edge at `url` (process `pid`), sampling the process meanwhile. */
+async function measuredWarm(edge: string, url: string, pid: number): Promise<BuildFigures> {
+  await new Promise((r) => setTimeout(r, 1000));
+  const idle = sample(pid);
+  let peakRss = idle.rssMiB;
+  let peakFds = idle.fds;
+  const timer = setInterval(() => {
+    const s = sample(pid);
+    peakRss = Math.max(peakRss, s.rssMiB);
+    peakFds = Math.max(peakFds, s.fds);
+  }, 100);
+  const t0 = performance.now();
+  try {
+    const res = await fetch(`${url}/_edge/warm/repo.git`, { method: "POST" });
+    const text = await res.text();
+    if (!res.ok) throw new Error(`warming through ${edge} failed (${res.status}): ${text}`);
+    const wallSeconds = (performance.now() - t0) / 1000;
+    const end = sample(pid);
+    const { snapshot } = JSON.parse(text);
+    if (snapshot.state !== "ready") throw new Error(`${edge}: ${text}`);
+    return {
+      edge,
+      idleRssMiB: idle.rssMiB,
+      peakRssMiB: Math.max(peakRss, end.rssMiB),
+      growthMiB: Math.max(peakRss, end.rssMiB) - idle.rssMiB,
+      peakFds: Math.max(peakFds, end.fds),
+      cpuSeconds: end.cpuSeconds - idle.cpuSeconds,
+      wallSeconds,
+      invocations: snapshot.lastBuild?.invocations ?? null,
+      maxSubrequests: snapshot.lastBuild?.maxSubrequests ?? null,
+      packs: snapshot.packs.length,
+    };
+  } finally {
+    clearInterval(timer);
+  }
+}
+
+async function startDenoServer(origin: string, store: string) {
+  const child = new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "-A",
+      new URL("../src/cli.ts", import.meta.url).pathname,
+      "serve",
+      "--port",
+      "0",
+      "--origin",
+      origin,
+      "--store",
+      store,
+      "--chunks",
+      String(CHUNKS),
+    ],
+    stdout: "piped",
+    stderr: "inherit",
+  }).spawn();
+  const reader = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
+  let out = "";
+  while (!/listening on (\S+)/.test(out)) {
+    const { value, done } = await reader.read();
+    if (done) throw new Error(`gitedge serve exited: ${out}`);
+    out += value;
+  }
+  reader.releaseLock();
+  return {
+    url: /listening on (\S+)/.exec(out)![1],
+    pid: child.pid,
+    stop: async () => {
+      child.kill("SIGTERM");
+      await child.status;
+      await child.stdout.cancel().catch(() => {});
+    },
+  };
+}
+
+await using origin = await startOrigin();
+await using work = await tempDir("gitedge-bench-");
+if (REPO === "git") {
+  const bare = `${origin.root}/repo.git`;
+  await git(["clone", "-q", "--bare", BUNDLE, bare]);
+  await git(["symbolic-ref", "HEAD", "refs/heads/master"], { cwd: bare });
+} else {
+  console.log("git.git-sized repository from the fixture cache (first run: generating)…");
+  await makeBigRepo(origin, "repo.git");
+}
+const counts = await git(["count-objects", "-v"], { cwd: `${origin.root}/repo.git` });
+const objects = Number(/in-pack: (\d+)/.exec(counts)![1]);
+const packMB = Number(/size-pack: (\d+)/.exec(counts)![1]) * 1024 / 1e6;
+console.log(`repository: ${objects} objects, ${packMB.toFixed(0)} MB of packs`);
+
+const results: BuildFigures[] = [];
+const clones: Record<string, number> = {};
+const direct = `${work.path}/direct`;
+await git(["clone", "-q", origin.repoUrl("repo.git"), direct]);
+
+async function cloneByUri(edge: string, url: string): Promise<void> {
+  const dest = `${work.path}/clone-${edge}`;
+  const t0 = performance.now();
+  const child = new Deno.Command("git", {
+    args: ["-c", "fetch.uriProtocols=http", "clone", "-q", `${url}/repo.git`, dest],
+    env: { GIT_TRACE: "1" },
+    stdout: "null",
+    stderr: "piped",
+  }).spawn();
+  const out = await child.output();
+  const trace = new TextDecoder().decode(out.stderr);
+  if (!out.success) throw new Error(`clone through ${edge} failed:\n${trace.slice(-2000)}`);
+  clones[edge] = (performance.now() - t0) / 1000;
+  const uris = trace.split("run_command: git http-fetch ").length - 1;
+  if (uris === 0) throw new Error(`clone through ${edge} fetched no pack by URI`);
+  await assertSameClone(direct, dest);
+  console.log(`${edge}: stock git clone by URI (${uris} packs) equals a direct clone`);
+  await Deno.remove(dest, { recursive: true });
+}
+
+{
+  const deno = await startDenoServer(origin.url, `${work.path}/store`);
+  try {
+    results.push(await measuredWarm("deno", deno.url, deno.pid));
+    await cloneByUri("deno", deno.url);
+  } finally {
+    await deno.stop();
+  }
+}
+{
+  const before = new Set(childWorkerd());
+  // Miniflare passes these V8 flags to workerd.
+  Deno.env.set("MINIFLARE_WORKERD_V8_FLAGS", `--max-heap-size=${HEAP_MIB}`);
+  await using worker = await startWorkerEdge({
+    config: { origin: origin.url, chunks: CHUNKS },
+    vars: { R2_PART_MIB: String(PART_MIB) },
+    persistDir: `${work.path}/workerd`,
+  });
+  const pid = childWorkerd().find((p) => !before.has(p));
+  if (pid === undefined) throw new Error("workerd process not found");
+  results.push(await measuredWarm("workerd", worker.url, pid));
+  await cloneByUri("workerd", worker.url);
+}
+
+const row = (cells: string[]) =>
+  cells.map((c, i) => i === 0 ? c.padEnd(8) : c.padStart(12)).join("");
+console.log(
+  `\nsnapshot build: ${objects} objects, ${packMB.toFixed(0)} MB, ${CHUNKS} packs, ` +
+    `${PART_MIB} MiB R2 parts/segments, workerd V8 heap cap ${HEAP_MIB} MiB`,
+);
+console.log(
+  row([
+    "edge",
+    "RSS growth",
+    "peak RSS",
+    "peak fds",
+    "CPU s",
+    "wall s",
+    "invocations",
+    "max subreq",
+  ]),
+);
+for (const r of results) {
+  console.log(row([
+    r.edge,
+    `${r.growthMiB.toFixed(0)} MiB`,
+    `${r.peakRssMiB.toFixed(0)} MiB`,
+    String(r.peakFds),
+    r.cpuSeconds.toFixed(1),
+    r.wallSeconds.toFixed(1),
+    r.invocations === null ? "1 (no limit)" : String(r.invocations),
+    r.maxSubrequests === null ? "-" : String(r.maxSubrequests),
+  ]));
+}
+const [d, w] = results;
+console.log(
+  `workerd / deno: wall ${(w.wallSeconds / d.wallSeconds).toFixed(2)}x, CPU ${
+    (w.cpuSeconds / d.cpuSeconds).toFixed(2)
+  }x; clone by URI ${clones.deno.toFixed(1)} s (deno) vs ${clones.workerd.toFixed(1)} s (workerd)`,
+);
+await Deno.mkdir("bench/out", { recursive: true });
+await Deno.writeTextFile(
+  "bench/out/worker_build.json",
+  JSON.stringify(
+    { repo: REPO, objects, packMB, chunks: CHUNKS, heapMiB: HEAP_MIB, results, clones },
+    null,
+    2,
+  ) + "\n",
+);
