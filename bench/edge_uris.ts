@@ -1,6 +1,6 @@
 /**
- * The seed comparison (`fetch.packfileURIThreads`: 7.58x at 8 threads for 8×1 MB packs at 2 MB/s
- * per connection; 5.35x for 8×16 MB unthrottled) through the real edge, whole clones end to end:
+ * The seed patch's scenarios (`fetch.packfileURIThreads`) through the real edge, whole clones end
+ * to end (the seed itself is not run here, so its own figures are not comparable and not quoted):
  *
  *   - "2 MB/s, 8×1 MiB": a repository of 8 MiB of random blobs, warmed into 8 snapshot packs;
  *     clients clone through a relay capped at 2 MB/s per connection, which is also the edge's

@@ -56,6 +56,11 @@ export interface StartWorkerOptions {
   inspectorPort?: number;
   /** Keep R2 and Durable Object data in this directory, so a new workerd picks up where one stopped. */
   persistDir?: string;
+  /**
+   * Receives every line the Worker logs (its `console` output, structured by workerd). Errors and
+   * warnings still reach stderr; everything does with `verbose`.
+   */
+  onLog?: (log: { level: string; message: string }) => void;
 }
 
 /** A Worker running in workerd. */
@@ -97,6 +102,16 @@ export async function startWorker(opts: StartWorkerOptions): Promise<RunningWork
         r2Persist: `${opts.persistDir}/r2`,
         durableObjectsPersist: `${opts.persistDir}/do`,
       }),
+      ...(opts.onLog
+        ? {
+          handleStructuredLogs: (log: { level: string; message: string }) => {
+            opts.onLog!(log);
+            if (opts.verbose || log.level === "error" || log.level === "warn") {
+              console.error(`workerd ${log.level}: ${log.message}`);
+            }
+          },
+        }
+        : {}),
     });
     const ready = await miniflare.ready;
     let stopped: Promise<void> | null = null;
@@ -124,6 +139,7 @@ export interface WorkerEdgeOptions {
   verbose?: boolean;
   inspectorPort?: number;
   persistDir?: string;
+  onLog?: StartWorkerOptions["onLog"];
 }
 
 /** The gitedge Worker (`edge/worker.ts`) in workerd, with local R2 and Durable Objects. */
@@ -136,6 +152,7 @@ export async function startWorkerEdge(opts: WorkerEdgeOptions): Promise<RunningW
     verbose: opts.verbose,
     inspectorPort: opts.inspectorPort,
     persistDir: opts.persistDir,
+    onLog: opts.onLog,
   });
 }
 
@@ -168,10 +185,21 @@ export function workerVars(
  * hooks reaching into Miniflare's local R2 bucket.
  */
 export const workerEdgeFactory: EdgeFactory = async (opts) => {
-  const worker = await startWorkerEdge({ config: edgeConfigFor(opts) });
+  // Background build failures are logged inside workerd (by the Durable Object, or by the
+  // Worker when scheduling fails); the suite reads them from the log.
+  const buildErrors: string[] = [];
+  const worker = await startWorkerEdge({
+    config: edgeConfigFor(opts),
+    onLog: ({ message }) => {
+      if (/gitedge: background (snapshot build for \S+|work) failed/.test(message)) {
+        buildErrors.push(message);
+      }
+    },
+  });
   return {
     runtime: "worker",
     url: worker.url,
+    buildErrors,
     settled: (repo, done) => statusSettled(worker.url, repo, done),
     deleteStored: async (key) => await (await packsBucket(worker)).delete(key),
     listStored: (prefix) => listBucket(worker, prefix),

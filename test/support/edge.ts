@@ -33,8 +33,8 @@ export interface EdgeUnderTest extends AsyncDisposable {
   /** The bytes of a stored object. */
   readStored(key: string): Promise<Uint8Array>;
   /**
-   * Failures of background snapshot builds so far (messages), where the runtime reports them to
-   * the harness; undefined on the Worker, whose Durable Object logs them inside workerd.
+   * Failures of background snapshot builds so far (messages): on Deno from the server's hook, on
+   * the Worker from workerd's log.
    */
   buildErrors?: string[];
   /**
