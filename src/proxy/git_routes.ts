@@ -480,8 +480,23 @@ async function cachedFetch(
       if (filled) return filled;
     }
   }
+  let claim = ctx.responseCache.claim(storeKey);
+  if (!claim) {
+    // Another request is filling this entry (it claimed while this one looked): wait for it
+    // rather than have the origin compute the pack again, once the origin vouched for this one.
+    if (!authorised) {
+      if (await originTagDigest(ctx, request, repo, req) === null) {
+        return await forwardUploadPack(ctx, request, repo, serializeCommandRequest(req));
+      }
+      authorised = true;
+      authorisedBuild();
+    }
+    await ctx.responseCache.pending(storeKey);
+    const filled = await cachedAnswer(ctx, storeKey);
+    if (filled) return filled;
+    claim = ctx.responseCache.claim(storeKey);
+  }
   ctx.metrics.inc("gitedge_response_cache_total", 1, { result: "miss" });
-  const claim = ctx.responseCache.claim(storeKey);
   const body = serializeCommandRequest({
     ...req,
     args: serializeFetchArgs({ ...args, noProgress: true }),
