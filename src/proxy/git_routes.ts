@@ -496,6 +496,14 @@ async function cachedFetch(
     if (filled) return filled;
     claim = ctx.responseCache.claim(storeKey);
   }
+  if (claim && authorised) {
+    // A fill may have landed between this request's lookup and its claim.
+    const landed = await cachedAnswer(ctx, storeKey);
+    if (landed) {
+      claim.abandon();
+      return landed;
+    }
+  }
   ctx.metrics.inc("gitedge_response_cache_total", 1, { result: "miss" });
   const body = serializeCommandRequest({
     ...req,
