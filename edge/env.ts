@@ -32,8 +32,10 @@ export interface Env {
   CHUNKS?: string;
   /** Lifetime of signed pack URLs in seconds (default 3600). */
   URL_TTL_SECONDS?: string;
-  /** Largest accepted request body in bytes (default 64 MiB). */
+  /** Largest protocol-v2 request the edge parses, in bytes (default 16 MiB). */
   MAX_REQUEST_BYTES?: string;
+  /** A request body the edge parses must arrive whole within this many seconds (default 60). */
+  BODY_TIMEOUT_SECONDS?: string;
   /** Seconds the origin's acceptance of a credential lets the edge answer fetches alone (default 30; 0 off). */
   AUTH_TTL_SECONDS?: string;
   /** Size of the response cache (answers to fetches without `have`) in R2, bytes (default 1 GiB; 0 off). */
@@ -69,6 +71,7 @@ export function edgeConfigFromEnv(env: Env): EdgeConfig {
     urlTtlSeconds: integer(env, "URL_TTL_SECONDS", 60) ?? DEFAULTS.urlTtlSeconds,
     maxRequestBytes: integer(env, "MAX_REQUEST_BYTES", 1024) ?? DEFAULTS.maxRequestBytes,
     authTtlSeconds: integer(env, "AUTH_TTL_SECONDS", 0) ?? DEFAULTS.authTtlSeconds,
+    bodyTimeoutSeconds: integer(env, "BODY_TIMEOUT_SECONDS", 1) ?? DEFAULTS.bodyTimeoutSeconds,
     responseCacheBytes: integer(env, "RESPONSE_CACHE_BYTES", 0) ?? DEFAULTS.responseCacheBytes,
   };
   if (origin !== undefined) config.origin = httpUrl("ORIGIN", origin);
@@ -119,6 +122,7 @@ type NumericVar =
   | "URL_TTL_SECONDS"
   | "MAX_REQUEST_BYTES"
   | "AUTH_TTL_SECONDS"
+  | "BODY_TIMEOUT_SECONDS"
   | "RESPONSE_CACHE_BYTES"
   | "R2_PART_MIB"
   | "REFRESH_SECONDS";

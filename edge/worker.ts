@@ -7,6 +7,7 @@
 import { createApp } from "../src/proxy/app.ts";
 import type { EdgeDeps } from "../src/proxy/deps.ts";
 import { Metrics } from "../src/proxy/metrics.ts";
+import { ParseBudget } from "../src/proxy/parse_budget.ts";
 import { AuthMemo } from "../src/proxy/auth_memo.ts";
 import { ResponseCache } from "../src/proxy/response_cache.ts";
 import { type Env, WorkerConfigError } from "./env.ts";
@@ -27,6 +28,7 @@ function createFetchHandler(): FetchHandler {
   const metrics = new Metrics();
   const authMemo = new AuthMemo();
   const responseCache = new ResponseCache();
+  let parseBudget: ParseBudget | undefined;
   return async (request, env, ctx) => {
     let deps: EdgeDeps;
     try {
@@ -39,7 +41,8 @@ function createFetchHandler(): FetchHandler {
         headers: { "content-type": "text/plain; charset=utf-8" },
       });
     }
-    return await createApp(deps, { metrics, authMemo, responseCache }).fetch(request);
+    parseBudget ??= ParseBudget.forCap(deps.config.maxRequestBytes);
+    return await createApp(deps, { metrics, authMemo, responseCache, parseBudget }).fetch(request);
   };
 }
 

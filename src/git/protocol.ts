@@ -17,7 +17,9 @@ import {
   DELIM_PKT,
   encodePkt,
   FLUSH_PKT,
+  MAX_PKT_DATA,
   type Pkt,
+  PktLineError,
   PktLineReader,
   pktText,
 } from "./pktline.ts";
@@ -250,8 +252,58 @@ export interface CommandRequest {
  * second delimiter, or a request cut off before its flush.
  */
 export async function readCommandRequest(reader: PktLineReader): Promise<CommandRequest | null> {
-  if (await reader.peek() === null) return null;
-  return parseCommandRequest(await readUntilFlush(reader, "bad-request", "request"));
+  const head = await reader.peek();
+  if (head === null) return null;
+  // Each packet becomes its text at once and is dropped: a request of a million lines keeps a
+  // million short strings, not a million packets and views into the bytes they came in.
+  const capabilities: string[] = [];
+  let command: { command: string; at: number } | null = null;
+  let pkt: Pkt | null;
+  for (;;) {
+    pkt = await reader.read();
+    if (pkt === null || pkt.type !== "data") break;
+    const line = pktText(pkt);
+    if (!line.startsWith("command=")) {
+      capabilities.push(line);
+      continue;
+    }
+    if (line.length === "command=".length) {
+      throw new ProtocolError("bad-request", `request has an empty "command=" line`);
+    }
+    if (command) {
+      throw new ProtocolError(
+        "bad-request",
+        `request names two commands, "${command.command}" and "${line.slice(8)}"`,
+      );
+    }
+    command = { command: line.slice(8), at: capabilities.length };
+  }
+  if (!command) {
+    const got = head.type === "data" ? `"${pktText(head)}"` : describe(head);
+    throw new ProtocolError(
+      "bad-request",
+      `request has no "command=<name>" line before its arguments (starts with ${got})`,
+    );
+  }
+  const request: CommandRequest = { command: command.command, capabilities, args: [] };
+  if (command.at > 0) request.commandAt = command.at;
+  if (pkt?.type === "delim") {
+    for (;;) {
+      pkt = await reader.read();
+      if (pkt === null || pkt.type !== "data") break;
+      request.args.push(pktText(pkt));
+    }
+  }
+  if (pkt === null) {
+    throw new ProtocolError("bad-request", `request "${request.command}" ended before its flush`);
+  }
+  if (pkt.type !== "flush") {
+    throw new ProtocolError(
+      "bad-request",
+      `unexpected ${pkt.type} packet in request "${request.command}"`,
+    );
+  }
+  return request;
 }
 
 /**
@@ -345,15 +397,55 @@ function gitWritesNewline(command: string, part: "command" | "capability" | "arg
  * where `commandAt` says (first by default).
  */
 export function serializeCommandRequest(req: CommandRequest): Uint8Array {
-  const line = (part: "command" | "capability" | "arg", text: string) =>
-    encodePkt(gitWritesNewline(req.command, part, text) ? text + "\n" : text);
-  const parts = req.capabilities.map((c) => line("capability", c));
-  const at = Math.min(req.commandAt ?? 0, parts.length);
-  parts.splice(at, 0, line("command", `command=${req.command}`));
-  if (req.args.length > 0 || ALWAYS_DELIMITED.has(req.command)) parts.push(DELIM_PKT);
-  for (const a of req.args) parts.push(line("arg", a));
-  parts.push(FLUSH_PKT);
-  return concat(parts);
+  // Written into one buffer sized up front, with no packet object per line: a request can hold a
+  // million `want` lines.
+  const delimited = req.args.length > 0 || ALWAYS_DELIMITED.has(req.command);
+  const newline = (part: "command" | "capability" | "arg", text: string) =>
+    gitWritesNewline(req.command, part, text) ? 1 : 0;
+  const size = (part: "command" | "capability" | "arg", text: string) => {
+    const payload = utf8Length(text) + newline(part, text);
+    if (payload > MAX_PKT_DATA) {
+      throw new PktLineError(
+        "too-long",
+        `pkt-line payload of ${payload} bytes exceeds the maximum of ${MAX_PKT_DATA}`,
+      );
+    }
+    return 4 + payload;
+  };
+  const command = `command=${req.command}`;
+  let total = size("command", command) + (delimited ? DELIM_PKT.length : 0) + FLUSH_PKT.length;
+  for (const c of req.capabilities) total += size("capability", c);
+  for (const a of req.args) total += size("arg", a);
+  const out = new Uint8Array(total);
+  let at = 0;
+  const write = (part: "command" | "capability" | "arg", text: string) => {
+    const start = at;
+    at += 4 + encoder.encodeInto(text, out.subarray(at + 4)).written;
+    if (newline(part, text)) out[at++] = 0x0a;
+    const length = at - start;
+    for (let k = 0; k < 4; k++) out[start + k] = HEX_DIGITS[(length >> (12 - 4 * k)) & 0xf];
+  };
+  const commandAt = Math.min(req.commandAt ?? 0, req.capabilities.length);
+  req.capabilities.forEach((c, i) => {
+    if (i === commandAt) write("command", command);
+    write("capability", c);
+  });
+  if (commandAt === req.capabilities.length) write("command", command);
+  if (delimited) {
+    out.set(DELIM_PKT, at);
+    at += DELIM_PKT.length;
+  }
+  for (const a of req.args) write("arg", a);
+  out.set(FLUSH_PKT, at);
+  return out;
+}
+
+const HEX_DIGITS = encoder.encode("0123456789abcdef");
+
+/** Bytes of `text` in UTF-8, without encoding it when it is ASCII. */
+function utf8Length(text: string): number {
+  // deno-lint-ignore no-control-regex
+  return /^[\x00-\x7f]*$/.test(text) ? text.length : encoder.encode(text).length;
 }
 
 // ---------------------------------------------------------------------------

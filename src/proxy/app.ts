@@ -26,6 +26,7 @@ import {
 import { handlePackGet } from "./pack_routes.ts";
 import { GitFormatError } from "../git/errors.ts";
 import { ClientRequestError, publicMessage } from "./errors.ts";
+import { ParseBudget } from "./parse_budget.ts";
 
 export interface EdgeApp {
   app: Hono;
@@ -34,17 +35,23 @@ export interface EdgeApp {
 }
 
 /**
- * Builds the app. `metrics`, `authMemo` and `responseCache` are per process (or Worker isolate): pass them when
- * the app itself is built per request.
+ * Builds the app. `metrics`, `authMemo`, `responseCache` and `parseBudget` are per process (or
+ * Worker isolate): pass them when the app itself is built per request.
  */
 export function createApp(
   deps: EdgeDeps,
-  opts: { metrics?: Metrics; authMemo?: AuthMemo; responseCache?: ResponseCache } = {},
+  opts: {
+    metrics?: Metrics;
+    authMemo?: AuthMemo;
+    responseCache?: ResponseCache;
+    parseBudget?: ParseBudget;
+  } = {},
 ): EdgeApp {
   const metrics = opts.metrics ?? new Metrics();
   const signer = new UrlSigner(deps.signingKey);
   const authMemo = opts.authMemo ?? new AuthMemo();
   const responseCache = opts.responseCache ?? new ResponseCache();
+  const parseBudget = opts.parseBudget ?? ParseBudget.forCap(deps.config.maxRequestBytes);
   const ctx: ProxyContext = {
     deps,
     metrics,
@@ -52,6 +59,7 @@ export function createApp(
     authMemo,
     responseCache,
     originFeatures: new OriginFeatures(),
+    parseBudget,
   };
   const app = new Hono();
 
@@ -156,7 +164,7 @@ function isAdmin(authorization: string | undefined, token: string): boolean {
  * stays in the server's log.
  */
 function errorResponse(c: Context, err: Error): Response {
-  const say = (status: 400 | 403 | 404 | 413 | 415 | 502, prefix = "") =>
+  const say = (status: 400 | 403 | 404 | 408 | 413 | 415 | 502 | 503, prefix = "") =>
     c.text(`gitedge: ${prefix}${publicMessage(err)}\n`, status);
   if (err instanceof RepoPathError) return say(err.status);
   if (err instanceof ClientRequestError) return say(err.status);

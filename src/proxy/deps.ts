@@ -111,8 +111,13 @@ export interface EdgeConfig {
   urlTtlSeconds: number;
   /** When set, `/_edge/warm` requires `Authorization: Bearer <adminToken>`. */
   adminToken?: string;
-  /** Largest request body accepted from a client, in bytes. */
+  /**
+   * Largest protocol-v2 request the edge parses, in bytes (pushes and v0/v1 requests stream
+   * through). Parsed requests together may hold 1.5 times this at once; beyond, 503.
+   */
   maxRequestBytes: number;
+  /** A request body the edge parses must arrive whole within this many seconds (else 408). */
+  bodyTimeoutSeconds?: number;
   /**
    * How long the origin's acceptance of a credential (or of no credential: a public repository)
    * lets the edge answer fetches from its snapshot without the origin, in seconds; 0 turns that
@@ -131,13 +136,20 @@ export const DEFAULT_EDGE_CONFIG: Readonly<
   Required<
     Pick<
       EdgeConfig,
-      "chunks" | "urlTtlSeconds" | "maxRequestBytes" | "authTtlSeconds" | "responseCacheBytes"
+      | "chunks"
+      | "urlTtlSeconds"
+      | "maxRequestBytes"
+      | "authTtlSeconds"
+      | "responseCacheBytes"
+      | "bodyTimeoutSeconds"
     >
   >
 > = {
   chunks: 4,
   urlTtlSeconds: 3600,
-  maxRequestBytes: 64 << 20,
+  // One `want` line is 50 bytes (74 with SHA-256): 16 MiB fits a clone of 335,000 refs.
+  maxRequestBytes: 16 << 20,
+  bodyTimeoutSeconds: 60,
   authTtlSeconds: 30,
   responseCacheBytes: 1 << 30,
 };

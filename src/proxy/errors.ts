@@ -1,7 +1,7 @@
 /** A client request the edge refuses; `status` is what the client gets. */
 export class ClientRequestError extends Error {
   override name = "ClientRequestError";
-  constructor(message: string, readonly status: 400 | 413 | 415) {
+  constructor(message: string, readonly status: 400 | 408 | 413 | 415 | 503) {
     super(message);
   }
 }

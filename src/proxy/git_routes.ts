@@ -23,6 +23,7 @@ import { injectBeforePackfile } from "./rewrite.ts";
 import { manifestPacks } from "./snapshot.ts";
 import { requestIneligible, rewriteDecision } from "./eligibility.ts";
 import { ClientRequestError, RequestTooLargeError } from "./errors.ts";
+import type { ParseBudget } from "./parse_budget.ts";
 import {
   concat,
   encodePkt,
@@ -41,6 +42,7 @@ import {
   parseCommandRequest,
   parseFetchArgs,
   readCapabilityAdvertisement,
+  readCommandRequest,
   requestCommand,
   serializeCapabilityAdvertisement,
   serializeCommandRequest,
@@ -58,6 +60,8 @@ export interface ProxyContext {
   responseCache: ResponseCache;
   /** What origins advertised, as last seen by this instance (absent: nothing is known). */
   originFeatures?: OriginFeatures;
+  /** Bytes of client requests being parsed at once. */
+  parseBudget: ParseBudget;
 }
 
 /**
@@ -171,49 +175,102 @@ export async function handleInfoRefs(
   });
 }
 
-/** The client's request body, gunzipped if need be. */
-function requestBody(request: Request): ReadableStream<Uint8Array> {
-  const body: ReadableStream<Uint8Array> = request.body ?? new Blob([]).stream();
+/** A request body being read for parsing. */
+interface GuardedBody {
+  stream: ReadableStream<Uint8Array>;
+  /** The rest streams through to the origin: no cap, budget or timeout from here on. */
+  passThrough(): void;
+  /** Returns its bytes to the parse budget. */
+  release(): void;
+}
+
+/**
+ * The client's request body, gunzipped if need be, failing with a `ClientRequestError` past
+ * `maxRequestBytes` (413), when the parse budget is spent (503), when it has not arrived whole
+ * within the body timeout (408), or when it is not valid gzip (400, also after `passThrough`).
+ */
+function requestBody(ctx: ProxyContext, request: Request): GuardedBody {
+  const max = ctx.deps.config.maxRequestBytes;
+  let body: ReadableStream<Uint8Array> = request.body ?? new Blob([]).stream();
   const enc = (request.headers.get("content-encoding") ?? "").toLowerCase();
-  if (enc === "gzip" || enc === "x-gzip") {
-    return mapErrors(
-      body.pipeThrough(
-        new DecompressionStream("gzip") as unknown as TransformStream<Uint8Array, Uint8Array>,
-      ),
-      (error) =>
-        error instanceof ClientRequestError ? error : new ClientRequestError(
-          `request body is not valid gzip: ${error instanceof Error ? error.message : error}`,
-          400,
-        ),
+  const gzip = enc === "gzip" || enc === "x-gzip";
+  if (gzip) {
+    body = body.pipeThrough(
+      new DecompressionStream("gzip") as unknown as TransformStream<Uint8Array, Uint8Array>,
     );
   } else if (enc && enc !== "identity") {
     throw new ClientRequestError(`unsupported content-encoding ${enc}`, 415);
   }
-  return body;
-}
-
-/** `source`, with any error it fails with replaced by `map(error)`. */
-function mapErrors(
-  source: ReadableStream<Uint8Array>,
-  map: (error: unknown) => unknown,
-): ReadableStream<Uint8Array> {
-  const reader = source.getReader();
-  return new ReadableStream<Uint8Array>({
+  const seconds = ctx.deps.config.bodyTimeoutSeconds ?? DEFAULT_EDGE_CONFIG.bodyTimeoutSeconds;
+  const budget = ctx.parseBudget;
+  const reader = body.getReader();
+  let taken = 0;
+  let guarded = true;
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const expired = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () => reject(new ClientRequestError(`request body not received within ${seconds} s`, 408)),
+      seconds * 1000,
+    );
+  });
+  expired.catch(() => {});
+  const refusal = (error: unknown): unknown => {
+    clearTimeout(timer);
+    reader.cancel().catch(() => {});
+    if (!(error instanceof ClientRequestError) && gzip) {
+      const detail = error instanceof Error ? error.message : String(error);
+      error = new ClientRequestError(`request body is not valid gzip: ${detail}`, 400);
+    }
+    if (error instanceof ClientRequestError) {
+      ctx.metrics.inc("gitedge_requests_refused_total", 1, { status: String(error.status) });
+    }
+    return error;
+  };
+  const stream = new ReadableStream<Uint8Array>({
     async pull(controller) {
-      let next: ReadableStreamReadResult<Uint8Array>;
       try {
-        next = await reader.read();
+        const next = await (guarded ? Promise.race([reader.read(), expired]) : reader.read());
+        if (next.done) {
+          clearTimeout(timer);
+          controller.close();
+          return;
+        }
+        const n = next.value.byteLength;
+        if (!guarded) {
+          controller.enqueue(next.value);
+          return;
+        }
+        if (taken + n > max) throw new RequestTooLargeError(`request body exceeds ${max} bytes`);
+        if (!budget.take(n)) {
+          throw new ClientRequestError(
+            "the edge is parsing too many large requests at once; retry shortly",
+            503,
+          );
+        }
+        taken += n;
+        controller.enqueue(next.value);
       } catch (error) {
-        controller.error(map(error));
-        return;
+        controller.error(refusal(error));
       }
-      if (next.done) controller.close();
-      else controller.enqueue(next.value);
     },
     cancel(reason) {
+      clearTimeout(timer);
       return reader.cancel(reason);
     },
   }, { highWaterMark: 0 });
+  const release = () => {
+    clearTimeout(timer);
+    budget.give(taken);
+    taken = 0;
+  };
+  return {
+    stream,
+    passThrough: () => {
+      guarded = false;
+      release();
+    },
+    release,
+  };
 }
 
 /**
@@ -282,15 +339,64 @@ function withoutArgLines(args: readonly string[], keyword: string): string[] {
   return args.filter((line) => line !== keyword && !line.startsWith(`${keyword} `));
 }
 
-/** The request's packets less its argument lines (after the delimiter) with `keyword`. */
-function withoutArg(pkts: readonly Pkt[], keyword: string): Pkt[] {
-  const delim = pkts.findIndex((p) => p.type === "delim");
-  if (delim < 0) return [...pkts];
-  return pkts.filter((p, i) => {
-    if (i <= delim || p.type !== "data") return true;
-    const line = pktText(p);
-    return line !== keyword && !line.startsWith(`${keyword} `);
+/** A request's bytes less its argument lines (after the delimiter) with `keyword`. */
+function withoutArg(request: Uint8Array, keyword: string): Uint8Array {
+  const kept: Uint8Array[] = [];
+  let args = false;
+  let from = 0;
+  forEachPkt(request, (at, end, type) => {
+    if (type === "delim") args = true;
+    if (!args || type !== "data") return;
+    const line = pktText({ type: "data", data: request.subarray(at + 4, end) });
+    if (line === keyword || line.startsWith(`${keyword} `)) {
+      kept.push(request.subarray(from, at));
+      from = end;
+    }
   });
+  kept.push(request.subarray(from));
+  return kept.length === 1 ? request : concat(kept);
+}
+
+/** Calls `fn` with the offsets and kind of each packet of `bytes` (already parsed: well formed). */
+function forEachPkt(
+  bytes: Uint8Array,
+  fn: (at: number, end: number, type: "data" | "flush" | "delim" | "other") => void,
+): void {
+  const hex = new TextDecoder();
+  for (let at = 0; at + 4 <= bytes.length;) {
+    const length = parseInt(hex.decode(bytes.subarray(at, at + 4)), 16);
+    const end = length < 4 ? at + 4 : at + length;
+    fn(at, end, length >= 4 ? "data" : length === 0 ? "flush" : length === 1 ? "delim" : "other");
+    at = end;
+  }
+}
+
+/** `bytes` up to the end of the command request they start with (its flush). */
+function firstRequest(bytes: Uint8Array): Uint8Array {
+  let end = bytes.length;
+  let found = false;
+  forEachPkt(bytes, (_at, pktEnd, type) => {
+    if (!found && type === "flush") {
+      end = pktEnd;
+      found = true;
+    }
+  });
+  return bytes.subarray(0, end);
+}
+
+/** `stream`, with each chunk also appended to `chunks` as it passes. */
+function recorded(
+  stream: ReadableStream<Uint8Array>,
+  chunks: Uint8Array[],
+): ReadableStream<Uint8Array> {
+  return stream.pipeThrough(
+    new TransformStream<Uint8Array, Uint8Array>({
+      transform(chunk, controller) {
+        chunks.push(chunk);
+        controller.enqueue(chunk);
+      },
+    }),
+  );
 }
 
 /** `bytes`, then the rest of `stream`. */
@@ -331,30 +437,63 @@ export async function handleUploadPack(
   const originUrl = `${repo.originUrl}/git-upload-pack`;
   if (!isV2(request)) return await streamThrough(ctx, request, originUrl);
 
+  const body = requestBody(ctx, request);
+  try {
+    return await uploadPack(ctx, request, repo, url, body);
+  } finally {
+    body.release();
+  }
+}
+
+async function uploadPack(
+  ctx: ProxyContext,
+  request: Request,
+  repo: RepoRef,
+  url: URL,
+  guarded: GuardedBody,
+): Promise<Response> {
+  const originUrl = `${repo.originUrl}/git-upload-pack`;
   const max = ctx.deps.config.maxRequestBytes;
-  const reader = new PktLineReader(requestBody(request));
+  const reader = new PktLineReader(guarded.stream);
   const budget = { left: max, max };
-  let pkts: Pkt[];
+  let req: CommandRequest;
+  // The request as the client sent it (forwarded byte for byte when nothing is rewritten).
+  let sent: Uint8Array;
   try {
     // The command and capability lines, in whatever order the client wrote them.
     const head = await readPkts(reader, budget, false);
     if (head.length === 0) throw new ClientRequestError("empty request", 400);
     const { command } = requestCommand(head);
     if (command !== "fetch") {
-      const sent = prefixed(concat(head.map(pktBytes)), reader.remainder());
-      const res = await streamThrough(ctx, request, originUrl, sent);
+      guarded.passThrough();
+      const rest = prefixed(concat(head.map(pktBytes)), reader.remainder());
+      const res = await streamThrough(ctx, request, originUrl, rest);
       noteOriginVerdict(ctx, request, repo, res.status);
       return res;
     }
     if (Number(request.headers.get("content-length") ?? 0) > max) {
       throw new RequestTooLargeError(`request body exceeds ${max} bytes`);
     }
-    pkts = head.at(-1)?.type === "flush" ? head : head.concat(await readPkts(reader, budget, true));
+    const headBytes = concat(head.map(pktBytes));
+    if (head.at(-1)?.type === "flush") {
+      req = parseCommandRequest(head);
+      sent = headBytes;
+    } else {
+      // The arguments (a million `want` lines, maybe) are kept as they came and as text lines,
+      // never as a packet object per line.
+      const chunks: Uint8Array[] = [headBytes];
+      const rest = new PktLineReader(prefixed(headBytes, recorded(reader.remainder(), chunks)));
+      try {
+        req = (await readCommandRequest(rest))!;
+      } finally {
+        await rest.cancel().catch(() => {});
+      }
+      sent = firstRequest(concat(chunks));
+    }
   } finally {
     // Whatever is left of the body (all of it after an error) is not needed.
     await reader.cancel().catch(() => {});
   }
-  const req = parseCommandRequest(pkts);
   let inject: { manifest: Manifest; args: FetchArgs } | null = null;
   let build: ScheduleBasis | null = null;
   const args = parseFetchArgs(req.args);
@@ -385,7 +524,7 @@ export async function handleUploadPack(
     return await cachedFetch(ctx, request, repo, originReq, originArgs, build);
   }
   // Not injecting: the request goes as sent, less that argument.
-  let body = concat((keepUris ? pkts : withoutArg(pkts, "packfile-uris")).map(pktBytes));
+  let body = keepUris ? sent : withoutArg(sent, "packfile-uris");
   if (inject) {
     const a = { ...inject.args };
     a.haves = [...new Set(Object.values(inject.manifest.tips))];

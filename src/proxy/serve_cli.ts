@@ -23,8 +23,11 @@ options:
   --chunks N            max packs per snapshot layer (default ${DEFAULT_EDGE_CONFIG.chunks})
   --public-url URL      base URL for pack URIs (default: derived from each request)
   --url-ttl SECONDS     lifetime of signed pack URLs (default ${DEFAULT_EDGE_CONFIG.urlTtlSeconds})
-  --max-request-bytes N largest protocol-v2 request the edge parses (default ${DEFAULT_EDGE_CONFIG.maxRequestBytes});
-                        pushes and v0/v1 requests stream through uncapped
+  --max-request-bytes N largest protocol-v2 request the edge parses (default ${DEFAULT_EDGE_CONFIG.maxRequestBytes}:
+                        a clone of 335,000 refs); pushes and v0/v1 requests stream through.
+                        Parsed requests together hold at most 1.5 times this (then 503)
+  --body-timeout SECONDS
+                        a request body the edge parses must arrive whole within this (default ${DEFAULT_EDGE_CONFIG.bodyTimeoutSeconds}; else 408)
   --auth-ttl SECONDS    how long the origin's acceptance of a credential lets the edge answer
                         fetches from its snapshot alone (default ${DEFAULT_EDGE_CONFIG.authTtlSeconds}; 0: always ask the origin)
   --response-cache-bytes N
@@ -52,6 +55,7 @@ export interface ServeOptions {
   urlTtl: number;
   maxRequestBytes: number;
   authTtl: number;
+  bodyTimeout: number;
   responseCacheBytes: number;
   adminToken?: string;
 }
@@ -95,6 +99,7 @@ export function parseServeArgs(
     urlTtl: DEFAULT_EDGE_CONFIG.urlTtlSeconds,
     maxRequestBytes: DEFAULT_EDGE_CONFIG.maxRequestBytes,
     authTtl: DEFAULT_EDGE_CONFIG.authTtlSeconds,
+    bodyTimeout: DEFAULT_EDGE_CONFIG.bodyTimeoutSeconds,
     responseCacheBytes: DEFAULT_EDGE_CONFIG.responseCacheBytes,
     adminToken: env("GITEDGE_ADMIN_TOKEN"),
   };
@@ -135,6 +140,9 @@ export function parseServeArgs(
         break;
       case "--max-request-bytes":
         o.maxRequestBytes = positiveInt(flag, value(), 1024);
+        break;
+      case "--body-timeout":
+        o.bodyTimeout = positiveInt(flag, value(), 1);
         break;
       case "--auth-ttl":
         o.authTtl = positiveInt(flag, value(), 0);
@@ -191,6 +199,7 @@ export async function serveMain(args: string[]): Promise<number> {
       urlTtlSeconds: opts.urlTtl,
       maxRequestBytes: opts.maxRequestBytes,
       authTtlSeconds: opts.authTtl,
+      bodyTimeoutSeconds: opts.bodyTimeout,
       responseCacheBytes: opts.responseCacheBytes,
       adminToken: opts.adminToken,
     },

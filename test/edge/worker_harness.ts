@@ -173,6 +173,9 @@ export function workerVars(
   if (config.urlTtlSeconds !== undefined) vars.URL_TTL_SECONDS = String(config.urlTtlSeconds);
   if (config.maxRequestBytes !== undefined) vars.MAX_REQUEST_BYTES = String(config.maxRequestBytes);
   if (config.authTtlSeconds !== undefined) vars.AUTH_TTL_SECONDS = String(config.authTtlSeconds);
+  if (config.bodyTimeoutSeconds !== undefined) {
+    vars.BODY_TIMEOUT_SECONDS = String(config.bodyTimeoutSeconds);
+  }
   if (config.responseCacheBytes !== undefined) {
     vars.RESPONSE_CACHE_BYTES = String(config.responseCacheBytes);
   }

@@ -160,4 +160,38 @@ export function abuseSuite(
       await elsewhere.stop();
     }
   });
+
+  t("a request body that does not arrive in time is a 408, and the edge goes on", async (w) => {
+    await makeRepo(w.origin, "r.git", { commits: 3 });
+    // The start of a request, then nothing: the body timeout (1 s here) ends it.
+    let upload: ReadableStreamDefaultController<Uint8Array> | undefined;
+    const stalled = new ReadableStream<Uint8Array>({
+      start(controller) {
+        upload = controller;
+        controller.enqueue(new TextEncoder().encode("0011command=fetch0001"));
+      },
+    });
+    const client = new AbortController();
+    try {
+      const res = await fetch(`${w.edge.url}/r.git/git-upload-pack`, {
+        method: "POST",
+        headers: {
+          "git-protocol": "version=2",
+          "content-type": "application/x-git-upload-pack-request",
+        },
+        body: stalled,
+        duplex: "half",
+        signal: client.signal,
+      } as RequestInit);
+      const text = await res.text();
+      assertEquals(res.status, 408, `stalled body: ${text}`);
+      assert(text.includes("not received within 1 s"), text);
+    } finally {
+      // End the upload that would never finish, so the connection closes.
+      upload?.error(new Error("test over"));
+      client.abort();
+    }
+    await git(["clone", "-q", `${w.edge.url}/r.git`, `${w.dir}/c`]);
+    await git(["fsck", "--full"], { cwd: `${w.dir}/c` });
+  }, { edge: () => ({ bodyTimeoutSeconds: 1 }) });
 }

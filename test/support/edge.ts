@@ -14,6 +14,8 @@ export interface EdgeUnderTestOptions {
   urlTtlSeconds?: number;
   adminToken?: string;
   maxRequestBytes?: number;
+  /** See `EdgeConfig.bodyTimeoutSeconds`. */
+  bodyTimeoutSeconds?: number;
   /** See `EdgeConfig.authTtlSeconds`. */
   authTtlSeconds?: number;
   /** See `EdgeConfig.responseCacheBytes`. */
@@ -62,6 +64,7 @@ export function edgeConfigFor(opts: EdgeUnderTestOptions): Partial<EdgeConfig> {
     adminToken: opts.adminToken,
     ...(opts.maxRequestBytes ? { maxRequestBytes: opts.maxRequestBytes } : {}),
     ...(opts.authTtlSeconds !== undefined ? { authTtlSeconds: opts.authTtlSeconds } : {}),
+    ...(opts.bodyTimeoutSeconds ? { bodyTimeoutSeconds: opts.bodyTimeoutSeconds } : {}),
     ...(opts.responseCacheBytes !== undefined
       ? { responseCacheBytes: opts.responseCacheBytes }
       : {}),
