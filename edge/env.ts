@@ -36,6 +36,8 @@ export interface Env {
   MAX_REQUEST_BYTES?: string;
   /** A request body the edge parses must arrive whole within this many seconds (default 60). */
   BODY_TIMEOUT_SECONDS?: string;
+  /** After a failed build, clones start none for this long, doubling per failure (default 60). */
+  BUILD_BACKOFF_SECONDS?: string;
   /** Seconds the origin's acceptance of a credential lets the edge answer fetches alone (default 30; 0 off). */
   AUTH_TTL_SECONDS?: string;
   /** Size of the response cache (answers to fetches without `have`) in R2, bytes (default 1 GiB; 0 off). */
@@ -72,6 +74,7 @@ export function edgeConfigFromEnv(env: Env): EdgeConfig {
     maxRequestBytes: integer(env, "MAX_REQUEST_BYTES", 1024) ?? DEFAULTS.maxRequestBytes,
     authTtlSeconds: integer(env, "AUTH_TTL_SECONDS", 0) ?? DEFAULTS.authTtlSeconds,
     bodyTimeoutSeconds: integer(env, "BODY_TIMEOUT_SECONDS", 1) ?? DEFAULTS.bodyTimeoutSeconds,
+    buildBackoffSeconds: integer(env, "BUILD_BACKOFF_SECONDS", 0) ?? DEFAULTS.buildBackoffSeconds,
     responseCacheBytes: integer(env, "RESPONSE_CACHE_BYTES", 0) ?? DEFAULTS.responseCacheBytes,
   };
   if (origin !== undefined) config.origin = httpUrl("ORIGIN", origin);
@@ -123,6 +126,7 @@ type NumericVar =
   | "MAX_REQUEST_BYTES"
   | "AUTH_TTL_SECONDS"
   | "BODY_TIMEOUT_SECONDS"
+  | "BUILD_BACKOFF_SECONDS"
   | "RESPONSE_CACHE_BYTES"
   | "R2_PART_MIB"
   | "REFRESH_SECONDS";

@@ -166,7 +166,12 @@ export class R2PackStore implements PackStore {
 }
 
 function toInfo(object: R2Object): ObjectInfo {
-  return { key: object.key, size: object.size, modified: object.uploaded.getTime() };
+  return {
+    key: object.key,
+    size: object.size,
+    modified: object.uploaded.getTime(),
+    version: object.etag,
+  };
 }
 
 function toR2Range(key: string, range: ByteRange): R2Range {

@@ -7,7 +7,7 @@
  * the shared `SnapshotBuilder`. With `REFRESH_SECONDS` set, snapshots that need no credentials
  * are refreshed by the DO's alarm. Credentials are used in memory only, never stored.
  */
-import type { RepoRef } from "../src/proxy/deps.ts";
+import { DEFAULT_EDGE_CONFIG, type RepoRef } from "../src/proxy/deps.ts";
 import { readManifest, SnapshotBuilder } from "../src/proxy/snapshot.ts";
 import {
   type CoordinatorCall,
@@ -50,6 +50,7 @@ export class RepoCoordinator {
       // Each step of a build is its own invocation (alarms), within the per-invocation limits.
       stepByAlarm: true,
       subrequests: () => subrequests.count,
+      backoffMs: (config.buildBackoffSeconds ?? DEFAULT_EDGE_CONFIG.buildBackoffSeconds) * 1000,
     });
   }
 

@@ -24,6 +24,8 @@ export interface LocalCoordinatorDeps {
   metrics?: Metrics;
   /** Reports background failures (a build nobody awaits). */
   onError?: (repo: RepoRef, err: unknown) => void;
+  /** See `RepoSnapshotsDeps.backoffMs`. */
+  backoffMs?: number;
 }
 
 export class LocalCoordinator implements Coordinator {
@@ -44,6 +46,7 @@ export class LocalCoordinator implements Coordinator {
         clock,
         seedManifest: (r) => readManifest(store, r),
         refreshMs: null,
+        backoffMs: this.#deps.backoffMs,
         onBackgroundError: (r, err) => onError?.(r, err),
         metrics,
       });

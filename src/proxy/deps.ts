@@ -29,6 +29,12 @@ export interface SnapshotPack {
   size: number;
   /** Number of objects. */
   objects: number;
+  /**
+   * The store's version of the object when it was published (`ObjectInfo.version`). A pack whose
+   * version has changed since was rewritten by something other than the edge: the snapshot is
+   * not advertised again until rebuilt. Absent in manifests written before versions existed.
+   */
+  version?: string;
 }
 
 /** A published snapshot: written last, after every pack it names. */
@@ -66,6 +72,8 @@ export interface SnapshotStatus {
   };
   /** A build carried across invocations that is under way: its next step and packs written. */
   pending?: { next: string; packsWritten: number; invocations: number };
+  /** After failed builds: when a clone may start one again (ms since epoch); else null. */
+  retryAt?: number | null;
 }
 
 /** What a request for a build was based on. */
@@ -129,6 +137,11 @@ export interface EdgeConfig {
    * 0 turns it off. Default {@link DEFAULT_EDGE_CONFIG}.
    */
   responseCacheBytes?: number;
+  /**
+   * After a failed snapshot build, builds that clones ask for wait this many seconds, doubling
+   * with each failure in a row up to 64 times (`/_edge/warm` does not wait); 0 turns it off.
+   */
+  buildBackoffSeconds?: number;
 }
 
 /** The defaults every runtime starts from (the Deno server's flags, the Worker's vars). */
@@ -142,6 +155,7 @@ export const DEFAULT_EDGE_CONFIG: Readonly<
       | "authTtlSeconds"
       | "responseCacheBytes"
       | "bodyTimeoutSeconds"
+      | "buildBackoffSeconds"
     >
   >
 > = {
@@ -152,6 +166,7 @@ export const DEFAULT_EDGE_CONFIG: Readonly<
   bodyTimeoutSeconds: 60,
   authTtlSeconds: 30,
   responseCacheBytes: 1 << 30,
+  buildBackoffSeconds: 60,
 };
 
 export interface EdgeDeps {

@@ -399,6 +399,47 @@ function recorded(
   );
 }
 
+/**
+ * Looks at the start of an upload-pack answer: `served` when the origin said 200 and began with
+ * something other than an `ERR` packet (or nothing at all). `body` is the whole answer still.
+ */
+async function peekAnswer(
+  origin: Response,
+): Promise<{ served: boolean; body: ReadableStream<Uint8Array> | null }> {
+  if (origin.status !== 200 || !origin.body) return { served: false, body: origin.body };
+  const reader = origin.body.getReader();
+  let head: Uint8Array = new Uint8Array(0);
+  let ended = false;
+  try {
+    // The first 8 bytes: a packet header and, if it is one, "ERR ".
+    while (head.length < 8) {
+      const next = await reader.read();
+      if (next.done) {
+        ended = true;
+        break;
+      }
+      head = head.length === 0 ? next.value : concat([head, next.value]);
+    }
+  } catch (error) {
+    const failed = new ReadableStream<Uint8Array>({
+      start: (controller) => controller.error(error),
+    });
+    return { served: false, body: failed };
+  }
+  const text = new TextDecoder().decode(head.subarray(4, 8));
+  const served = head.length > 0 && text !== "ERR ";
+  const rest = new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      if (ended) return controller.close();
+      const { done, value } = await reader.read();
+      if (done) controller.close();
+      else controller.enqueue(value);
+    },
+    cancel: (reason) => reader.cancel(reason),
+  }, { highWaterMark: 0 });
+  return { served, body: prefixed(head, rest) };
+}
+
 /** `bytes`, then the rest of `stream`. */
 function prefixed(
   bytes: Uint8Array,
@@ -540,11 +581,13 @@ async function uploadPack(
     body: body as Uint8Array<ArrayBuffer>,
   });
   noteOriginVerdict(ctx, request, repo, origin.status);
-  // Only a request the origin authorised starts a build (with its credentials, in memory).
-  if (build && origin.status === 200) {
+  // Only a request the origin authorised and answered (an unknown `want` gets `ERR`) starts a
+  // build (with its credentials, in memory).
+  const answer = await peekAnswer(origin);
+  if (build && answer.served) {
     inBackground(ctx, ctx.deps.coordinator.schedule(repo, authOf(request.headers), build));
   }
-  if (!inject || origin.status !== 200 || !origin.body) return relay(origin, origin.body);
+  if (!inject || !answer.served || !answer.body) return relay(origin, answer.body);
 
   const section = await packfileUrisSection(
     ctx,
@@ -557,7 +600,7 @@ async function uploadPack(
   ctx.metrics.inc("gitedge_packfile_uris_total", manifestPacks(inject.manifest).length);
   return relay(
     origin,
-    injectBeforePackfile(origin.body, section, { sidebandAll: inject.args.sidebandAll }),
+    injectBeforePackfile(answer.body, section, { sidebandAll: inject.args.sidebandAll }),
   );
 }
 
@@ -612,11 +655,17 @@ async function cachedFetch(
   if (authorised) authorisedBuild();
   if (authorised) {
     const hit = await cachedAnswer(ctx, storeKey);
-    if (hit) return hit;
+    if (hit) {
+      authorisedBuild();
+      return hit;
+    }
     const pending = ctx.responseCache.pending(storeKey);
     if (pending && await pending) {
       const filled = await cachedAnswer(ctx, storeKey);
-      if (filled) return filled;
+      if (filled) {
+        authorisedBuild();
+        return filled;
+      }
     }
   }
   let claim = ctx.responseCache.claim(storeKey);
@@ -655,13 +704,15 @@ async function cachedFetch(
     claim?.abandon();
     throw err;
   }
-  if (origin.status === 200 && !authorised) authorisedBuild();
+  // An answer that is an `ERR` (an unknown `want`) starts no build and is not kept.
+  const answer = await peekAnswer(origin);
+  if (answer.served) authorisedBuild();
   const typeOk = origin.headers.get("content-type") === RESULT_TYPE;
-  if (!claim || origin.status !== 200 || !typeOk || !origin.body) {
+  if (!claim || !answer.served || !typeOk || !answer.body) {
     claim?.abandon();
-    return relay(origin, origin.body);
+    return relay(origin, answer.body);
   }
-  const [toClient, toStore] = origin.body.tee();
+  const [toClient, toStore] = answer.body.tee();
   inBackground(
     ctx,
     claim.fill(ctx.deps.store, ctx.metrics, toStore, { maxBytes: responseCacheBytes(ctx) }),
@@ -800,7 +851,12 @@ async function currentSnapshot(
   if (!manifest) return { manifest, missingPack: false };
   const packs = manifestPacks(manifest);
   const present = await Promise.all(packs.map((p) => ctx.deps.store.head(p.key)));
-  const missingPack = present.some((info, i) => info === null || info.size !== packs[i].size);
+  // Missing, truncated, or rewritten since it was published (a flipped byte keeps the size but
+  // not the store's version): never handed out again; the snapshot is rebuilt.
+  const missingPack = present.some((info, i) =>
+    info === null || info.size !== packs[i].size ||
+    (packs[i].version !== undefined && info.version !== packs[i].version)
+  );
   if (missingPack) ctx.metrics.inc("gitedge_snapshot_missing_packs_total");
   return { manifest, missingPack };
 }

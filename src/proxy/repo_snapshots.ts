@@ -80,6 +80,11 @@ export interface RepoSnapshotsDeps {
   stepByAlarm?: boolean;
   /** Subrequests made so far by this process (counted by the runtime adapter), for the stats. */
   subrequests?: () => number;
+  /**
+   * After a failed build, builds requested by clones wait this long (ms), doubling with each
+   * failure in a row up to 64 times; `warm` does not wait. 0 or absent: no wait.
+   */
+  backoffMs?: number;
 }
 
 /** A build carried across invocations, as kept in storage. */
@@ -113,6 +118,10 @@ export interface SnapshotMeta {
   lastError: string | null;
   /** Stats of the last build that published a snapshot. */
   lastBuild?: BuildStats;
+  /** Builds failed in a row (0 after a success); absent in state kept by older versions. */
+  failures?: number;
+  /** When the last build failed (ms since epoch). */
+  failedAt?: number | null;
 }
 
 interface Snapshot {
@@ -163,6 +172,7 @@ export class RepoSnapshots {
       builtAt: manifest?.builtAt ?? null,
       builds: meta.builds,
       lastError: meta.lastError,
+      retryAt: this.#retryAt(meta),
     };
     if (meta.lastBuild) status.lastBuild = meta.lastBuild;
     if (pending) {
@@ -182,6 +192,11 @@ export class RepoSnapshots {
    */
   async schedule(repo: RepoRef, auth: OriginAuth, basis?: ScheduleBasis): Promise<boolean> {
     if (basis && ((await this.manifest(repo))?.builtAt ?? null) !== basis.builtAt) return false;
+    const retryAt = this.#retryAt((await this.#load(repo)).meta);
+    if (retryAt !== null && this.#deps.clock.now() < retryAt) {
+      this.#deps.metrics?.inc("gitedge_snapshot_builds_deferred_total");
+      return false;
+    }
     const { build, started } = await this.#build(repo, auth, basis?.rebuild ?? false);
     build.catch((error) => this.#deps.onBackgroundError(repo, error));
     return started;
@@ -405,6 +420,8 @@ export class RepoSnapshots {
   async #failed(snapshot: Snapshot, error: unknown): Promise<void> {
     this.#deps.metrics?.inc("gitedge_snapshot_build_failures_total");
     snapshot.meta.lastError = publicMessage(error);
+    snapshot.meta.failures = (snapshot.meta.failures ?? 0) + 1;
+    snapshot.meta.failedAt = this.#deps.clock.now();
     await this.#deps.storage.put(META_KEY, snapshot.meta);
   }
 
@@ -412,11 +429,24 @@ export class RepoSnapshots {
     const { storage, clock, refreshMs } = this.#deps;
     snapshot.manifest = manifest;
     snapshot.meta.lastError = null;
+    snapshot.meta.failures = 0;
+    snapshot.meta.failedAt = null;
     await storage.put<SnapshotMeta | Manifest>({
       [META_KEY]: snapshot.meta,
       [MANIFEST_KEY]: manifest,
     });
     if (refreshMs !== null && !credentialed) await storage.setAlarm(clock.now() + refreshMs);
+  }
+
+  /**
+   * When a clone may start a build again after failures (ms since epoch), or null: the backoff
+   * doubles with each failure in a row, from `backoffMs` up to 64 times it.
+   */
+  #retryAt(meta: SnapshotMeta): number | null {
+    const failures = meta.failures ?? 0;
+    const base = this.#deps.backoffMs ?? 0;
+    if (failures === 0 || !meta.failedAt || base <= 0) return null;
+    return meta.failedAt + base * 2 ** Math.min(failures - 1, 6);
   }
 
   /** The state, read from storage once per instance and cached; checks the repository. */

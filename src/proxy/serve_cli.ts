@@ -26,6 +26,10 @@ options:
   --max-request-bytes N largest protocol-v2 request the edge parses (default ${DEFAULT_EDGE_CONFIG.maxRequestBytes}:
                         a clone of 335,000 refs); pushes and v0/v1 requests stream through.
                         Parsed requests together hold at most 1.5 times this (then 503)
+  --build-backoff SECONDS
+                        after a failed snapshot build, clones start no build for this long,
+                        doubling per failure in a row up to 64 times (default ${DEFAULT_EDGE_CONFIG.buildBackoffSeconds}; 0: off;
+                        /_edge/warm always builds)
   --body-timeout SECONDS
                         a request body the edge parses must arrive whole within this (default ${DEFAULT_EDGE_CONFIG.bodyTimeoutSeconds}; else 408)
   --auth-ttl SECONDS    how long the origin's acceptance of a credential lets the edge answer
@@ -56,6 +60,7 @@ export interface ServeOptions {
   maxRequestBytes: number;
   authTtl: number;
   bodyTimeout: number;
+  buildBackoff: number;
   responseCacheBytes: number;
   adminToken?: string;
 }
@@ -100,6 +105,7 @@ export function parseServeArgs(
     maxRequestBytes: DEFAULT_EDGE_CONFIG.maxRequestBytes,
     authTtl: DEFAULT_EDGE_CONFIG.authTtlSeconds,
     bodyTimeout: DEFAULT_EDGE_CONFIG.bodyTimeoutSeconds,
+    buildBackoff: DEFAULT_EDGE_CONFIG.buildBackoffSeconds,
     responseCacheBytes: DEFAULT_EDGE_CONFIG.responseCacheBytes,
     adminToken: env("GITEDGE_ADMIN_TOKEN"),
   };
@@ -140,6 +146,9 @@ export function parseServeArgs(
         break;
       case "--max-request-bytes":
         o.maxRequestBytes = positiveInt(flag, value(), 1024);
+        break;
+      case "--build-backoff":
+        o.buildBackoff = positiveInt(flag, value(), 0);
         break;
       case "--body-timeout":
         o.bodyTimeout = positiveInt(flag, value(), 1);
@@ -200,6 +209,7 @@ export async function serveMain(args: string[]): Promise<number> {
       maxRequestBytes: opts.maxRequestBytes,
       authTtlSeconds: opts.authTtl,
       bodyTimeoutSeconds: opts.bodyTimeout,
+      buildBackoffSeconds: opts.buildBackoff,
       responseCacheBytes: opts.responseCacheBytes,
       adminToken: opts.adminToken,
     },

@@ -120,14 +120,42 @@ export function manifestPacks(m: Manifest): SnapshotPack[] {
   return m.layers.flat();
 }
 
+/**
+ * The manifest the builder left in the store, or null when there is none or it is damaged
+ * (truncated, not JSON, not a manifest of this repository): then the edge acts as if there were
+ * no snapshot, and the next build writes a good one.
+ */
 export async function readManifest(store: PackStore, repo: RepoRef): Promise<Manifest | null> {
   const bytes = await getBytes(store, manifestKey(repo));
   if (!bytes) return null;
-  const m = JSON.parse(new TextDecoder().decode(bytes)) as Manifest;
-  if (m.version !== 1 || !Array.isArray(m.layers)) {
-    throw new SnapshotBuildError(`unreadable manifest for ${repo.originUrl}`);
+  let m: unknown;
+  try {
+    m = JSON.parse(new TextDecoder().decode(bytes));
+  } catch {
+    m = null;
+  }
+  if (!isManifest(m) || m.originUrl !== repo.originUrl) {
+    console.error(`gitedge: the stored manifest of ${repo.path} is damaged; it will be rebuilt`);
+    return null;
   }
   return m;
+}
+
+function isManifest(m: unknown): m is Manifest {
+  if (typeof m !== "object" || m === null) return false;
+  const r = m as Record<string, unknown>;
+  const isPack = (p: unknown) => {
+    const q = p as Record<string, unknown>;
+    return typeof p === "object" && p !== null && typeof q.hash === "string" &&
+      /^[0-9a-f]{40}([0-9a-f]{24})?$/.test(q.hash) && typeof q.key === "string" &&
+      Number.isSafeInteger(q.size) && Number.isSafeInteger(q.objects) &&
+      (q.version === undefined || typeof q.version === "string");
+  };
+  return r.version === 1 && typeof r.originUrl === "string" && typeof r.tips === "object" &&
+    r.tips !== null && Object.values(r.tips).every((v) => typeof v === "string") &&
+    Array.isArray(r.layers) &&
+    r.layers.every((layer) => Array.isArray(layer) && layer.every(isPack)) &&
+    typeof r.builtAt === "number";
 }
 
 export class SnapshotBuilder {
@@ -225,14 +253,37 @@ export class SnapshotBuilder {
     await this.#deleteUnder(`${packPrefix(state.repo)}${state.id}-`);
   }
 
-  /** Deletes packs of `repo` that `manifest` does not name and that are older than the grace period. */
+  /** `packs` with the store's version of each. */
+  async #stamped(packs: SnapshotPack[]): Promise<SnapshotPack[]> {
+    return await Promise.all(packs.map(async (pack) => {
+      const info = await this.#deps.store.head(pack.key);
+      if (!info || info.size !== pack.size) {
+        throw new SnapshotBuildError(`pack ${pack.key} is not in the store as written`);
+      }
+      return info.version === undefined ? pack : { ...pack, version: info.version };
+    }));
+  }
+
+  /**
+   * Deletes packs of `repo` that `manifest` does not name and that are older than the grace
+   * period, and incomplete writes as old (left by a crash during a build).
+   */
   async collectGarbage(repo: RepoRef, manifest: Manifest): Promise<number> {
     const keep = new Set(manifestPacks(manifest).map((p) => p.key));
     const cutoff = this.#deps.clock.now() - this.#deps.graceMs;
-    let deleted = 0;
-    for (const obj of await this.#deps.store.list(packPrefix(repo))) {
+    const { store } = this.#deps;
+    let deleted = await store.sweepIncomplete?.(`repos/${repo.id}/`, cutoff) ?? 0;
+    for (const obj of await store.list(packPrefix(repo))) {
       if (!keep.has(obj.key) && obj.modified < cutoff) {
-        await this.#deps.store.delete(obj.key);
+        await store.delete(obj.key);
+        deleted++;
+      }
+    }
+    // Temporary objects of builds that never finished (the process died): builds are
+    // single-flight, so at publication every other build's are orphans.
+    for (const obj of await store.list(tmpPrefix(repo))) {
+      if (obj.modified < cutoff) {
+        await store.delete(obj.key);
         deleted++;
       }
     }
@@ -414,7 +465,9 @@ export class SnapshotBuilder {
   /** Publishes the manifest (packs first, manifest last), then removes what is no longer needed. */
   async #publish(state: BuildState): Promise<Manifest> {
     const layers = [...state.baseLayers];
-    if (state.written.length > 0) layers.push(state.written);
+    // Each pack was hashed on its way into the store (scanned, then written by the split); its
+    // store version now lets every later fetch notice, cheaply, that it was rewritten since.
+    if (state.written.length > 0) layers.push(await this.#stamped(state.written));
     const manifest: Manifest = {
       version: 1,
       originUrl: state.repo.originUrl,

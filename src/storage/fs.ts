@@ -66,6 +66,18 @@ export class FsPackStore implements PackStore {
   async head(key: string): Promise<ObjectInfo | null> {
     try {
       const st = await Deno.stat(this.#path(key));
+      const version = `${st.ino ?? 0}-${st.ctime?.getTime() ?? 0}-${st.mtime?.getTime() ?? 0}`;
+      return { key, size: st.size, modified: st.mtime?.getTime() ?? 0, version };
+    } catch (err) {
+      if (err instanceof Deno.errors.NotFound) return null;
+      throw err;
+    }
+  }
+
+  /** `head` for a `*.tmp` file (not a valid key: `assertKey` would refuse its name's dots). */
+  async #statTemporary(key: string): Promise<ObjectInfo | null> {
+    try {
+      const st = await Deno.stat(`${this.root}/${key}`);
       return { key, size: st.size, modified: st.mtime?.getTime() ?? 0 };
     } catch (err) {
       if (err instanceof Deno.errors.NotFound) return null;
@@ -81,7 +93,24 @@ export class FsPackStore implements PackStore {
     }
   }
 
-  async list(prefix: string): Promise<ObjectInfo[]> {
+  /** Removes `*.tmp` files (puts cut short by a crash) under `prefix` older than `olderThan`. */
+  async sweepIncomplete(prefix: string, olderThan: number): Promise<number> {
+    let removed = 0;
+    for (const info of await this.#walk(prefix, true)) {
+      if (info.modified < olderThan) {
+        await Deno.remove(`${this.root}/${info.key}`).catch(() => {});
+        removed++;
+      }
+    }
+    return removed;
+  }
+
+  list(prefix: string): Promise<ObjectInfo[]> {
+    return this.#walk(prefix, false);
+  }
+
+  /** Complete objects (or, with `temporaries`, only `*.tmp` files) under `prefix`. */
+  async #walk(prefix: string, temporaries: boolean): Promise<ObjectInfo[]> {
     const out: ObjectInfo[] = [];
     const slash = prefix.lastIndexOf("/");
     const dirKey = slash < 0 ? "" : prefix.slice(0, slash);
@@ -97,8 +126,8 @@ export class FsPackStore implements PackStore {
         const key = rel ? `${rel}/${e.name}` : e.name;
         if (e.isDirectory) {
           if (prefix.startsWith(`${key}/`) || key.startsWith(prefix)) await walk(key);
-        } else if (e.isFile && key.startsWith(prefix) && !key.endsWith(".tmp")) {
-          const info = await this.head(key);
+        } else if (e.isFile && key.startsWith(prefix) && key.endsWith(".tmp") === temporaries) {
+          const info = temporaries ? await this.#statTemporary(key) : await this.head(key);
           if (info) out.push(info);
         }
       }

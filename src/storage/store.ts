@@ -16,6 +16,11 @@ export interface ObjectInfo {
   size: number;
   /** When the object was written (ms since epoch). */
   modified: number;
+  /**
+   * Changes whenever the object is rewritten, even to the same size (filesystem: inode, change
+   * and modification times; R2: the etag, a digest of the content).
+   */
+  version?: string;
 }
 
 export interface ByteRange {
@@ -42,6 +47,12 @@ export interface PackStore {
   delete(key: string): Promise<void>;
   /** Objects whose key starts with `prefix`. */
   list(prefix: string): Promise<ObjectInfo[]>;
+  /**
+   * Removes incomplete writes under `prefix` last touched before `olderThan` (ms since epoch):
+   * what a process killed during a `put` leaves. Returns how many. Stores whose writes cannot
+   * be left incomplete (R2 expires unfinished multipart uploads itself) do not have it.
+   */
+  sweepIncomplete?(prefix: string, olderThan: number): Promise<number>;
 }
 
 export class StoreError extends Error {

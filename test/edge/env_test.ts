@@ -26,6 +26,7 @@ Deno.test("edgeConfigFromEnv: single-origin mode with defaults", () => {
     urlTtlSeconds: 3600,
     maxRequestBytes: 16 << 20,
     bodyTimeoutSeconds: 60,
+    buildBackoffSeconds: 60,
     authTtlSeconds: 30,
     responseCacheBytes: 1 << 30,
   });
@@ -40,6 +41,7 @@ Deno.test("edgeConfigFromEnv: multi-origin mode and every optional var", () => {
     URL_TTL_SECONDS: "600",
     MAX_REQUEST_BYTES: "2048",
     BODY_TIMEOUT_SECONDS: "5",
+    BUILD_BACKOFF_SECONDS: "0",
     AUTH_TTL_SECONDS: "0",
     RESPONSE_CACHE_BYTES: "0",
     ADMIN_TOKEN: "secret",
@@ -52,6 +54,7 @@ Deno.test("edgeConfigFromEnv: multi-origin mode and every optional var", () => {
     urlTtlSeconds: 600,
     maxRequestBytes: 2048,
     bodyTimeoutSeconds: 5,
+    buildBackoffSeconds: 0,
     authTtlSeconds: 0,
     responseCacheBytes: 0,
     adminToken: "secret",

@@ -173,6 +173,9 @@ export function workerVars(
   if (config.urlTtlSeconds !== undefined) vars.URL_TTL_SECONDS = String(config.urlTtlSeconds);
   if (config.maxRequestBytes !== undefined) vars.MAX_REQUEST_BYTES = String(config.maxRequestBytes);
   if (config.authTtlSeconds !== undefined) vars.AUTH_TTL_SECONDS = String(config.authTtlSeconds);
+  if (config.buildBackoffSeconds !== undefined) {
+    vars.BUILD_BACKOFF_SECONDS = String(config.buildBackoffSeconds);
+  }
   if (config.bodyTimeoutSeconds !== undefined) {
     vars.BODY_TIMEOUT_SECONDS = String(config.bodyTimeoutSeconds);
   }
@@ -205,6 +208,9 @@ export const workerEdgeFactory: EdgeFactory = async (opts) => {
     buildErrors,
     settled: (repo, done) => statusSettled(worker.url, repo, done),
     deleteStored: async (key) => await (await packsBucket(worker)).delete(key),
+    writeStored: async (key, bytes) => {
+      await (await packsBucket(worker)).put(key, bytes);
+    },
     listStored: (prefix) => listBucket(worker, prefix),
     readStored: async (key) => {
       const object = await (await packsBucket(worker)).get(key);

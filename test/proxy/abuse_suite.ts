@@ -5,7 +5,10 @@
  */
 import { git, GitCommandError, tempDir } from "../support/git.ts";
 import { type Origin, type OriginOptions, startOrigin } from "../support/origin.ts";
-import { makeRepo } from "../support/fixtures.ts";
+import { assertSameClone, makeRepo } from "../support/fixtures.ts";
+import { tracedGit, URI_CLONE, urisFetched } from "./edge_suite.ts";
+import { repoId } from "../../src/proxy/repo.ts";
+import { encodePkts } from "../../src/git/pktline.ts";
 import type { EdgeFactory, EdgeUnderTest, EdgeUnderTestOptions } from "../support/edge.ts";
 import { serveLoopback } from "../support/http_server.ts";
 import { assert, assertEquals } from "../support/assert.ts";
@@ -194,4 +197,93 @@ export function abuseSuite(
     await git(["clone", "-q", `${w.edge.url}/r.git`, `${w.dir}/c`]);
     await git(["fsck", "--full"], { cwd: `${w.dir}/c` });
   }, { edge: () => ({ bodyTimeoutSeconds: 1 }) });
+
+  t("a stored pack with a byte flipped is never handed out; the snapshot heals", async (w) => {
+    await makeRepo(w.origin, "r.git", { commits: 12, binaryBytes: 300_000 });
+    const first = await warmed(w.edge, "r.git");
+    await git(["clone", "-q", w.origin.repoUrl("r.git"), `${w.dir}/direct`]);
+    // One byte in the middle of a snapshot pack, flipped in place: same size.
+    const key = (await w.edge.listStored("repos/")).find((k) => k.endsWith(".pack"));
+    assert(key, "a stored pack");
+    const bytes = await w.edge.readStored(key);
+    bytes[bytes.length >> 1] ^= 0xff;
+    await w.edge.writeStored(key, bytes);
+    // The next URI clone gets no URIs (so it does not fail) and starts a rebuild.
+    const trace = await tracedGit([...URI_CLONE, `${w.edge.url}/r.git`, `${w.dir}/a`]);
+    assertEquals(urisFetched(trace).length, 0, "no URIs while a pack is damaged");
+    await assertSameClone(`${w.dir}/direct`, `${w.dir}/a`);
+    const healed = await settled(w.edge, "r.git", (st) => st.builds === 2);
+    assertEquals(healed.state, "ready", `rebuilt: ${JSON.stringify(healed)}`);
+    void first;
+    const again = await tracedGit([...URI_CLONE, `${w.edge.url}/r.git`, `${w.dir}/b`]);
+    assertEquals(urisFetched(again).length, (healed.packs as unknown[]).length, "URIs again");
+    await assertSameClone(`${w.dir}/direct`, `${w.dir}/b`);
+  });
+
+  t(
+    "a damaged stored manifest is a missing one: clones pass through, a build replaces it",
+    async (w) => {
+      await makeRepo(w.origin, "r.git", { commits: 8, binaryBytes: 200_000 });
+      await git(["clone", "-q", w.origin.repoUrl("r.git"), `${w.dir}/direct`]);
+      // Before the edge ever looked at the repository: a truncated manifest in the store.
+      const id = repoId(`${w.origin.url}/r.git`);
+      await w.edge.writeStored(
+        `repos/${id}/manifest.json`,
+        new TextEncoder().encode('{"version":1,"la'),
+      );
+      const trace = await tracedGit([...URI_CLONE, `${w.edge.url}/r.git`, `${w.dir}/a`]);
+      assertEquals(urisFetched(trace).length, 0, "no URIs from a damaged manifest");
+      await assertSameClone(`${w.dir}/direct`, `${w.dir}/a`);
+      const built = await settled(w.edge, "r.git", (st) => st.builds === 1);
+      assertEquals(built.state, "ready", `built: ${JSON.stringify(built)}`);
+      const again = await tracedGit([...URI_CLONE, `${w.edge.url}/r.git`, `${w.dir}/b`]);
+      assertEquals(urisFetched(again).length, (built.packs as unknown[]).length, "URIs after");
+      await assertSameClone(`${w.dir}/direct`, `${w.dir}/b`);
+    },
+  );
+
+  t("a fetch of an object the origin does not have starts no build", async (w) => {
+    await makeRepo(w.origin, "r.git", { commits: 3 });
+    const res = await postUploadPack(
+      `${w.edge.url}/r.git`,
+      encodePkts([
+        "command=fetch",
+        "delim",
+        `want ${"ab".repeat(20)}\n`,
+        "packfile-uris http",
+        "done\n",
+        "flush",
+      ]),
+    );
+    // The origin answers `ERR upload-pack: not our ref` (and may drop the connection after it).
+    const text = await res.text().catch(() => "");
+    assert(!text.includes("packfile"), `no pack for an unknown want: ${text}`);
+    // A legitimate request afterwards: had the bad one scheduled a build, it would show.
+    for (let i = 0; i < 10; i++) await new Promise((r) => setTimeout(r, 50));
+    const st = await (await fetch(`${w.edge.url}/_edge/status/r.git`)).json();
+    assertEquals(st.snapshot.builds, 0, `no build: ${JSON.stringify(st)}`);
+  });
+}
+
+/** Warms `repo` and returns its status. */
+async function warmed(edge: EdgeUnderTest, repo: string): Promise<Record<string, unknown>> {
+  const res = await fetch(`${edge.url}/_edge/warm/${repo}`, { method: "POST" });
+  const body = await res.json();
+  assertEquals(res.status, 200, `warm: ${JSON.stringify(body)}`);
+  return body.snapshot;
+}
+
+/** Polls status (bounded: 200 × 50 ms) until no build runs and `done(status)`; returns it. */
+async function settled(
+  edge: EdgeUnderTest,
+  repo: string,
+  done: (st: Record<string, unknown>) => boolean,
+): Promise<Record<string, unknown>> {
+  let st: Record<string, unknown> = {};
+  for (let i = 0; i < 200; i++) {
+    st = (await (await fetch(`${edge.url}/_edge/status/${repo}`)).json()).snapshot;
+    if (st.state !== "building" && done(st)) return st;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return st;
 }

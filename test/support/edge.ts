@@ -14,6 +14,8 @@ export interface EdgeUnderTestOptions {
   urlTtlSeconds?: number;
   adminToken?: string;
   maxRequestBytes?: number;
+  /** See `EdgeConfig.buildBackoffSeconds`. */
+  buildBackoffSeconds?: number;
   /** See `EdgeConfig.bodyTimeoutSeconds`. */
   bodyTimeoutSeconds?: number;
   /** See `EdgeConfig.authTtlSeconds`. */
@@ -30,6 +32,8 @@ export interface EdgeUnderTest extends AsyncDisposable {
   url: string;
   /** Deletes a stored object by key (fault injection: "a pack deleted from the store"). */
   deleteStored(key: string): Promise<void>;
+  /** Overwrites a stored object in place (fault injection: "a damaged pack or manifest"). */
+  writeStored(key: string, bytes: Uint8Array): Promise<void>;
   /** Lists stored keys under a prefix. */
   listStored(prefix: string): Promise<string[]>;
   /** The bytes of a stored object. */
@@ -65,6 +69,9 @@ export function edgeConfigFor(opts: EdgeUnderTestOptions): Partial<EdgeConfig> {
     ...(opts.maxRequestBytes ? { maxRequestBytes: opts.maxRequestBytes } : {}),
     ...(opts.authTtlSeconds !== undefined ? { authTtlSeconds: opts.authTtlSeconds } : {}),
     ...(opts.bodyTimeoutSeconds ? { bodyTimeoutSeconds: opts.bodyTimeoutSeconds } : {}),
+    ...(opts.buildBackoffSeconds !== undefined
+      ? { buildBackoffSeconds: opts.buildBackoffSeconds }
+      : {}),
     ...(opts.responseCacheBytes !== undefined
       ? { responseCacheBytes: opts.responseCacheBytes }
       : {}),
@@ -94,6 +101,10 @@ export const denoEdgeFactory: EdgeFactory = async (opts) => {
     buildErrors,
     settled: () => edge.idle(),
     deleteStored: (key) => Deno.remove(`${store}/${key}`),
+    writeStored: async (key, bytes) => {
+      await Deno.mkdir(`${store}/${key}`.replace(/\/[^/]*$/, ""), { recursive: true });
+      await Deno.writeFile(`${store}/${key}`, bytes);
+    },
     readStored: (key) => Deno.readFile(`${store}/${key}`),
     listStored: async (prefix) => {
       const out: string[] = [];
