@@ -9,6 +9,7 @@ import { startOrigin } from "../support/origin.ts";
 import { makeRepo } from "../support/fixtures.ts";
 import { startDenoEdge } from "../../edge/deno.ts";
 import { warm } from "../proxy/edge_suite.ts";
+import { startRelay } from "../support/relay.ts";
 
 const MOD = new URL("../../mod.ts", import.meta.url).href;
 
@@ -34,20 +35,19 @@ Deno.test("gitedge clone exits 4 when a pack by URI does not match its hash, and
   await makeRepo(origin, "r.git", { commits: 10, binaryBytes: 300_000 });
   await using dir = await tempDir();
   const store = `${dir.path}/store`;
-  await using edge = await startDenoEdge({ store, config: { origin: origin.url, chunks: 2 } });
+  // Pack URIs lead through a relay that flips one byte of every pack it passes (size unchanged).
+  // The edge itself never hands out a pack changed in its store, so only a change on the way can
+  // reach the client, and only the client's check can catch it.
+  let edgeUrl = "";
+  await using relay = await startRelay(() => edgeUrl, {
+    faults: { "*": { kind: "corrupt", atByte: 1000, times: 1000 } },
+  });
+  await using edge = await startDenoEdge({
+    store,
+    config: { origin: origin.url, chunks: 2, publicUrl: relay.url },
+  });
+  edgeUrl = edge.url;
   await warm(edge, "r.git");
-  // One byte of one stored pack flipped, size unchanged: the edge serves it as stored (it never
-  // re-hashes), so only the client's check can catch it.
-  const packs: string[] = [];
-  for await (const e of Deno.readDir(`${store}/repos`)) {
-    for await (const f of Deno.readDir(`${store}/repos/${e.name}/packs`)) {
-      packs.push(`${store}/repos/${e.name}/packs/${f.name}`);
-    }
-  }
-  assert(packs.length > 0, "a stored pack");
-  const bytes = await Deno.readFile(packs[0]);
-  bytes[Math.floor(bytes.length / 2)] ^= 0xff;
-  await Deno.writeFile(packs[0], bytes);
 
   const run = await runCloneCli([`${edge.url}/r.git`, "out"], dir.path);
   assertEquals(run.code, 4, run.stderr);
