@@ -106,14 +106,37 @@ export async function startDenoEdge(opts: DenoEdgeOptions): Promise<RunningEdge>
     { metrics },
   );
   const ready = Promise.withResolvers<Deno.NetAddr>();
-  const server = Deno.serve({
-    hostname: opts.host ?? "127.0.0.1",
-    port: opts.port ?? 0,
-    onListen: (addr) => ready.resolve(addr as Deno.NetAddr),
-  }, edge.fetch);
-  const addr = await ready.promise;
-  const host = addr.hostname.includes(":") ? `[${addr.hostname}]` : addr.hostname;
   let stopped: Promise<void> | null = null;
+  // Deno's accept loop ends the server when accepting fails (out of file descriptors: "Too many
+  // open files"), and its rejection would end the process. The edge logs it and listens again on
+  // the same address, retrying until descriptors are free again.
+  const listen = (port: number, onListen: (addr: Deno.NetAddr) => void): Deno.HttpServer => {
+    const server = Deno.serve({
+      hostname: opts.host ?? "127.0.0.1",
+      port,
+      onListen: (addr) => onListen(addr as Deno.NetAddr),
+    }, edge.fetch);
+    server.finished.catch(async (error) => {
+      console.error(`gitedge: the HTTP server stopped accepting (${error}); listening again`);
+      metrics.inc("gitedge_server_restarts_total");
+      for (let wait = 50; stopped === null; wait = Math.min(wait * 2, 2000)) {
+        await new Promise((r) => setTimeout(r, wait));
+        if (stopped !== null) return;
+        try {
+          current = listen(boundPort, () => {});
+          return;
+        } catch (retry) {
+          console.error(`gitedge: listening again failed (${retry}); retrying`);
+        }
+      }
+    });
+    return server;
+  };
+  let boundPort = opts.port ?? 0;
+  let current = listen(boundPort, (addr) => ready.resolve(addr));
+  const addr = await ready.promise;
+  boundPort = addr.port; // restarts bind the port first given out
+  const host = addr.hostname.includes(":") ? `[${addr.hostname}]` : addr.hostname;
   // Stop taking requests, then let scheduled and running snapshot builds finish, so nothing is
   // left writing to the store.
   const idle = async () => {
@@ -122,7 +145,7 @@ export async function startDenoEdge(opts: DenoEdgeOptions): Promise<RunningEdge>
   };
   const stop = () =>
     stopped ??= (async () => {
-      await server.shutdown();
+      await current.shutdown();
       await idle();
     })();
   return {

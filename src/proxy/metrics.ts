@@ -16,6 +16,7 @@ const HELP: Record<string, string> = {
   gitedge_fetch_passthrough_total: "Fetch requests passed through unchanged, by reason.",
   gitedge_snapshot_builds_total: "Snapshot builds and refreshes started.",
   gitedge_snapshot_build_failures_total: "Snapshot builds that failed.",
+  gitedge_server_restarts_total: "Times the Deno HTTP server stopped accepting and listened again.",
   gitedge_snapshot_builds_deferred_total: "Builds clones asked for while failed builds back off.",
   gitedge_requests_refused_total: "Client requests refused while reading them, by status.",
 };

@@ -87,3 +87,43 @@ Deno.test("serve: a 60 MB protocol-v2 request stays under 256 MiB, three under 3
   await assertSameClone(`${dir.path}/direct`, `${dir.path}/edge`);
   assert(edge.alive(), `the edge exited: ${edge.stderr()}`);
 });
+
+Deno.test("serve: running out of file descriptors does not end the process; it serves again after", async () => {
+  await using origin = await startOrigin();
+  await makeRepo(origin, "r.git", { commits: 5 });
+  await using dir = await tempDir();
+  // A low descriptor limit for the server only, and more idle connections than it allows.
+  await using edge = await startServeProcess(
+    ["--origin", origin.url, "--store", `${dir.path}/store`],
+    { ulimitNofile: 96 },
+  );
+  const { hostname, port } = new URL(edge.url);
+  const idle: Deno.Conn[] = [];
+  for (let i = 0; i < 160; i++) {
+    try {
+      idle.push(await Deno.connect({ hostname, port: Number(port) }));
+    } catch {
+      break; // refused or reset: the server is out of descriptors
+    }
+  }
+  await new Promise((r) => setTimeout(r, 300));
+  for (const c of idle) {
+    try {
+      c.close();
+    } catch { /* already closed by the server */ }
+  }
+  // Bounded wait for it to listen again, then a clone that equals a direct one.
+  let up = false;
+  for (let i = 0; i < 100 && !up && edge.alive(); i++) {
+    up = await fetch(`${edge.url}/_edge/metrics`).then(async (r) => {
+      await r.body?.cancel();
+      return r.ok;
+    }, () => false);
+    if (!up) await new Promise((r) => setTimeout(r, 100));
+  }
+  assert(edge.alive(), `the edge exited: ${edge.stderr()}`);
+  assert(up, `the edge listens again: ${edge.stderr()}`);
+  await git(["clone", "-q", origin.repoUrl("r.git"), `${dir.path}/direct`]);
+  await git(["-c", "protocol.version=2", "clone", "-q", `${edge.url}/r.git`, `${dir.path}/edge`]);
+  await assertSameClone(`${dir.path}/direct`, `${dir.path}/edge`);
+});
