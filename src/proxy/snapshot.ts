@@ -185,7 +185,11 @@ export class SnapshotBuilder {
     while ("next" in progress) {
       const state = progress.next;
       try {
-        progress = await this.step(state, auth);
+        // In one invocation nothing limits a step: every snapshot pack is written in a single
+        // pass over the segments (one pass per pack is for runtimes that bound each invocation).
+        progress = state.next === "split"
+          ? { next: await this.#splitStep(state, { allParts: true }) }
+          : await this.step(state, auth);
       } catch (error) {
         await this.abandon(state).catch(() => {});
         throw error;
@@ -405,11 +409,17 @@ export class SnapshotBuilder {
     };
   }
 
-  /** Writes the next snapshot pack: one pass over the segments, copying that pack's entries. */
-  async #splitStep(state: BuildState): Promise<BuildState> {
+  /**
+   * Writes the next snapshot pack, or with `allParts` every pack not yet written: one pass over
+   * the segments either way, copying those packs' entries.
+   */
+  async #splitStep(state: BuildState, opts: { allParts?: boolean } = {}): Promise<BuildState> {
     const pack = state.pack;
     if (!pack) throw new SnapshotBuildError(`build ${state.id} has no pack to split`);
-    const part = state.written.length;
+    const first = state.written.length;
+    // splitPack writes one part or all of them: all when none is written yet.
+    const whole = opts.allParts === true && first === 0;
+    const parts = whole ? pack.parts.map((_, i) => i) : [first];
     const { store } = this.#deps;
     const tmp = tmpPrefix(state.repo, state.id);
     const load = async (name: string, bytesPer: number) => {
@@ -432,29 +442,42 @@ export class SnapshotBuilder {
       parts: pack.parts,
       families: pack.parts.length,
     };
-    const key = `${packPrefix(state.repo)}${state.id}-${part}.pack`;
+    const keys = parts.map((p) => `${packPrefix(state.repo)}${state.id}-${p}.pack`);
     const source = segmentSource(store, (i) => `${tmp}segment-${i}`, pack.segments);
-    const pipe = new TransformStream<Uint8Array, Uint8Array>();
-    const put = store.put(key, pipe.readable);
-    // A put that fails first (perhaps before reading anything) must not leave the split waiting
-    // to write: cancelling its end fails the split's next write. Its error is the one reported.
-    put.catch((error) => pipe.readable.cancel(error).catch(() => {}));
+    const pipes = keys.map(() => new TransformStream<Uint8Array, Uint8Array>());
+    const puts = keys.map((key, i) => {
+      const put = store.put(key, pipes[i].readable);
+      // A put that fails first (perhaps before reading anything) must not leave the split waiting
+      // to write: cancelling its end fails the split's next write. Its error is the one reported.
+      put.catch((error) => pipes[i].readable.cancel(error).catch(() => {}));
+      return put;
+    });
     let written;
     try {
       const summary = { ...pack, index, objectFormat: state.origin.format };
-      [written] = await splitPack(source, summary, plan, [pipe.writable], {
-        only: part,
-      });
+      written = await splitPack(
+        source,
+        summary,
+        plan,
+        pipes.map((p) => p.writable),
+        whole ? {} : { only: first },
+      );
     } catch (error) {
-      throw await put.then(() => error, (putError) => putError ?? error);
+      // Sinks splitPack never took (it refused the plan) are ended here, so no put waits on them.
+      await Promise.all(pipes.map((p) => p.writable.abort(error).catch(() => {})));
+      const failedPut = (await Promise.allSettled(puts)).find((r) => r.status === "rejected");
+      throw failedPut ? (failedPut as PromiseRejectedResult).reason ?? error : error;
     }
-    await put;
-    const packs = [...state.written, {
-      hash: written.hash,
-      key,
-      size: written.size,
-      objects: written.objects,
-    }];
+    await Promise.all(puts);
+    const packs = [
+      ...state.written,
+      ...written.map((w, i) => ({
+        hash: w.hash,
+        key: keys[i],
+        size: w.size,
+        objects: w.objects,
+      })),
+    ];
     return {
       ...state,
       written: packs,
@@ -494,34 +517,60 @@ function bytesOf(array: Float64Array | Uint8Array | Uint32Array | Int32Array): U
 
 /**
  * A sink that stores what is written as consecutive objects of `size` bytes (the last shorter,
- * at least one), through one reused buffer: memory stays at one segment whatever the length.
+ * at least one), each streamed into the store as its bytes arrive: the origin's pack keeps
+ * flowing while a segment is written, and the sink holds no segment buffer of its own (a store
+ * that needs one, like R2's, keeps one part).
  */
 function segmentSink(
   store: PackStore,
   keyOf: (i: number) => string,
   size: number,
 ): { writable: WritableStream<Uint8Array>; count: () => number } {
-  const buffer = new Uint8Array(size);
-  let filled = 0;
   let count = 0;
-  const flush = async () => {
-    await putBytes(store, keyOf(count), buffer.subarray(0, filled));
+  let current: {
+    writer: WritableStreamDefaultWriter<Uint8Array>;
+    put: Promise<unknown>;
+    filled: number;
+  } | null = null;
+  const open = () => {
+    const pipe = new TransformStream<Uint8Array, Uint8Array>();
+    const put = store.put(keyOf(count), pipe.readable);
+    // Awaited when the segment ends; a failure before that fails the next write.
+    put.catch(() => {});
+    return { writer: pipe.writable.getWriter(), put, filled: 0 };
+  };
+  const finish = async () => {
+    const segment = current!;
+    current = null;
+    await segment.writer.close();
+    await segment.put;
     count++;
-    filled = 0;
   };
   const writable = new WritableStream<Uint8Array>({
     async write(chunk) {
       let at = 0;
       while (at < chunk.length) {
-        const n = Math.min(size - filled, chunk.length - at);
-        buffer.set(chunk.subarray(at, at + n), filled);
-        filled += n;
+        current ??= open();
+        const n = Math.min(size - current.filled, chunk.length - at);
+        // A failed put cancels its body, which fails this write.
+        await Promise.race([current.writer.write(chunk.subarray(at, at + n)), current.put]);
+        current.filled += n;
         at += n;
-        if (filled === size) await flush();
+        if (current.filled === size) await finish();
       }
     },
     async close() {
-      if (filled > 0 || count === 0) await flush();
+      if (current || count === 0) {
+        current ??= open();
+        await finish();
+      }
+    },
+    async abort(reason) {
+      const segment = current;
+      current = null;
+      // The unfinished segment's put fails on the aborted body and stores nothing.
+      await segment?.writer.abort(reason).catch(() => {});
+      await segment?.put.catch(() => {});
     },
   });
   return { writable, count: () => count };
