@@ -16,6 +16,7 @@
  */
 import { git, tempDir } from "../test/support/git.ts";
 import { spawnOrigin } from "./origin_process.ts";
+import { startEdgeProcess } from "./edge_process.ts";
 
 function flag(name: string, fallback: string): string {
   const i = Deno.args.indexOf(`--${name}`);
@@ -36,47 +37,6 @@ const CLONE_ARGS: Record<string, string[]> = {
 function median(xs: number[]): number {
   const s = [...xs].sort((a, b) => a - b);
   return s[Math.floor(s.length / 2)];
-}
-
-/** `gitedge serve` in its own process, so its CPU can be read. */
-async function startEdgeProcess(origin: string, store: string) {
-  const child = new Deno.Command(Deno.execPath(), {
-    args: [
-      "run",
-      "-A",
-      new URL("../src/cli.ts", import.meta.url).pathname,
-      "serve",
-      "--port",
-      "0",
-      "--origin",
-      origin,
-      "--store",
-      store,
-    ],
-    stdout: "piped",
-    stderr: "inherit",
-  }).spawn();
-  const reader = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
-  let out = "";
-  while (!/listening on (\S+)/.test(out)) {
-    const { value, done } = await reader.read();
-    if (done) throw new Error(`edge exited: ${out}`);
-    out += value;
-  }
-  const cpuSeconds = async () => {
-    const stat = await Deno.readTextFile(`/proc/${child.pid}/stat`);
-    const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    return (Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14])) / 100;
-  };
-  return {
-    url: /listening on (\S+)/.exec(out)![1],
-    cpuSeconds,
-    stop: async () => {
-      child.kill("SIGTERM");
-      await child.status;
-      reader.releaseLock();
-    },
-  };
 }
 
 interface Burst {

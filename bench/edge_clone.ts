@@ -14,6 +14,7 @@ import { git, tempDir } from "../test/support/git.ts";
 import { startOrigin } from "../test/support/origin.ts";
 import { makeRepo } from "../test/support/fixtures.ts";
 import { interleaved, median, timed } from "./stats.ts";
+import { startEdgeProcess } from "./edge_process.ts";
 
 function flag(name: string, fallback: number): number {
   const i = Deno.args.indexOf(`--${name}`);
@@ -23,57 +24,6 @@ function flag(name: string, fallback: number): number {
 const MB = flag("mb", 200);
 const RUNS = flag("runs", 3);
 const CHUNKS = flag("chunks", 4);
-
-async function startEdgeProcess(origin: string, store: string) {
-  const child = new Deno.Command(Deno.execPath(), {
-    args: [
-      "run",
-      "-A",
-      new URL("../src/cli.ts", import.meta.url).pathname,
-      "serve",
-      "--port",
-      "0",
-      "--origin",
-      origin,
-      "--store",
-      store,
-      "--chunks",
-      String(CHUNKS),
-      "--response-cache-bytes",
-      "0",
-    ],
-    stdout: "piped",
-    stderr: "inherit",
-  }).spawn();
-  const reader = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
-  let out = "";
-  while (!/listening on (\S+)/.test(out)) {
-    const { value, done } = await reader.read();
-    if (done) throw new Error(`edge exited: ${out}`);
-    out += value;
-  }
-  const url = /listening on (\S+)/.exec(out)![1];
-  const peakRssMiB = async () => {
-    const status = await Deno.readTextFile(`/proc/${child.pid}/status`);
-    return Number(/VmHWM:\s+(\d+) kB/.exec(status)![1]) / 1024;
-  };
-  /** CPU seconds (user + system) the edge process has used so far. */
-  const cpuSeconds = async () => {
-    const stat = await Deno.readTextFile(`/proc/${child.pid}/stat`);
-    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    return (Number(fields[11]) + Number(fields[12])) / 100;
-  };
-  return {
-    url,
-    peakRssMiB,
-    cpuSeconds,
-    stop: async () => {
-      child.kill("SIGTERM");
-      await child.status;
-      reader.releaseLock();
-    },
-  };
-}
 
 await using origin = await startOrigin();
 await using work = await tempDir("gitedge-bench-");
@@ -86,7 +36,12 @@ const repoBytes = Number(
 ) * 1024;
 console.log(`repository packs: ${(repoBytes / 1e6).toFixed(1)} MB`);
 
-const edge = await startEdgeProcess(origin.url, `${work.path}/store`);
+const edge = await startEdgeProcess(origin.url, `${work.path}/store`, [
+  "--chunks",
+  String(CHUNKS),
+  "--response-cache-bytes",
+  "0",
+]);
 let n = 0;
 /** Times one bare clone (the clone is removed afterwards, untimed). */
 const clone = async (url: string, extra: string[] = []) => {

@@ -17,6 +17,7 @@ import { spawnOrigin } from "./origin_process.ts";
 import { cloneJson } from "../test/client/cli_process.ts";
 import { repoId } from "../src/proxy/repo.ts";
 import type { Manifest } from "../src/proxy/deps.ts";
+import { startEdgeProcess } from "./edge_process.ts";
 
 function flag(name: string, fallback: string): string {
   const i = Deno.args.indexOf(`--${name}`);
@@ -33,42 +34,6 @@ async function timed(fn: () => Promise<unknown>): Promise<number> {
   return (performance.now() - t0) / 1000;
 }
 
-async function startEdgeProcess(origin: string, store: string) {
-  const child = new Deno.Command(Deno.execPath(), {
-    args: [
-      "run",
-      "-A",
-      new URL("../src/cli.ts", import.meta.url).pathname,
-      "serve",
-      "--port",
-      "0",
-      "--origin",
-      origin,
-      "--store",
-      store,
-      "--chunks",
-      CHUNKS,
-    ],
-    stdout: "piped",
-    stderr: "inherit",
-  }).spawn();
-  const reader = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
-  let out = "";
-  while (!/listening on (\S+)/.test(out)) {
-    const { value, done } = await reader.read();
-    if (done) throw new Error(`edge exited: ${out}`);
-    out += value;
-  }
-  return {
-    url: /listening on (\S+)/.exec(out)![1],
-    stop: async () => {
-      child.kill("SIGTERM");
-      await child.status;
-      reader.releaseLock();
-    },
-  };
-}
-
 await using work = await tempDir("gitedge-floor-");
 const root = `${work.path}/origin`;
 await Deno.mkdir(root);
@@ -76,7 +41,7 @@ await git(["clone", "-q", "--bare", BUNDLE, `${root}/git.git`]);
 await git(["symbolic-ref", "HEAD", "refs/heads/master"], { cwd: `${root}/git.git` });
 const origin = await spawnOrigin(root);
 const store = `${work.path}/store`;
-const edge = await startEdgeProcess(origin.url, store);
+const edge = await startEdgeProcess(origin.url, store, ["--chunks", CHUNKS]);
 try {
   const res = await fetch(`${edge.url}/_edge/warm/git.git`, { method: "POST" });
   if (!res.ok) throw new Error(`warm failed: ${await res.text()}`);

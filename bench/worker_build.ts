@@ -22,6 +22,7 @@ import { makeBigRepo } from "../test/support/big_repo.ts";
 import { assertSameClone } from "../test/support/fixtures.ts";
 import { git, tempDir } from "../test/support/git.ts";
 import { startOrigin } from "../test/support/origin.ts";
+import { startEdgeProcess } from "./edge_process.ts";
 
 function flag(name: string, fallback: string): string {
   const i = Deno.args.indexOf(`--${name}`);
@@ -118,44 +119,6 @@ async function measuredWarm(edge: string, url: string, pid: number): Promise<Bui
   }
 }
 
-async function startDenoServer(origin: string, store: string) {
-  const child = new Deno.Command(Deno.execPath(), {
-    args: [
-      "run",
-      "-A",
-      new URL("../src/cli.ts", import.meta.url).pathname,
-      "serve",
-      "--port",
-      "0",
-      "--origin",
-      origin,
-      "--store",
-      store,
-      "--chunks",
-      String(CHUNKS),
-    ],
-    stdout: "piped",
-    stderr: "inherit",
-  }).spawn();
-  const reader = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
-  let out = "";
-  while (!/listening on (\S+)/.test(out)) {
-    const { value, done } = await reader.read();
-    if (done) throw new Error(`gitedge serve exited: ${out}`);
-    out += value;
-  }
-  reader.releaseLock();
-  return {
-    url: /listening on (\S+)/.exec(out)![1],
-    pid: child.pid,
-    stop: async () => {
-      child.kill("SIGTERM");
-      await child.status;
-      await child.stdout.cancel().catch(() => {});
-    },
-  };
-}
-
 await using origin = await startOrigin();
 await using work = await tempDir("gitedge-bench-");
 if (REPO === "git") {
@@ -197,7 +160,10 @@ async function cloneByUri(edge: string, url: string): Promise<void> {
 }
 
 {
-  const deno = await startDenoServer(origin.url, `${work.path}/store`);
+  const deno = await startEdgeProcess(origin.url, `${work.path}/store`, [
+    "--chunks",
+    String(CHUNKS),
+  ]);
   try {
     results.push(await measuredWarm("deno", deno.url, deno.pid));
     await cloneByUri("deno", deno.url);
