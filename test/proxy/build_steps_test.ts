@@ -13,7 +13,6 @@ import {
   MAX_STEP_ATTEMPTS,
   type PendingBuild,
   RepoSnapshots,
-  type SnapshotStorage,
 } from "../../src/proxy/repo_snapshots.ts";
 import { repoId } from "../../src/proxy/repo.ts";
 import { FsPackStore } from "../../src/storage/fs.ts";
@@ -21,33 +20,9 @@ import type { ByteRange, PackStore } from "../../src/storage/store.ts";
 import { git, tempDir } from "../support/git.ts";
 import { startOrigin } from "../support/origin.ts";
 import { makeRepo } from "../support/fixtures.ts";
+import { AlarmStorage } from "../support/alarm_storage.ts";
 
 const noAuth = { headers: {} };
-
-/** Durable Object storage as far as builds need it: cloned values and one alarm. */
-class AlarmStorage implements SnapshotStorage {
-  readonly values = new Map<string, unknown>();
-  alarm: number | null = null;
-
-  get<T>(key: string): Promise<T | undefined> {
-    return Promise.resolve(structuredClone(this.values.get(key)) as T | undefined);
-  }
-
-  put<T>(keyOrEntries: string | Record<string, T>, value?: T): Promise<void> {
-    const entries = typeof keyOrEntries === "string" ? { [keyOrEntries]: value } : keyOrEntries;
-    for (const [k, v] of Object.entries(entries)) this.values.set(k, structuredClone(v));
-    return Promise.resolve();
-  }
-
-  delete(key: string): Promise<boolean> {
-    return Promise.resolve(this.values.delete(key));
-  }
-
-  setAlarm(time: number | Date): Promise<void> {
-    this.alarm = typeof time === "number" ? time : time.getTime();
-    return Promise.resolve();
-  }
-}
 
 /** A store whose writes fail while `failPuts` > 0 (a step dying half-way). */
 class FlakyStore implements PackStore {

@@ -10,33 +10,8 @@ import {
   MANIFEST_KEY,
   RepoMismatchError,
   RepoSnapshots,
-  type SnapshotStorage,
 } from "../../src/proxy/repo_snapshots.ts";
-
-/** Durable Object storage semantics that matter here: structured-cloned values, one alarm. */
-class MemoryStorage implements SnapshotStorage {
-  readonly values = new Map<string, unknown>();
-  alarm: number | null = null;
-
-  get<T>(key: string): Promise<T | undefined> {
-    return Promise.resolve(structuredClone(this.values.get(key)) as T | undefined);
-  }
-
-  put<T>(keyOrEntries: string | Record<string, T>, value?: T): Promise<void> {
-    const entries = typeof keyOrEntries === "string" ? { [keyOrEntries]: value } : keyOrEntries;
-    for (const [k, v] of Object.entries(entries)) this.values.set(k, structuredClone(v));
-    return Promise.resolve();
-  }
-
-  delete(key: string): Promise<boolean> {
-    return Promise.resolve(this.values.delete(key));
-  }
-
-  setAlarm(time: number | Date): Promise<void> {
-    this.alarm = typeof time === "number" ? time : time.getTime();
-    return Promise.resolve();
-  }
-}
+import { AlarmStorage } from "../support/alarm_storage.ts";
 
 /** A builder whose builds finish only when the test releases them. */
 class GatedBuilder implements Builder {
@@ -72,7 +47,7 @@ class GatedBuilder implements Builder {
 const REPO: RepoRef = { id: "ab".repeat(16), originUrl: "http://origin.test/x.git", path: "x.git" };
 const NO_AUTH: OriginAuth = { headers: {} };
 
-function setup(storage = new MemoryStorage(), refreshMs: number | null = null) {
+function setup(storage = new AlarmStorage(), refreshMs: number | null = null) {
   const builder = new GatedBuilder();
   const backgroundErrors: unknown[] = [];
   const snapshots = new RepoSnapshots({
@@ -151,7 +126,7 @@ Deno.test("a failed build keeps the old manifest and reports lastError", async (
 });
 
 Deno.test("credential-free builds arm the refresh alarm; the alarm rebuilds", async () => {
-  const { storage, builder, snapshots } = setup(new MemoryStorage(), 60_000);
+  const { storage, builder, snapshots } = setup(new AlarmStorage(), 60_000);
   const withAuth = snapshots.warm(REPO, { headers: { authorization: "Basic eDp5" } });
   await settle();
   builder.release();
