@@ -759,12 +759,19 @@ async function originTagDigest(
   }
   const hash = sha256.create();
   let size = 0;
-  for await (const chunk of res.body) {
-    size += chunk.byteLength;
-    if (size > MAX_TAG_LISTING) {
-      throw new OriginStatusError(repo.originUrl, 200, "tag list too large");
+  try {
+    for await (const chunk of res.body) {
+      size += chunk.byteLength;
+      if (size > MAX_TAG_LISTING) {
+        throw new OriginStatusError(repo.originUrl, 200, "tag list too large");
+      }
+      hash.update(chunk);
     }
-    hash.update(chunk);
+  } catch (err) {
+    // An answer the origin cut short (its upload-pack died on the request) is the origin's
+    // failure, a 502, not the edge's.
+    if (err instanceof OriginStatusError) throw err;
+    throw new OriginStatusError(repo.originUrl, 200, "its answer was cut short");
   }
   return hex(hash.digest());
 }
