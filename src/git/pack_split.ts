@@ -12,6 +12,7 @@
 import { type ObjectFormat, type PackEntry, PackFormatError, type PackSummary } from "./pack.ts";
 import type { PackEntryIndex } from "./pack_index.ts";
 import { scanPack } from "./pack_reader.ts";
+import { concat } from "./pktline.ts";
 import { type OffsetMap, PackWriter, type PackWriteResult } from "./pack_writer.ts";
 
 /** Size of one planned part. */
@@ -287,16 +288,7 @@ function collectingSink(): { sink: WritableStream<Uint8Array>; bytes: () => Uint
       chunks.push(chunk);
     },
   });
-  const bytes = () => {
-    const out = new Uint8Array(chunks.reduce((n, c) => n + c.length, 0));
-    let at = 0;
-    for (const c of chunks) {
-      out.set(c, at);
-      at += c.length;
-    }
-    return out;
-  };
-  return { sink, bytes };
+  return { sink, bytes: () => concat(chunks) };
 }
 
 /** A stream over in-memory bytes, in 64 KiB views. */

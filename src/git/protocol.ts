@@ -263,28 +263,11 @@ export async function readCommandRequest(reader: PktLineReader): Promise<Command
     pkt = await reader.read();
     if (pkt === null || pkt.type !== "data") break;
     const line = pktText(pkt);
-    if (!line.startsWith("command=")) {
-      capabilities.push(line);
-      continue;
-    }
-    if (line.length === "command=".length) {
-      throw new ProtocolError("bad-request", `request has an empty "command=" line`);
-    }
-    if (command) {
-      throw new ProtocolError(
-        "bad-request",
-        `request names two commands, "${command.command}" and "${line.slice(8)}"`,
-      );
-    }
-    command = { command: line.slice(8), at: capabilities.length };
+    const name = commandOf(line, command?.command);
+    if (name === null) capabilities.push(line);
+    else command = { command: name, at: capabilities.length };
   }
-  if (!command) {
-    const got = head.type === "data" ? `"${pktText(head)}"` : describe(head);
-    throw new ProtocolError(
-      "bad-request",
-      `request has no "command=<name>" line before its arguments (starts with ${got})`,
-    );
-  }
+  if (!command) throw noCommand(head);
   const request: CommandRequest = { command: command.command, capabilities, args: [] };
   if (command.at > 0) request.commandAt = command.at;
   if (pkt?.type === "delim") {
@@ -316,28 +299,36 @@ export async function readCommandRequest(reader: PktLineReader): Promise<Command
 export function requestCommand(pkts: readonly Pkt[]): { command: string; at: number } {
   let found: { command: string; at: number } | null = null;
   for (let i = 0; i < pkts.length && pkts[i].type === "data"; i++) {
-    const line = pktText(pkts[i]);
-    if (!line.startsWith("command=")) continue;
-    if (line.length === "command=".length) {
-      throw new ProtocolError("bad-request", `request has an empty "command=" line`);
-    }
-    if (found) {
-      throw new ProtocolError(
-        "bad-request",
-        `request names two commands, "${found.command}" and "${line.slice(8)}"`,
-      );
-    }
-    found = { command: line.slice(8), at: i };
+    const name = commandOf(pktText(pkts[i]), found?.command);
+    if (name !== null) found = { command: name, at: i };
   }
-  if (!found) {
-    const first = pkts[0];
-    const got = first?.type === "data" ? `"${pktText(first)}"` : describe(first);
-    throw new ProtocolError(
-      "bad-request",
-      `request has no "command=<name>" line before its arguments (starts with ${got})`,
-    );
-  }
+  if (!found) throw noCommand(pkts[0]);
   return found;
+}
+
+/**
+ * The command a request line names, or `null` when it is not a `command=` line.
+ *
+ * @throws {ProtocolError} `"bad-request"` for an empty `command=` line, or a second one after
+ * `found`.
+ */
+function commandOf(line: string, found: string | undefined): string | null {
+  if (!line.startsWith("command=")) return null;
+  const name = line.slice("command=".length);
+  if (name === "") throw new ProtocolError("bad-request", `request has an empty "command=" line`);
+  if (found !== undefined) {
+    throw new ProtocolError("bad-request", `request names two commands, "${found}" and "${name}"`);
+  }
+  return name;
+}
+
+/** The error for a request with no `command=` line, naming how it starts. */
+function noCommand(first: Pkt | undefined): ProtocolError {
+  const got = first?.type === "data" ? `"${pktText(first)}"` : describe(first);
+  return new ProtocolError(
+    "bad-request",
+    `request has no "command=<name>" line before its arguments (starts with ${got})`,
+  );
 }
 
 /**

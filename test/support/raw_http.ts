@@ -2,6 +2,7 @@
  * HTTP/1.1 over a raw loopback socket: the request target goes on the wire byte for byte, where
  * `fetch` would normalise it (`/../x` becomes `/x`), so path guards can be reached.
  */
+import { concatBytes } from "./streams.ts";
 
 /** A raw response: status code and the body as text (close-delimited or with a length). */
 export interface RawResponse {
@@ -28,7 +29,7 @@ export async function rawGet(baseUrl: string, target: string): Promise<RawRespon
       if (n === null) break;
       chunks.push(buf.slice(0, n));
     }
-    const text = new TextDecoder().decode(concat(chunks));
+    const text = new TextDecoder().decode(concatBytes(chunks));
     const split = text.indexOf("\r\n\r\n");
     const head = split < 0 ? text : text.slice(0, split);
     const status = Number(/^HTTP\/1\.[01] (\d{3})/.exec(head)?.[1] ?? NaN);
@@ -42,16 +43,6 @@ export async function rawGet(baseUrl: string, target: string): Promise<RawRespon
 
 async function writeAll(conn: Deno.Conn, bytes: Uint8Array): Promise<void> {
   for (let at = 0; at < bytes.length;) at += await conn.write(bytes.subarray(at));
-}
-
-function concat(chunks: Uint8Array[]): Uint8Array {
-  const out = new Uint8Array(chunks.reduce((n, c) => n + c.length, 0));
-  let at = 0;
-  for (const c of chunks) {
-    out.set(c, at);
-    at += c.length;
-  }
-  return out;
 }
 
 /** Decodes a chunked body (text: sizes are hex lines). */
