@@ -5,7 +5,7 @@
  *   - cold clone through the edge (a client that does not ask for URIs: pure proxy overhead; the
  *     edge's response cache is off, so every such clone reaches the origin), with the edge's CPU,
  *   - warm clone through the edge with packfile URIs (wall time and origin bytes),
- * after one snapshot build (timed). The edge runs as its own process (`src/cli.ts serve`) so its
+ * after one snapshot build (timed). The edge runs as its own process (`edge/deno/cli.ts serve`) so its
  * peak RSS and CPU can be read. Medians of `--runs`.
  *
  *   deno run -A bench/edge_clone.ts [--mb 200] [--runs 3] [--chunks 4]

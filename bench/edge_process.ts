@@ -21,7 +21,7 @@ export async function startEdgeProcess(
   store: string,
   extra: string[] = [],
 ): Promise<EdgeProcess> {
-  const cli = new URL("../src/cli.ts", import.meta.url).pathname;
+  const cli = new URL("../edge/deno/cli.ts", import.meta.url).pathname;
   const child = new Deno.Command(Deno.execPath(), {
     args: [
       "run",

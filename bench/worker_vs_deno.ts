@@ -9,8 +9,8 @@
  * Both edges are warmed first; every measured clone uses `fetch.uriProtocols=http`, so it is the
  * packfile-URI path: a small rewritten fetch through the edge plus the packs from the store.
  */
-import { startDenoEdge } from "../edge/deno.ts";
-import { startWorkerEdge } from "../test/edge/worker_harness.ts";
+import { startDenoEdge } from "../edge/deno/server.ts";
+import { startWorkerEdge } from "../test/edge/cloudflare/worker_harness.ts";
 import { makeRepo } from "../test/support/fixtures.ts";
 import { git, tempDir } from "../test/support/git.ts";
 import { startOrigin } from "../test/support/origin.ts";

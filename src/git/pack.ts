@@ -1,6 +1,6 @@
 /**
  * Packfile vocabulary shared by the pack reader, writer and splitter: object type codes,
- * the per-entry index record, the whole-pack summary, and the pack error type.
+ * the per-entry record, and the pack error type.
  *
  * Layout of a version 2 pack: `"PACK"`, version (u32 BE), object count (u32 BE), then each
  * entry as `type+size varint [+ OFS_DELTA offset varint | REF_DELTA 20-byte id]` followed by
@@ -10,7 +10,6 @@
  */
 
 import { GitFormatError, type GitFormatErrorOptions } from "./errors.ts";
-import type { PackEntryIndex } from "./pack_index.ts";
 
 /** Pack object type: commit. */
 export const OBJ_COMMIT = 1;
@@ -95,27 +94,6 @@ export interface PackEntry {
   baseOffset?: number;
   /** For REF_DELTA: hex id of the base object. */
   baseId?: string;
-}
-
-/** What a full scan of a pack established. */
-export interface PackSummary {
-  /** Pack format version (always 2: the only one git writes). */
-  version: number;
-  /** Number of entries. */
-  objects: number;
-  /** Hex trailer (verified): SHA-1, or SHA-256 for a SHA-256 pack. */
-  checksum: string;
-  /** The hash the pack uses (trailer and REF_DELTA bases). */
-  objectFormat: ObjectFormat;
-  /** Total pack length in bytes, trailer included. */
-  size: number;
-  /** Compact index of the entries in pack order (empty when the scan was told not to keep them). */
-  index: PackEntryIndex;
-  /**
-   * The same entries as objects, materialised from {@link PackSummary.index} on first read
-   * (about 10x its memory): for tests and small packs; large-pack code should use `index`.
-   */
-  readonly entries: PackEntry[];
 }
 
 /** Machine-readable reasons a pack is rejected. */

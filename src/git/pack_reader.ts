@@ -24,9 +24,29 @@ import {
   PACK_SIGNATURE,
   type PackEntry,
   PackFormatError,
-  type PackSummary,
 } from "./pack.ts";
 import { PackEntryIndex } from "./pack_index.ts";
+
+/** What a full scan of a pack established. */
+export interface PackSummary {
+  /** Pack format version (always 2: the only one git writes). */
+  version: number;
+  /** Number of entries. */
+  objects: number;
+  /** Hex trailer (verified): SHA-1, or SHA-256 for a SHA-256 pack. */
+  checksum: string;
+  /** The hash the pack uses (trailer and REF_DELTA bases). */
+  objectFormat: ObjectFormat;
+  /** Total pack length in bytes, trailer included. */
+  size: number;
+  /** Compact index of the entries in pack order (empty when the scan was told not to keep them). */
+  index: PackEntryIndex;
+  /**
+   * The same entries as objects, materialised from {@link PackSummary.index} on first read
+   * (about 10x its memory): for tests and small packs; large-pack code should use `index`.
+   */
+  readonly entries: PackEntry[];
+}
 
 /** Options for {@link scanPack} and {@link packScanner}. */
 export interface ScanOptions {

@@ -9,9 +9,9 @@
  * @module
  */
 
-import { type ObjectFormat, type PackEntry, PackFormatError, type PackSummary } from "./pack.ts";
+import { type ObjectFormat, type PackEntry, PackFormatError } from "./pack.ts";
 import type { PackEntryIndex } from "./pack_index.ts";
-import { scanPack } from "./pack_reader.ts";
+import { type PackSummary, scanPack } from "./pack_reader.ts";
 import { concat } from "./pktline.ts";
 import { type OffsetMap, PackWriter, type PackWriteResult } from "./pack_writer.ts";
 

@@ -1,6 +1,6 @@
 /**
  * The edge app: a Hono application built from injected dependencies. It knows nothing of the
- * runtime it runs on; `edge/deno_server.ts` and `edge/worker.ts` feed it.
+ * runtime it runs on; `edge/deno/server.ts` and `edge/cloudflare/worker.ts` feed it.
  */
 import { Hono } from "hono";
 import type { Context } from "hono";

@@ -7,7 +7,7 @@ import { runCloneCli } from "./cli_process.ts";
 import { GIT_ENV, tempDir } from "../support/git.ts";
 import { startOrigin } from "../support/origin.ts";
 import { makeRepo } from "../support/fixtures.ts";
-import { startDenoEdge } from "../../edge/deno.ts";
+import { startDenoEdge } from "../../edge/deno/server.ts";
 import { warm } from "../proxy/edge_suite.ts";
 import { startRelay } from "../support/relay.ts";
 

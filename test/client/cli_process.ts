@@ -8,7 +8,7 @@ export interface CliRun {
   stderr: string;
 }
 
-const CLI = new URL("../../src/cli.ts", import.meta.url).pathname;
+const CLI = new URL("../../edge/deno/cli.ts", import.meta.url).pathname;
 
 /** Runs `gitedge clone ARGS` in `cwd` with stdout and stderr piped (so not terminals). */
 export async function runCloneCli(args: string[], cwd: string): Promise<CliRun> {

@@ -275,7 +275,7 @@ async function exists(path: string): Promise<boolean> {
 
 /** Runs `gitedge clone ARGS` as a subprocess (stdout and stderr are not terminals). */
 async function runCli(args: string[], cwd: string) {
-  const cli = new URL("../../src/cli.ts", import.meta.url).pathname;
+  const cli = new URL("../../edge/deno/cli.ts", import.meta.url).pathname;
   const command = new Deno.Command(Deno.execPath(), {
     args: ["run", "--allow-all", cli, "clone", ...args],
     cwd,

@@ -8,10 +8,9 @@ import {
   OBJ_TAG,
   type PackEntry,
   PackFormatError,
-  type PackSummary,
   typeName,
 } from "../../src/git/pack.ts";
-import { packScanner, scanPack } from "../../src/git/pack_reader.ts";
+import { packScanner, type PackSummary, scanPack } from "../../src/git/pack_reader.ts";
 import { gitBytes, tempDir } from "../support/git.ts";
 import { chunked, collect, concatBytes, seededRandom } from "../support/streams.ts";
 import { buildRepo, packObjects, type VerifiedObject, verifyPack } from "./pack_fixtures.ts";

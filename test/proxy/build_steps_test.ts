@@ -15,7 +15,7 @@ import {
   RepoSnapshots,
 } from "../../src/proxy/repo_snapshots.ts";
 import { repoId } from "../../src/proxy/repo.ts";
-import { FsPackStore } from "../../src/storage/fs.ts";
+import { FsPackStore } from "../../edge/deno/fs_store.ts";
 import type { ByteRange, PackStore } from "../../src/storage/store.ts";
 import { git, tempDir } from "../support/git.ts";
 import { startOrigin } from "../support/origin.ts";

@@ -5,7 +5,7 @@ import {
   parseIntAtLeast,
   parseSigningKeyHex,
 } from "../../src/proxy/config_parse.ts";
-import { parseServeArgs, UsageError } from "../../src/proxy/serve_cli.ts";
+import { parseServeArgs, UsageError } from "../../edge/deno/serve_cli.ts";
 
 Deno.test("parseIntAtLeast takes safe integers from the minimum up", () => {
   assertEquals(parseIntAtLeast("60", 60), 60);

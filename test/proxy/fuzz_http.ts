@@ -21,7 +21,7 @@ import { DEFAULT_EDGE_CONFIG, type EdgeConfig } from "../../src/proxy/deps.ts";
 import { LocalCoordinator } from "../../src/proxy/coordinator.ts";
 import { Metrics } from "../../src/proxy/metrics.ts";
 import { SnapshotBuilder } from "../../src/proxy/snapshot.ts";
-import { FsPackStore } from "../../src/storage/fs.ts";
+import { FsPackStore } from "../../edge/deno/fs_store.ts";
 import { decodePkts, encodePkt, encodePkts, pktBytes } from "../../src/git/pktline.ts";
 import { SeededRandom } from "../support/random.ts";
 import { startOrigin } from "../support/origin.ts";

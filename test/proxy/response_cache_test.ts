@@ -1,6 +1,6 @@
 import { completeResponseCheck, ResponseCache } from "../../src/proxy/response_cache.ts";
 import { Metrics } from "../../src/proxy/metrics.ts";
-import { FsPackStore } from "../../src/storage/fs.ts";
+import { FsPackStore } from "../../edge/deno/fs_store.ts";
 import { encodePkts } from "../../src/git/pktline.ts";
 import { chunked, type ChunkPlan, collect, utf8 } from "../support/streams.ts";
 import { tempDir } from "../support/git.ts";

@@ -6,7 +6,7 @@ import { manifestPacks, readManifest, SnapshotBuilder } from "../../src/proxy/sn
 import { OriginUnreachableError } from "../../src/proxy/origin.ts";
 import { repoId } from "../../src/proxy/repo.ts";
 import type { RepoRef } from "../../src/proxy/deps.ts";
-import { FsPackStore } from "../../src/storage/fs.ts";
+import { FsPackStore } from "../../edge/deno/fs_store.ts";
 import type { ByteRange, PackStore } from "../../src/storage/store.ts";
 import { git, tempDir } from "../support/git.ts";
 import { startOrigin } from "../support/origin.ts";

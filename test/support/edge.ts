@@ -2,7 +2,7 @@
  * Starting an edge under test. The end-to-end suite (`test/proxy/edge_suite.ts`) takes any
  * `EdgeFactory`, so the same cases run against the Deno server and the Worker in workerd.
  */
-import { startDenoEdge } from "../../edge/deno.ts";
+import { startDenoEdge } from "../../edge/deno/server.ts";
 import type { EdgeConfig } from "../../src/proxy/deps.ts";
 
 export interface EdgeUnderTestOptions {

@@ -3,7 +3,7 @@
  * itself (its peak memory, whether it survives, its file descriptors).
  */
 
-const CLI = new URL("../../src/cli.ts", import.meta.url).pathname;
+const CLI = new URL("../../edge/deno/cli.ts", import.meta.url).pathname;
 
 /** A running `gitedge serve`. */
 export interface ServeProcess extends AsyncDisposable {

@@ -1,0 +1,49 @@
+/**
+ * The Cloudflare Worker entry: a thin adapter that builds the edge app's dependencies from the
+ * Worker's bindings and hands every request to `createApp` (the same app the Deno server runs).
+ * Packs live in R2; each repository's snapshot builds are coordinated by its `RepoCoordinator`
+ * Durable Object, exported here so the runtime can instantiate it.
+ */
+import { createApp } from "../../src/proxy/app.ts";
+import type { EdgeDeps } from "../../src/proxy/deps.ts";
+import { Metrics } from "../../src/proxy/metrics.ts";
+import { ParseBudget } from "../../src/proxy/parse_budget.ts";
+import { AuthMemo } from "../../src/proxy/auth_memo.ts";
+import { ResponseCache } from "../../src/proxy/response_cache.ts";
+import { type Env, WorkerConfigError } from "./env.ts";
+import { edgeDepsFromEnv } from "./worker_deps.ts";
+import type { ExecutionContext, ExportedHandler } from "./worker_types.ts";
+
+export { RepoCoordinator } from "./repo_coordinator_do.ts";
+export type { Env } from "./env.ts";
+
+type FetchHandler = (request: Request, env: Env, ctx: ExecutionContext) => Promise<Response>;
+
+/**
+ * The Worker's fetch handler. The handler owns the metrics of the isolate it runs in, so
+ * `/_edge/metrics` counts every request this isolate served (Cloudflare runs many isolates; each
+ * reports its own share). Likewise the memo of credentials the origin accepted and the response cache's fills.
+ */
+function createFetchHandler(): FetchHandler {
+  const metrics = new Metrics();
+  const authMemo = new AuthMemo();
+  const responseCache = new ResponseCache();
+  let parseBudget: ParseBudget | undefined;
+  return async (request, env, ctx) => {
+    let deps: EdgeDeps;
+    try {
+      deps = edgeDepsFromEnv(env, ctx, metrics);
+    } catch (error) {
+      if (!(error instanceof WorkerConfigError)) throw error;
+      console.error(`gitedge: misconfigured Worker: ${error.message}`);
+      return new Response(`gitedge: misconfigured edge: ${error.message}\n`, {
+        status: 500,
+        headers: { "content-type": "text/plain; charset=utf-8" },
+      });
+    }
+    parseBudget ??= ParseBudget.forCap(deps.config.maxRequestBytes);
+    return await createApp(deps, { metrics, authMemo, responseCache, parseBudget }).fetch(request);
+  };
+}
+
+export default { fetch: createFetchHandler() } satisfies ExportedHandler<Env>;

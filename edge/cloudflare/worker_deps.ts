@@ -1,0 +1,24 @@
+/** The edge app's dependencies for one Worker request, built from the Worker's bindings. */
+import type { EdgeDeps } from "../../src/proxy/deps.ts";
+import type { Metrics } from "../../src/proxy/metrics.ts";
+import { DurableObjectCoordinator } from "./do_coordinator.ts";
+import { edgeConfigFromEnv, type Env, partBytesFromEnv, signingKeyFromEnv } from "./env.ts";
+import { R2PackStore } from "./r2_store.ts";
+import type { ExecutionContext } from "./worker_types.ts";
+
+/**
+ * R2 store, Durable Object coordinator, `fetch` to the origin, the wall clock, the signing key
+ * secret, config from vars, and `ctx.waitUntil` for background work. Builds started from here
+ * are counted in `metrics`. Throws `WorkerConfigError` when a binding is missing or malformed.
+ */
+export function edgeDepsFromEnv(env: Env, ctx: ExecutionContext, metrics?: Metrics): EdgeDeps {
+  return {
+    store: new R2PackStore(env.PACKS, { partBytes: partBytesFromEnv(env) }),
+    coordinator: new DurableObjectCoordinator(env.REPO_COORDINATOR, metrics),
+    originFetch: (request) => fetch(request),
+    clock: { now: () => Date.now() },
+    signingKey: signingKeyFromEnv(env),
+    config: edgeConfigFromEnv(env),
+    waitUntil: (promise) => ctx.waitUntil(promise),
+  };
+}

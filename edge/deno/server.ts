@@ -1,0 +1,160 @@
+/**
+ * The Deno runtime entry: the edge app on `Deno.serve`, with the filesystem pack store and an
+ * in-process coordinator. `gitedge serve` (edge/deno/cli.ts) and the tests start it through here.
+ */
+import { createApp } from "../../src/proxy/app.ts";
+import { DEFAULT_EDGE_CONFIG, type EdgeConfig } from "../../src/proxy/deps.ts";
+import { LocalCoordinator } from "../../src/proxy/coordinator.ts";
+import { Metrics } from "../../src/proxy/metrics.ts";
+import { SnapshotBuilder } from "../../src/proxy/snapshot.ts";
+import { FsPackStore } from "./fs_store.ts";
+import { ConfigValueError, parseHttpUrl } from "../../src/proxy/config_parse.ts";
+
+export interface DenoEdgeOptions {
+  store: string;
+  host?: string;
+  /** 0 picks a free port. */
+  port?: number;
+  config: Partial<EdgeConfig>;
+  /** URL-signing key; read from (or created in) `<store>/signing.key` when absent. */
+  signingKey?: Uint8Array;
+  /** Where background-build failures go (default: stderr). */
+  onBuildError?: (repoPath: string, err: unknown) => void;
+}
+
+export interface RunningEdge {
+  url: string;
+  port: number;
+  metrics: Metrics;
+  coordinator: LocalCoordinator;
+  /** Resolves once scheduled background work and every running snapshot build have finished. */
+  idle(): Promise<void>;
+  stop(): Promise<void>;
+  [Symbol.asyncDispose](): Promise<void>;
+}
+
+/**
+ * The store's signing key, created with 0600 permissions on first use. It is written to a
+ * temporary file and renamed into place, so a failed write (a full disk) leaves no key rather
+ * than an empty one; a key file too short to sign with (left by an older version) is replaced.
+ */
+export async function loadSigningKey(storeDir: string): Promise<Uint8Array> {
+  const path = `${storeDir}/signing.key`;
+  let damaged = false;
+  try {
+    const key = await Deno.readFile(path);
+    if (key.byteLength >= 16) return key;
+    console.error(`gitedge: ${path} holds ${key.byteLength} bytes, too few to sign with: replaced`);
+    damaged = true;
+  } catch (err) {
+    if (!(err instanceof Deno.errors.NotFound)) throw err;
+  }
+  const key = crypto.getRandomValues(new Uint8Array(32));
+  await Deno.mkdir(storeDir, { recursive: true });
+  const tmp = `${path}.${crypto.randomUUID()}.tmp`;
+  try {
+    await Deno.writeFile(tmp, key, { createNew: true, mode: 0o600 });
+    // A damaged key is replaced; otherwise a link never overwrites a key another process made.
+    if (damaged) await Deno.rename(tmp, path);
+    else await Deno.link(tmp, path);
+  } catch (err) {
+    if (err instanceof Deno.errors.AlreadyExists) return await Deno.readFile(path);
+    throw err;
+  } finally {
+    await Deno.remove(tmp).catch(() => {});
+  }
+  return key;
+}
+
+export async function startDenoEdge(opts: DenoEdgeOptions): Promise<RunningEdge> {
+  const config: EdgeConfig = { ...DEFAULT_EDGE_CONFIG, ...opts.config };
+  if (!config.origin && !config.allowHosts?.length) {
+    throw new Error("configure an origin (--origin) or allowed hosts (--allow-host)");
+  }
+  for (const [name, url] of [["origin", config.origin], ["publicUrl", config.publicUrl]]) {
+    try {
+      if (url !== undefined) parseHttpUrl(url);
+    } catch (error) {
+      if (!(error instanceof ConfigValueError)) throw error;
+      throw new Error(`${name} must be ${error.expected}, got '${error.value}'`);
+    }
+  }
+  const store = new FsPackStore(opts.store);
+  const metrics = new Metrics();
+  const clock = { now: () => Date.now() };
+  const originFetch = (req: Request) => fetch(req);
+  const builder = new SnapshotBuilder({ store, originFetch, clock, chunks: config.chunks });
+  const onBuildError = opts.onBuildError ??
+    ((path, err) => console.error(`gitedge: snapshot build for ${path} failed:`, err));
+  const coordinator = new LocalCoordinator({
+    store,
+    builder,
+    clock,
+    metrics,
+    onError: (repo, err) => onBuildError(repo.path, err),
+    backoffMs: (config.buildBackoffSeconds ?? DEFAULT_EDGE_CONFIG.buildBackoffSeconds) * 1000,
+  });
+  const signingKey = opts.signingKey ?? await loadSigningKey(opts.store);
+  // Background work (build scheduling) is tracked, so stopping can wait for it.
+  const background = new Set<Promise<unknown>>();
+  const waitUntil = (work: Promise<unknown>) => {
+    const tracked = work.catch(() => {}).finally(() => background.delete(tracked));
+    background.add(tracked);
+  };
+  const edge = createApp(
+    { store, coordinator, originFetch, clock, signingKey, config, waitUntil },
+    { metrics },
+  );
+  const ready = Promise.withResolvers<Deno.NetAddr>();
+  let stopped: Promise<void> | null = null;
+  // Deno's accept loop ends the server when accepting fails (out of file descriptors: "Too many
+  // open files"), and its rejection would end the process. The edge logs it and listens again on
+  // the same address, retrying until descriptors are free again.
+  const listen = (port: number, onListen: (addr: Deno.NetAddr) => void): Deno.HttpServer => {
+    const server = Deno.serve({
+      hostname: opts.host ?? "127.0.0.1",
+      port,
+      onListen: (addr) => onListen(addr as Deno.NetAddr),
+    }, edge.fetch);
+    server.finished.catch(async (error) => {
+      console.error(`gitedge: the HTTP server stopped accepting (${error}); listening again`);
+      metrics.inc("gitedge_server_restarts_total");
+      for (let wait = 50; stopped === null; wait = Math.min(wait * 2, 2000)) {
+        await new Promise((r) => setTimeout(r, wait));
+        if (stopped !== null) return;
+        try {
+          current = listen(boundPort, () => {});
+          return;
+        } catch (retry) {
+          console.error(`gitedge: listening again failed (${retry}); retrying`);
+        }
+      }
+    });
+    return server;
+  };
+  let boundPort = opts.port ?? 0;
+  let current = listen(boundPort, (addr) => ready.resolve(addr));
+  const addr = await ready.promise;
+  boundPort = addr.port; // restarts bind the port first given out
+  const host = addr.hostname.includes(":") ? `[${addr.hostname}]` : addr.hostname;
+  // Stop taking requests, then let scheduled and running snapshot builds finish, so nothing is
+  // left writing to the store.
+  const idle = async () => {
+    while (background.size > 0) await Promise.all(background);
+    await coordinator.idle();
+  };
+  const stop = () =>
+    stopped ??= (async () => {
+      await current.shutdown();
+      await idle();
+    })();
+  return {
+    url: `http://${host}:${addr.port}`,
+    port: addr.port,
+    metrics,
+    coordinator,
+    idle,
+    stop,
+    [Symbol.asyncDispose]: stop,
+  };
+}

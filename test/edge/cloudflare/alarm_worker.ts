@@ -1,0 +1,44 @@
+/**
+ * Test fixture Worker: the gitedge Worker unchanged, except that its `RepoCoordinator` arms the
+ * refresh alarm 200 ms ahead instead of `REFRESH_SECONDS` (at least a minute) ahead, so a test can
+ * watch the alarm fire in workerd. Which builds arm the alarm, and for when, is tested in
+ * `test/proxy/repo_snapshots_test.ts`.
+ */
+import worker, { RepoCoordinator } from "../../../edge/cloudflare/worker.ts";
+import type { Env } from "../../../edge/cloudflare/env.ts";
+import type {
+  DurableObjectState,
+  DurableObjectStorage,
+} from "../../../edge/cloudflare/worker_types.ts";
+
+const ALARM_DELAY_MS = 200;
+
+export class SoonAlarmCoordinator extends RepoCoordinator {
+  constructor(state: DurableObjectState, env: Env) {
+    const storage = state.storage;
+    const soon: DurableObjectStorage = {
+      get: (key) => storage.get(key),
+      put:
+        ((keyOrEntries: string | Record<string, unknown>, value?: unknown) =>
+          typeof keyOrEntries === "string"
+            ? storage.put(keyOrEntries, value)
+            : storage.put(keyOrEntries)) as DurableObjectStorage["put"],
+      delete: (key) => storage.delete(key),
+      getAlarm: () => storage.getAlarm(),
+      setAlarm: () => storage.setAlarm(Date.now() + ALARM_DELAY_MS),
+      deleteAlarm: () => storage.deleteAlarm(),
+    };
+    super({ ...stateMethods(state), storage: soon }, env);
+  }
+}
+
+function stateMethods(state: DurableObjectState): DurableObjectState {
+  return {
+    id: state.id,
+    storage: state.storage,
+    waitUntil: (p) => state.waitUntil(p),
+    blockConcurrencyWhile: (f) => state.blockConcurrencyWhile(f),
+  };
+}
+
+export default worker;

@@ -1,0 +1,82 @@
+import { assertEquals, assertRejects } from "../../support/assert.ts";
+import { fixedSizeParts, type Part, PartSizeError } from "../../../edge/cloudflare/fixed_parts.ts";
+
+/** A stream emitting `chunks` one by one, recording whether it was cancelled. */
+function chunked(
+  chunks: number[],
+): { stream: ReadableStream<Uint8Array>; cancelled: () => boolean } {
+  let next = 0;
+  let value = 0;
+  let wasCancelled = false;
+  const stream = new ReadableStream<Uint8Array>({
+    pull(controller) {
+      if (next === chunks.length) return controller.close();
+      const chunk = new Uint8Array(chunks[next++]);
+      for (let i = 0; i < chunk.length; i++) chunk[i] = value++ & 0xff;
+      controller.enqueue(chunk);
+    },
+    cancel() {
+      wasCancelled = true;
+    },
+  });
+  return { stream, cancelled: () => wasCancelled };
+}
+
+async function collect(stream: ReadableStream<Uint8Array>, size: number): Promise<Part[]> {
+  const parts: Part[] = [];
+  for await (const part of fixedSizeParts(stream, size)) parts.push(part);
+  return parts;
+}
+
+function sequence(from: number, length: number): number[] {
+  return Array.from({ length }, (_, i) => (from + i) & 0xff);
+}
+
+Deno.test("fixedSizeParts re-chunks uneven chunks into equal parts and flags the last", async () => {
+  const parts = await collect(chunked([3, 7, 1, 9, 4]).stream, 10);
+  assertEquals(parts.map((p) => p.bytes.byteLength), [10, 10, 4]);
+  assertEquals(parts.map((p) => p.last), [false, false, true]);
+  assertEquals(Array.from(parts[1].bytes), sequence(10, 10));
+  assertEquals(Array.from(parts[2].bytes), sequence(20, 4));
+});
+
+Deno.test("fixedSizeParts marks a full part last when the source ends on a boundary", async () => {
+  const parts = await collect(chunked([5, 0, 5, 0]).stream, 5);
+  assertEquals(parts.map((p) => [p.bytes.byteLength, p.last]), [[5, false], [5, true]]);
+});
+
+Deno.test("fixedSizeParts yields one empty last part for an empty source", async () => {
+  const parts = await collect(chunked([]).stream, 8);
+  assertEquals(parts.map((p) => [p.bytes.byteLength, p.last]), [[0, true]]);
+});
+
+Deno.test("fixedSizeParts grows its buffer past the initial capacity", async () => {
+  const big = 200 * 1024;
+  const parts = await collect(chunked([big, big]).stream, 3 * big);
+  assertEquals(parts.length, 1);
+  assertEquals(parts[0].bytes.byteLength, 2 * big);
+  assertEquals(Array.from(parts[0].bytes.subarray(big - 2, big + 2)), sequence(big - 2, 4));
+});
+
+Deno.test("fixedSizeParts propagates a source error", async () => {
+  const failing = new ReadableStream<Uint8Array>({
+    start(controller) {
+      controller.enqueue(new Uint8Array(4));
+      controller.error(new Error("origin went away"));
+    },
+  });
+  await assertRejects(collect(failing, 16), Error, /origin went away/);
+});
+
+Deno.test("fixedSizeParts cancels the source when the consumer stops early", async () => {
+  const source = chunked([4, 4, 4, 4]);
+  for await (const part of fixedSizeParts(source.stream, 4)) {
+    assertEquals(part.last, false);
+    break;
+  }
+  assertEquals(source.cancelled(), true);
+});
+
+Deno.test("fixedSizeParts rejects a non-positive part size", async () => {
+  await assertRejects(collect(chunked([1]).stream, 0), PartSizeError);
+});

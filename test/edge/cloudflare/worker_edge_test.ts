@@ -1,0 +1,179 @@
+/**
+ * The gitedge Worker end to end in workerd (Miniflare: local R2, Durable Objects), in front of a
+ * real `git http-backend` origin, cloned with real git. One workerd for the whole file.
+ */
+import { assert, assertEquals } from "../../support/assert.ts";
+import type { SnapshotStatus } from "../../../src/proxy/deps.ts";
+import { assertSameClone, makeRepo } from "../../support/fixtures.ts";
+import { git, spawnGit, tempDir } from "../../support/git.ts";
+import { startOrigin } from "../../support/origin.ts";
+import { listBucket, MINIFLARE_LEAKS, startWorkerEdge } from "./worker_harness.ts";
+
+/** Clones `url` into `dest` with `-c` options; returns git's stderr (trace output included). */
+async function cloneTraced(url: string, dest: string, config: string[] = []): Promise<string> {
+  const args = [...config.flatMap((c) => ["-c", c]), "clone", "-q", url, dest];
+  const child = spawnGit(args, { env: { GIT_TRACE: "1" }, stdout: "null" });
+  const out = await child.output();
+  const stderr = new TextDecoder().decode(out.stderr);
+  if (!out.success) throw new Error(`git ${args.join(" ")} failed (${out.code}):\n${stderr}`);
+  return stderr;
+}
+
+/** The fulfilled values; throws the first rejection. */
+function valuesOf<T>(results: PromiseSettledResult<T>[]): T[] {
+  return results.map((r) => {
+    if (r.status === "rejected") throw r.reason;
+    return r.value;
+  });
+}
+
+async function edgeJson(url: string, init?: RequestInit): Promise<{ snapshot: SnapshotStatus }> {
+  const res = await fetch(url, init);
+  const text = await res.text();
+  assertEquals(res.status, 200, `${init?.method ?? "GET"} ${url}: ${text}`);
+  return JSON.parse(text);
+}
+
+// Opts out of the sanitizers: Miniflare leaks on dispose (see MINIFLARE_LEAKS).
+Deno.test({ name: "gitedge Worker in workerd", ...MINIFLARE_LEAKS }, async (t) => {
+  await using origin = await startOrigin();
+  const app = await makeRepo(origin, "team/app.git", { commits: 16, binaryBytes: 512 * 1024 });
+  // Over two 5 MiB R2 parts: the build's full pack and its two halves go through multipart.
+  const big = await makeRepo(origin, "team/big.git", {
+    commits: 24,
+    binaryBytes: 12 << 20,
+    seed: 5,
+  });
+  await using worker = await startWorkerEdge({
+    config: { origin: origin.url, chunks: 2 },
+    vars: { R2_PART_MIB: "5" },
+  });
+  await using dir = await tempDir();
+  const direct = (name: string) => `${dir.path}/direct-${name}`;
+  await git(["clone", "-q", app.url, direct("app")]);
+  await git(["clone", "-q", big.url, direct("big")]);
+
+  await t.step("a stock git clone through the Worker equals a direct clone", async () => {
+    const dest = `${dir.path}/stock`;
+    const trace = await cloneTraced(`${worker.url}/team/app.git`, dest);
+    assert(!/_edge\/packs/.test(trace), "no pack URIs fetched");
+    await assertSameClone(direct("app"), dest);
+  });
+
+  await t.step("after warm, a packfile-uris clone fetches its packs from R2", async () => {
+    const warmed = await edgeJson(`${worker.url}/_edge/warm/team/app.git`, { method: "POST" });
+    assertEquals(warmed.snapshot.state, "ready");
+    assertEquals(warmed.snapshot.builds, 1);
+    assert(warmed.snapshot.packs.length >= 1);
+    const stored = (await listBucket(worker, "repos/")).filter((k) => k.endsWith(".pack"));
+    assertEquals(stored.length, warmed.snapshot.packs.length);
+    const packBytes = warmed.snapshot.packs.reduce((sum, p) => sum + p.bytes, 0);
+
+    origin.stats.reset();
+    const dest = `${dir.path}/uris`;
+    const trace = await cloneTraced(`${worker.url}/team/app.git`, dest, [
+      "fetch.uriProtocols=http",
+    ]);
+    // Every snapshot pack, and nothing else, was downloaded by `git http-fetch` from the Worker.
+    const packUri = /\/_edge\/packs\/([0-9a-f]+)\/([0-9a-z-]+\.pack)\?/;
+    const fetched = new Set(
+      trace.split("\n").filter((line) => line.includes("run_command: git http-fetch "))
+        .map((line) => packUri.exec(line))
+        .map((m) => m ? `repos/${m[1]}/packs/${m[2]}` : "(no pack URI)"),
+    );
+    assertEquals([...fetched].sort(), stored, trace);
+    await assertSameClone(direct("app"), dest);
+    assert(
+      origin.stats.bytesOut < packBytes / 4,
+      `origin served ${origin.stats.bytesOut} bytes; the snapshot holds ${packBytes}`,
+    );
+  });
+
+  await t.step("concurrent clones and warms during a build trigger exactly one build", async () => {
+    const url = `${worker.url}/team/big.git`;
+    const clones = [1, 2, 3].map((i) =>
+      cloneTraced(url, `${dir.path}/big-${i}`, ["fetch.uriProtocols=http"])
+    );
+    const warms = [1, 2].map(() =>
+      edgeJson(`${worker.url}/_edge/warm/team/big.git`, { method: "POST" })
+    );
+    // Settle everything before asserting, so a failure leaves no git process running.
+    const [warmed, cloned] = await Promise.all([
+      Promise.allSettled(warms),
+      Promise.allSettled(clones),
+    ]);
+    valuesOf(cloned);
+    const statuses = valuesOf(warmed);
+    for (const { snapshot } of statuses) {
+      assertEquals(snapshot.state, "ready");
+      assertEquals(snapshot.builds, 1);
+    }
+    const after = await edgeJson(`${worker.url}/_edge/status/team/big.git`);
+    assertEquals(after.snapshot.builds, 1);
+    assertEquals(after.snapshot.lastError, null);
+    const partBytes = 5 << 20;
+    assert(
+      after.snapshot.packs.every((p) => p.bytes > partBytes),
+      `packs larger than one R2 part (multipart): ${JSON.stringify(after.snapshot.packs)}`,
+    );
+    for (const i of [1, 2, 3]) await assertSameClone(direct("big"), `${dir.path}/big-${i}`);
+  });
+});
+
+// Opts out of the sanitizers: Miniflare leaks on dispose (see MINIFLARE_LEAKS).
+Deno.test({
+  name: "a Worker build runs one step per invocation; killed between steps, it resumes",
+  ...MINIFLARE_LEAKS,
+}, async () => {
+  await using origin = await startOrigin();
+  const repo = await makeRepo(origin, "team/steps.git", { commits: 20, binaryBytes: 14 << 20 });
+  await using dir = await tempDir();
+  const persistDir = `${dir.path}/state`;
+  const options = {
+    config: { origin: origin.url, chunks: 3 },
+    vars: { R2_PART_MIB: "5" },
+    persistDir,
+  };
+  const status = async (url: string) =>
+    (await edgeJson(`${url}/_edge/status/team/steps.git`)).snapshot;
+
+  {
+    // The first workerd starts the build and is killed once a step past the fetch has run.
+    await using first = await startWorkerEdge(options);
+    const warm = fetch(`${first.url}/_edge/warm/team/steps.git`, { method: "POST" })
+      .then((res) => res.body?.cancel(), () => {});
+    for (;;) {
+      const s = await status(first.url);
+      // "none" until the warm reaches the Durable Object; never "ready" before the kill.
+      assert(s.state !== "ready" && s.lastError === null, JSON.stringify(s));
+      if (s.pending && s.pending.packsWritten >= 1) break;
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    await first.stop();
+    await warm;
+  }
+  // A new workerd over the same storage: the armed alarm carries the build on.
+  await using second = await startWorkerEdge(options);
+  let after = await status(second.url);
+  for (let i = 0; after.state !== "ready"; i++) {
+    assert(i < 3000, `the build resumes: ${JSON.stringify(after)}`);
+    await new Promise((r) => setTimeout(r, 20));
+    after = await status(second.url);
+  }
+  assertEquals(after.builds, 1, "resumed, not restarted");
+  assertEquals(after.lastError, null);
+  assertEquals(after.packs.length, 3);
+  // First invocation (tips, pack), three packs, publication: each step an invocation of its own.
+  assertEquals(after.lastBuild?.invocations, 5);
+  assert(after.lastBuild!.maxSubrequests > 0 && after.lastBuild!.maxSubrequests <= 1000);
+  const keys = await listBucket(second, "repos/");
+  assertEquals(keys.filter((k) => k.includes("/tmp/")), [], "temporary objects removed");
+
+  const dest = `${dir.path}/clone`;
+  const trace = await cloneTraced(`${second.url}/team/steps.git`, dest, [
+    "fetch.uriProtocols=http",
+  ]);
+  assertEquals(trace.split("run_command: git http-fetch ").length - 1, 3, "three packs by URI");
+  await git(["clone", "-q", repo.url, `${dir.path}/direct`]);
+  await assertSameClone(`${dir.path}/direct`, dest);
+});
