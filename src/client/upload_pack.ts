@@ -1,6 +1,6 @@
 /**
  * A protocol v2 `git-upload-pack` session over smart HTTP: the capability advertisement, then
- * `ls-refs` and `fetch` requests. Wire parsing and encoding come from `src/git/protocol.ts`.
+ * `ls-refs` and `fetch` requests. Wire parsing and encoding come from `src/git/`.
  */
 import { PktLineReader, pktText } from "../git/pktline.ts";
 import {
@@ -17,7 +17,7 @@ import {
   serializeCommandRequest,
   serializeFetchArgs,
   serializeLsRefsArgs,
-} from "../git/protocol.ts";
+} from "../git/command_request.ts";
 import type { PackfileUri } from "./packfile_download.ts";
 import type { SmartHttpClient } from "./smart_http.ts";
 

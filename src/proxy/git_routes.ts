@@ -48,7 +48,7 @@ import {
   serializeCommandRequest,
   serializeFetchArgs,
   withFetchFeature,
-} from "../git/protocol.ts";
+} from "../git/command_request.ts";
 
 export interface ProxyContext {
   deps: EdgeDeps;

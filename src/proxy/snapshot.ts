@@ -22,7 +22,7 @@ import {
   readFetchResponse,
   serializeCommandRequest,
   serializeFetchArgs,
-} from "../git/protocol.ts";
+} from "../git/command_request.ts";
 import { packScanner } from "../git/pack_reader.ts";
 import { planSplit, splitPack } from "../git/pack_split.ts";
 import { getUploadPackAdvertisement, postUploadPack } from "./origin.ts";

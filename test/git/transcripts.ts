@@ -8,7 +8,7 @@
 
 import { git, gitBytes } from "../support/git.ts";
 import { seededRandom } from "../support/streams.ts";
-import { serializeCommandRequest } from "../../src/git/protocol.ts";
+import { serializeCommandRequest } from "../../src/git/command_request.ts";
 
 /**
  * A throwaway repository: two commits on main (the second adds a large

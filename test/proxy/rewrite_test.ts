@@ -13,7 +13,7 @@ import {
   encodeFetchSection,
   formatPackfileUriLine,
   readFetchResponse,
-} from "../../src/git/protocol.ts";
+} from "../../src/git/command_request.ts";
 import { injectBeforePackfile } from "../../src/proxy/rewrite.ts";
 import { git, GIT_ENV, tempDir } from "../support/git.ts";
 import { chunked, type ChunkPlan, collect, concatBytes } from "../support/streams.ts";

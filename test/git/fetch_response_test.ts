@@ -28,7 +28,7 @@ import {
   serializeFetchArgs,
   serializeLsRefsArgs,
   withFetchFeature,
-} from "../../src/git/protocol.ts";
+} from "../../src/git/command_request.ts";
 import { encodeSideband, encodeSidebandText, SidebandRemoteError } from "../../src/git/sideband.ts";
 import { git, tempDir } from "../support/git.ts";
 import {
