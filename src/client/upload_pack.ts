@@ -6,18 +6,15 @@ import { PktLineReader, pktText } from "../git/pktline.ts";
 import {
   type CapabilityAdvertisement,
   capabilityValue,
-  emptyFetchArgs,
   hasFetchFeature,
-  type LsRefsLine,
-  parseLsRefsLine,
-  parsePackfileUriLine,
-  ProtocolError,
   readCapabilityAdvertisement,
-  readFetchResponse,
-  serializeCommandRequest,
-  serializeFetchArgs,
-  serializeLsRefsArgs,
-} from "../git/command_request.ts";
+} from "../git/capabilities.ts";
+import { serializeCommandRequest } from "../git/command_request.ts";
+import { ProtocolError } from "../git/errors.ts";
+import { emptyFetchArgs, serializeFetchArgs } from "../git/fetch_request.ts";
+import { readFetchResponse } from "../git/fetch_response.ts";
+import { type LsRefsLine, parseLsRefsLine, serializeLsRefsArgs } from "../git/ls_refs.ts";
+import { parsePackfileUriLine } from "../git/packfile_uris.ts";
 import type { PackfileUri } from "./packfile_download.ts";
 import type { SmartHttpClient } from "./smart_http.ts";
 

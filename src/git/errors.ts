@@ -1,5 +1,5 @@
 /**
- * Shared error base for everything under `src/git`.
+ * Shared error base for everything under `src/git`, and the protocol v2 message errors.
  *
  * Every parser in this directory reports malformed or unexpected wire data by
  * throwing a `GitFormatError` (or a subclass). Callers can rely on that: any
@@ -29,4 +29,26 @@ export class GitFormatError extends Error {
     super(message, options);
     this.code = code;
   }
+}
+
+/** A protocol v2 message had the wrong structure; `code` says which part. */
+export class ProtocolError extends GitFormatError {
+  override name = "ProtocolError";
+}
+
+/** The server sent an `ERR <message>` packet. */
+export class ProtocolRemoteError extends GitFormatError {
+  override name = "ProtocolRemoteError";
+  /** The server's message. */
+  readonly remoteMessage: string;
+
+  constructor(remoteMessage: string) {
+    super("remote-error", `remote error: ${remoteMessage}`);
+    this.remoteMessage = remoteMessage;
+  }
+}
+
+/** Throws {@link ProtocolRemoteError} if `line` is an `ERR` packet. */
+export function rejectErrLine(line: string): void {
+  if (line.startsWith("ERR ")) throw new ProtocolRemoteError(line.slice(4));
 }

@@ -38,13 +38,6 @@ export const PACK_HEADER_LENGTH = 12;
 /** Length of the SHA-1 trailer. */
 export const PACK_TRAILER_LENGTH = 20;
 
-/** A repository's hash function: object ids, REF_DELTA bases and pack trailers use it. */
-export type ObjectFormat = "sha1" | "sha256";
-
-/** Bytes of one hash (object id, REF_DELTA base, pack trailer) in `format`. */
-export function hashLength(format: ObjectFormat): number {
-  return format === "sha256" ? 32 : 20;
-}
 /** The pack signature bytes, `"PACK"`. */
 export const PACK_SIGNATURE: readonly number[] = [0x50, 0x41, 0x43, 0x4b];
 

@@ -15,16 +15,15 @@ import { sha256 } from "@noble/hashes/sha2.js";
 import { bytesToHex } from "@noble/hashes/utils.js";
 import { DeflateScanner, ZlibFormatError } from "./deflate_scan.ts";
 import {
-  hashLength,
   isObjectType,
   OBJ_OFS_DELTA,
   OBJ_REF_DELTA,
-  type ObjectFormat,
   PACK_HEADER_LENGTH,
   PACK_SIGNATURE,
   type PackEntry,
   PackFormatError,
 } from "./pack.ts";
+import { hashLength, type ObjectFormat } from "./object_id.ts";
 import { PackEntryIndex } from "./pack_index.ts";
 
 /** What a full scan of a pack established. */

@@ -9,7 +9,8 @@
  * @module
  */
 
-import { type ObjectFormat, type PackEntry, PackFormatError } from "./pack.ts";
+import type { ObjectFormat } from "./object_id.ts";
+import { type PackEntry, PackFormatError } from "./pack.ts";
 import type { PackEntryIndex } from "./pack_index.ts";
 import { type PackSummary, scanPack } from "./pack_reader.ts";
 import { concat } from "./pktline.ts";

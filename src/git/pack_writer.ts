@@ -12,11 +12,10 @@
 import { sha1 } from "@noble/hashes/legacy.js";
 import { sha256 } from "@noble/hashes/sha2.js";
 import { bytesToHex, hexToBytes } from "@noble/hashes/utils.js";
+import { hashLength, type ObjectFormat } from "./object_id.ts";
 import {
-  hashLength,
   OBJ_OFS_DELTA,
   OBJ_REF_DELTA,
-  type ObjectFormat,
   PACK_HEADER_LENGTH,
   PACK_SIGNATURE,
   type PackEntry,

@@ -234,6 +234,16 @@ export function decodePkts(bytes: Uint8Array): Pkt[] {
   return out;
 }
 
+/** Names a packet for an error message: `"a flush packet"`, or `"end of input"`. */
+export function describePkt(pkt: Pkt | undefined): string {
+  return pkt === undefined ? "end of input" : `a ${pkt.type} packet`;
+}
+
+/** Packets as given, or decoded from a complete in-memory buffer (see {@link decodePkts}). */
+export function toPkts(input: Uint8Array | readonly Pkt[]): readonly Pkt[] {
+  return input instanceof Uint8Array ? decodePkts(input) : input;
+}
+
 /** A decoded packet with the exact header bytes it was read from. */
 interface RawPkt {
   pkt: Pkt | null;

@@ -10,7 +10,7 @@
  * handed the whole snapshot ends up with tags a direct clone lacks, and `--no-tags` or one-commit
  * fetches get objects they never asked for.
  */
-import type { FetchArgs } from "../git/command_request.ts";
+import type { FetchArgs } from "../git/fetch_request.ts";
 
 /** The snapshot as the decision sees it. */
 export interface SnapshotView {

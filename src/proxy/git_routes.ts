@@ -35,20 +35,20 @@ import {
 } from "../git/pktline.ts";
 import { sha1 } from "@noble/hashes/legacy.js";
 import {
-  type CommandRequest,
-  encodeFetchSection,
-  type FetchArgs,
-  formatPackfileUriLine,
-  parseCommandRequest,
-  parseFetchArgs,
   readCapabilityAdvertisement,
+  serializeCapabilityAdvertisement,
+  withFetchFeature,
+} from "../git/capabilities.ts";
+import {
+  type CommandRequest,
+  parseCommandRequest,
   readCommandRequest,
   requestCommand,
-  serializeCapabilityAdvertisement,
   serializeCommandRequest,
-  serializeFetchArgs,
-  withFetchFeature,
 } from "../git/command_request.ts";
+import { type FetchArgs, parseFetchArgs, serializeFetchArgs } from "../git/fetch_request.ts";
+import { encodeFetchSection } from "../git/fetch_response.ts";
+import { formatPackfileUriLine } from "../git/packfile_uris.ts";
 
 export interface ProxyContext {
   deps: EdgeDeps;

@@ -19,7 +19,8 @@
  */
 import type { Metrics } from "./metrics.ts";
 import type { PackStore } from "../storage/store.ts";
-import type { CommandRequest, FetchArgs } from "../git/command_request.ts";
+import type { CommandRequest } from "../git/command_request.ts";
+import type { FetchArgs } from "../git/fetch_request.ts";
 import { sha256 } from "@noble/hashes/sha2.js";
 
 export const CACHE_PREFIX = "cache/";

@@ -14,19 +14,15 @@ import { getBytes, putBytes } from "../storage/store.ts";
 import { PackEntryIndex } from "../git/pack_index.ts";
 import type { SplitPart } from "../git/pack_split.ts";
 import { PktLineReader } from "../git/pktline.ts";
-import {
-  capabilityValue,
-  emptyFetchArgs,
-  parseLsRefsLine,
-  readCapabilityAdvertisement,
-  readFetchResponse,
-  serializeCommandRequest,
-  serializeFetchArgs,
-} from "../git/command_request.ts";
+import { capabilityValue, readCapabilityAdvertisement } from "../git/capabilities.ts";
+import { serializeCommandRequest } from "../git/command_request.ts";
+import { emptyFetchArgs, serializeFetchArgs } from "../git/fetch_request.ts";
+import { readFetchResponse } from "../git/fetch_response.ts";
+import { parseLsRefsLine } from "../git/ls_refs.ts";
 import { packScanner } from "../git/pack_reader.ts";
 import { planSplit, splitPack } from "../git/pack_split.ts";
 import { getUploadPackAdvertisement, postUploadPack } from "./origin.ts";
-import type { ObjectFormat } from "../git/pack.ts";
+import type { ObjectFormat } from "../git/object_id.ts";
 
 export interface SnapshotBuilderDeps {
   store: PackStore;

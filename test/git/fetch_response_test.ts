@@ -5,30 +5,29 @@ import { assert, assertEquals, assertRejects, assertThrows } from "../support/as
 import { GitFormatError } from "../../src/git/errors.ts";
 import { decodePkts, encodePkts, pktBytes, PktLineReader } from "../../src/git/pktline.ts";
 import {
-  type CommandRequest,
-  emptyFetchArgs,
-  encodeFetchSection,
-  formatLsRefsLine,
-  formatPackfileUriLine,
   hasFetchFeature,
   parseCapabilityAdvertisement,
+  readCapabilityAdvertisement,
+  serializeCapabilityAdvertisement,
+  withFetchFeature,
+} from "../../src/git/capabilities.ts";
+import {
+  type CommandRequest,
   parseCommandRequest,
-  parseFetchArgs,
+  readCommandRequest,
+  requestCommand,
+  serializeCommandRequest,
+} from "../../src/git/command_request.ts";
+import { ProtocolError, ProtocolRemoteError } from "../../src/git/errors.ts";
+import { emptyFetchArgs, parseFetchArgs, serializeFetchArgs } from "../../src/git/fetch_request.ts";
+import { encodeFetchSection, readFetchResponse } from "../../src/git/fetch_response.ts";
+import {
+  formatLsRefsLine,
   parseLsRefsArgs,
   parseLsRefsLine,
-  parsePackfileUriLine,
-  ProtocolError,
-  ProtocolRemoteError,
-  readCapabilityAdvertisement,
-  readCommandRequest,
-  readFetchResponse,
-  requestCommand,
-  serializeCapabilityAdvertisement,
-  serializeCommandRequest,
-  serializeFetchArgs,
   serializeLsRefsArgs,
-  withFetchFeature,
-} from "../../src/git/command_request.ts";
+} from "../../src/git/ls_refs.ts";
+import { formatPackfileUriLine, parsePackfileUriLine } from "../../src/git/packfile_uris.ts";
 import { encodeSideband, encodeSidebandText, SidebandRemoteError } from "../../src/git/sideband.ts";
 import { git, tempDir } from "../support/git.ts";
 import {

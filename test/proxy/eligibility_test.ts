@@ -1,4 +1,4 @@
-import { emptyFetchArgs, type FetchArgs } from "../../src/git/command_request.ts";
+import { emptyFetchArgs, type FetchArgs } from "../../src/git/fetch_request.ts";
 import { coversSnapshot, rewriteDecision } from "../../src/proxy/eligibility.ts";
 import { assertEquals } from "../support/assert.ts";
 

@@ -9,11 +9,8 @@ import { sha1 } from "@noble/hashes/legacy.js";
 import { bytesToHex } from "@noble/hashes/utils.js";
 import { assert, assertEquals, assertRejects } from "../support/assert.ts";
 import { PktLineError, PktLineReader } from "../../src/git/pktline.ts";
-import {
-  encodeFetchSection,
-  formatPackfileUriLine,
-  readFetchResponse,
-} from "../../src/git/command_request.ts";
+import { encodeFetchSection, readFetchResponse } from "../../src/git/fetch_response.ts";
+import { formatPackfileUriLine } from "../../src/git/packfile_uris.ts";
 import { injectBeforePackfile } from "../../src/proxy/rewrite.ts";
 import { git, GIT_ENV, tempDir } from "../support/git.ts";
 import { chunked, type ChunkPlan, collect, concatBytes } from "../support/streams.ts";
