@@ -5,7 +5,8 @@
  */
 export { DEFAULT_MAX_JOBS, fetchPackfiles, resolveJobs } from "./src/client/fetch_packfiles.ts";
 export type { FetchPackfilesOptions } from "./src/client/fetch_packfiles.ts";
-export type { PackfileResult, PackfileUri } from "./src/client/packfile_download.ts";
+export type { PackfileResult } from "./src/client/packfile_download.ts";
+export type { PackfileUri } from "./src/git/packfile_uris.ts";
 export type {
   ChunkEvent,
   DoneEvent,

@@ -2,7 +2,9 @@
  * Parallel packfile-URI downloads: every URI streams into its own `git index-pack`, at most
  * `jobs` at a time, with resumable retries. The first URI that cannot be fetched aborts the rest.
  */
-import { downloadPackfile, type PackfileResult, type PackfileUri } from "./packfile_download.ts";
+import { isObjectId } from "../git/object_id.ts";
+import type { PackfileUri } from "../git/packfile_uris.ts";
+import { downloadPackfile, type PackfileResult } from "./packfile_download.ts";
 import { runPool } from "./pool.ts";
 import type { ProgressEvent } from "./progress.ts";
 
@@ -76,7 +78,8 @@ export function resolveJobs(jobs: number | undefined, count: number): number {
 }
 
 function validateEntry(hash: string, uri: string): void {
-  if (!/^(?:[0-9a-fA-F]{40}|[0-9a-fA-F]{64})$/.test(hash)) {
+  // Upper-case hex is accepted here (the download compares in lower case).
+  if (!isObjectId(hash.toLowerCase())) {
     throw new TypeError(`invalid pack hash ${JSON.stringify(hash)}`);
   }
   const protocol = URL.parse(uri)?.protocol;

@@ -4,6 +4,7 @@
  * `objects/pack/` and only renamed to `pack-<hash>.{pack,idx}` once the caller has checked the
  * hash; every failure path removes the staged files and reaps the child process.
  */
+import { isObjectId } from "../git/object_id.ts";
 import { IndexPackError } from "./errors.ts";
 
 /** Options for {@link PackIndexer.start}. */
@@ -88,8 +89,8 @@ export class PackIndexer {
     const status = await this.#child.status;
     if (!status.success) throw await this.#failure(undefined);
     const stdout = await this.#stdout;
-    const match = /^(?:pack|keep)\t([0-9a-f]{40}|[0-9a-f]{64})\n?$/.exec(stdout);
-    if (!match) {
+    const match = /^(?:pack|keep)\t(\S*)\n?$/.exec(stdout);
+    if (!match || !isObjectId(match[1])) {
       await this.discard();
       throw new IndexPackError(status.code, `unexpected output ${JSON.stringify(stdout)}`);
     }

@@ -4,6 +4,7 @@
  * over with a fresh one, and the pack is installed only when its checksum matches the advertised
  * hash.
  */
+import type { PackfileUri } from "../git/packfile_uris.ts";
 import { backoffDelay, sleep } from "./backoff.ts";
 import {
   HttpStatusError,
@@ -18,13 +19,6 @@ import { IdleWatchdog } from "./idle_watchdog.ts";
 import { PackIndexer } from "./index_pack.ts";
 import type { ProgressEvent } from "./progress.ts";
 import { planResponse } from "./ranged_response.ts";
-
-/** A packfile URI as announced in a `packfiles` section. */
-export interface PackfileUri {
-  /** The pack's checksum (hex). */
-  hash: string;
-  uri: string;
-}
 
 /** What one downloaded pack cost and where it landed. */
 export interface PackfileResult {

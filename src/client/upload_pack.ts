@@ -14,8 +14,7 @@ import { ProtocolError } from "../git/errors.ts";
 import { emptyFetchArgs, serializeFetchArgs } from "../git/fetch_request.ts";
 import { readFetchResponse } from "../git/fetch_response.ts";
 import { type LsRefsLine, parseLsRefsLine, serializeLsRefsArgs } from "../git/ls_refs.ts";
-import { parsePackfileUriLine } from "../git/packfile_uris.ts";
-import type { PackfileUri } from "./packfile_download.ts";
+import { type PackfileUri, parsePackfileUriLine } from "../git/packfile_uris.ts";
 import type { SmartHttpClient } from "./smart_http.ts";
 
 /** A ref as `ls-refs` reports it (`oid` null for an unborn HEAD). */

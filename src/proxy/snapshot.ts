@@ -22,7 +22,7 @@ import { parseLsRefsLine } from "../git/ls_refs.ts";
 import { packScanner } from "../git/pack_reader.ts";
 import { planSplit, splitPack } from "../git/pack_split.ts";
 import { getUploadPackAdvertisement, postUploadPack } from "./origin.ts";
-import type { ObjectFormat } from "../git/object_id.ts";
+import { isObjectId, type ObjectFormat } from "../git/object_id.ts";
 
 export interface SnapshotBuilderDeps {
   store: PackStore;
@@ -143,7 +143,7 @@ function isManifest(m: unknown): m is Manifest {
   const isPack = (p: unknown) => {
     const q = p as Record<string, unknown>;
     return typeof p === "object" && p !== null && typeof q.hash === "string" &&
-      /^[0-9a-f]{40}([0-9a-f]{24})?$/.test(q.hash) && typeof q.key === "string" &&
+      isObjectId(q.hash) && typeof q.key === "string" &&
       Number.isSafeInteger(q.size) && Number.isSafeInteger(q.objects) &&
       (q.version === undefined || typeof q.version === "string");
   };

@@ -80,6 +80,33 @@ Deno.test("fetchPackfiles with jobs 1 runs one download at a time", async () => 
   assertEquals(server.maxActive(), 1);
 });
 
+Deno.test("fetchPackfiles takes a pack hash in either case and rejects a bad hash or URI up front", async () => {
+  await using dir = await tempDir();
+  const fx = await fixture(dir.path, 1, 16 * 1024);
+  await using server = startFaultServer(fx.files);
+  const gitDir = await initBare(`${dir.path}/dst.git`);
+  const [pack] = fx.packs;
+  const [result] = await fetchPackfiles([{
+    hash: pack.hash.toUpperCase(),
+    uri: server.url(pack.path),
+  }], {
+    gitDir,
+    ...FAST,
+  });
+  assertEquals(result.packPath, `${gitDir}/objects/pack/pack-${pack.hash}.pack`);
+  for (
+    const [hash, uri] of [
+      [pack.hash.slice(1), server.url(pack.path)],
+      [`${pack.hash}0`, server.url(pack.path)],
+      ["g".repeat(40), server.url(pack.path)],
+      [pack.hash, `file://${gitDir}/x.pack`],
+    ]
+  ) {
+    await assertRejects(() => fetchPackfiles([{ hash, uri }], { gitDir, ...FAST }), TypeError);
+  }
+  assertEquals(server.requests.length, 1, "nothing was fetched for the rejected entries");
+});
+
 Deno.test("a pack whose checksum differs from the advertised hash is rejected and removed", async () => {
   await using dir = await tempDir();
   const fx = await fixture(dir.path, 2, 16 * 1024);
