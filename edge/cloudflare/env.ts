@@ -9,7 +9,7 @@ import {
   parseIntAtLeast,
   parseSigningKeyHex,
   redactCredentials,
-} from "../../src/proxy/config_parse.ts";
+} from "../../src/proxy/settings.ts";
 import type { DurableObjectNamespace, R2Bucket } from "./worker_types.ts";
 
 /** Everything the Worker and its Durable Object are bound to. */

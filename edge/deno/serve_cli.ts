@@ -7,7 +7,7 @@ import {
   parseIntAtLeast,
   parseSigningKeyHex,
   redactCredentials,
-} from "../../src/proxy/config_parse.ts";
+} from "../../src/proxy/settings.ts";
 
 const HELP = `usage: gitedge serve [options]
 

@@ -8,7 +8,7 @@ import { LocalCoordinator } from "../../src/proxy/coordinator.ts";
 import { Metrics } from "../../src/proxy/metrics.ts";
 import { SnapshotBuilder } from "../../src/proxy/snapshot.ts";
 import { FsPackStore } from "./fs_store.ts";
-import { ConfigValueError, parseHttpUrl } from "../../src/proxy/config_parse.ts";
+import { ConfigValueError, parseHttpUrl } from "../../src/proxy/settings.ts";
 
 export interface DenoEdgeOptions {
   store: string;

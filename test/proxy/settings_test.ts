@@ -4,7 +4,7 @@ import {
   parseHttpUrl,
   parseIntAtLeast,
   parseSigningKeyHex,
-} from "../../src/proxy/config_parse.ts";
+} from "../../src/proxy/settings.ts";
 import { parseServeArgs, UsageError } from "../../edge/deno/serve_cli.ts";
 
 Deno.test("parseIntAtLeast takes safe integers from the minimum up", () => {
