@@ -16,6 +16,7 @@ import {
   type StoredObject,
   StoreError,
 } from "../../src/storage/store.ts";
+import { DEFAULT_R2_PART_MIB } from "../../src/proxy/settings.ts";
 import { fixedSizeParts, type Part } from "./fixed_parts.ts";
 import type {
   R2Bucket,
@@ -28,8 +29,8 @@ import type {
 /** R2's smallest allowed multipart part (every part except the last). */
 export const R2_MIN_PART_BYTES = 5 * 1024 * 1024;
 
-/** Default part size: large enough for few round trips, small for a 128 MB isolate. */
-export const DEFAULT_PART_BYTES = 16 * 1024 * 1024;
+/** Default part size: the settings table's `R2_PART_MIB` default. */
+export const DEFAULT_PART_BYTES = DEFAULT_R2_PART_MIB * 1024 * 1024;
 
 export interface R2PackStoreOptions {
   /**

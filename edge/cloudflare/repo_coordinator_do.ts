@@ -17,7 +17,7 @@ import {
   encodeFailure,
   jsonResponse,
 } from "./coordinator_protocol.ts";
-import { edgeConfigFromEnv, type Env, partBytesFromEnv, refreshMsFromEnv } from "./env.ts";
+import { type Env, workerSettings } from "./env.ts";
 import { R2PackStore } from "./r2_store.ts";
 import { RepoMismatchError, RepoSnapshots } from "../../src/proxy/repo_snapshots.ts";
 import type { DurableObjectState } from "./worker_types.ts";
@@ -28,8 +28,8 @@ export class RepoCoordinator {
   readonly #snapshots: RepoSnapshots;
 
   constructor(state: DurableObjectState, env: Env) {
-    const config = edgeConfigFromEnv(env);
-    const partBytes = partBytesFromEnv(env);
+    const { config, r2PartMiB, refreshSeconds } = workerSettings(env);
+    const partBytes = r2PartMiB * 1024 * 1024;
     const subrequests = new SubrequestCounter();
     const store = new R2PackStore(subrequests.bucket(env.PACKS), { partBytes });
     const clock = { now: () => Date.now() };
@@ -45,7 +45,7 @@ export class RepoCoordinator {
       }),
       clock,
       seedManifest: (repo) => readManifest(store, repo),
-      refreshMs: refreshMsFromEnv(env),
+      refreshMs: refreshSeconds === undefined ? null : refreshSeconds * 1000,
       onBackgroundError: reportBackgroundFailure,
       // Each step of a build is its own invocation (alarms), within the per-invocation limits.
       stepByAlarm: true,

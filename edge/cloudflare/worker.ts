@@ -10,7 +10,8 @@ import { Metrics } from "../../src/proxy/metrics.ts";
 import { ParseBudget } from "../../src/proxy/parse_budget.ts";
 import { AuthMemo } from "../../src/proxy/auth_memo.ts";
 import { ResponseCache } from "../../src/proxy/response_cache.ts";
-import { type Env, WorkerConfigError } from "./env.ts";
+import type { Env } from "./env.ts";
+import { SettingError } from "../../src/proxy/settings.ts";
 import { edgeDepsFromEnv } from "./worker_deps.ts";
 import type { ExecutionContext, ExportedHandler } from "./worker_types.ts";
 
@@ -34,7 +35,7 @@ function createFetchHandler(): FetchHandler {
     try {
       deps = edgeDepsFromEnv(env, ctx, metrics);
     } catch (error) {
-      if (!(error instanceof WorkerConfigError)) throw error;
+      if (!(error instanceof SettingError)) throw error;
       console.error(`gitedge: misconfigured Worker: ${error.message}`);
       return new Response(`gitedge: misconfigured edge: ${error.message}\n`, {
         status: 500,

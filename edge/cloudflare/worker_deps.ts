@@ -2,23 +2,24 @@
 import type { EdgeDeps } from "../../src/proxy/deps.ts";
 import type { Metrics } from "../../src/proxy/metrics.ts";
 import { DurableObjectCoordinator } from "./do_coordinator.ts";
-import { edgeConfigFromEnv, type Env, partBytesFromEnv, signingKeyFromEnv } from "./env.ts";
+import { type Env, workerSettings } from "./env.ts";
 import { R2PackStore } from "./r2_store.ts";
 import type { ExecutionContext } from "./worker_types.ts";
 
 /**
  * R2 store, Durable Object coordinator, `fetch` to the origin, the wall clock, the signing key
  * secret, config from vars, and `ctx.waitUntil` for background work. Builds started from here
- * are counted in `metrics`. Throws `WorkerConfigError` when a binding is missing or malformed.
+ * are counted in `metrics`. Throws `SettingError` when a var is missing or malformed.
  */
 export function edgeDepsFromEnv(env: Env, ctx: ExecutionContext, metrics?: Metrics): EdgeDeps {
+  const settings = workerSettings(env);
   return {
-    store: new R2PackStore(env.PACKS, { partBytes: partBytesFromEnv(env) }),
+    store: new R2PackStore(env.PACKS, { partBytes: settings.r2PartMiB * 1024 * 1024 }),
     coordinator: new DurableObjectCoordinator(env.REPO_COORDINATOR, metrics),
     originFetch: (request) => fetch(request),
     clock: { now: () => Date.now() },
-    signingKey: signingKeyFromEnv(env),
-    config: edgeConfigFromEnv(env),
+    signingKey: settings.signingKey,
+    config: settings.config,
     waitUntil: (promise) => ctx.waitUntil(promise),
   };
 }

@@ -4,12 +4,12 @@
  */
 import { createApp } from "../../src/proxy/app.ts";
 import { DEFAULT_EDGE_CONFIG, type EdgeConfig } from "../../src/proxy/deps.ts";
+import { checkEdgeConfig } from "../../src/proxy/settings.ts";
 import { LocalCoordinator } from "../../src/proxy/coordinator.ts";
 import { Metrics } from "../../src/proxy/metrics.ts";
 import { SnapshotBuilder } from "../../src/proxy/snapshot.ts";
 import { FsPackStore } from "./fs_store.ts";
 import { loadSigningKey } from "./signing_key.ts";
-import { ConfigValueError, parseHttpUrl } from "../../src/proxy/settings.ts";
 
 export interface DenoEdgeOptions {
   store: string;
@@ -35,18 +35,8 @@ export interface RunningEdge {
 }
 
 export async function startDenoEdge(opts: DenoEdgeOptions): Promise<RunningEdge> {
-  const config: EdgeConfig = { ...DEFAULT_EDGE_CONFIG, ...opts.config };
-  if (!config.origin && !config.allowHosts?.length) {
-    throw new Error("configure an origin (--origin) or allowed hosts (--allow-host)");
-  }
-  for (const [name, url] of [["origin", config.origin], ["publicUrl", config.publicUrl]]) {
-    try {
-      if (url !== undefined) parseHttpUrl(url);
-    } catch (error) {
-      if (!(error instanceof ConfigValueError)) throw error;
-      throw new Error(`${name} must be ${error.expected}, got '${error.value}'`);
-    }
-  }
+  // Settings from `gitedge serve` come checked; the same check covers a config given in code.
+  const config = checkEdgeConfig(opts.config);
   const store = new FsPackStore(opts.store);
   const metrics = new Metrics();
   const clock = { now: () => Date.now() };

@@ -1,8 +1,12 @@
 /**
- * Parsing of edge settings that arrive as text: `gitedge serve` flags and environment, and the
- * Worker's vars and secrets. Each parser throws {@link ConfigValueError} saying what it expected;
- * the caller names the setting and raises its own error type with its own wording.
+ * The edge's settings, once: every setting's name, `gitedge serve` flag, Worker var, default,
+ * minimum and help ({@link SETTINGS}), and the one validation that turns their text into an
+ * {@link EdgeConfig} plus each runtime's own extras ({@link resolveSettings}). `gitedge serve`'s
+ * flags and `--help`, the Worker's env parsing and the README's table all come from here. The
+ * value parsers throw {@link ConfigValueError} saying what they expected; `resolveSettings` turns
+ * that into one {@link SettingError} naming the setting as it was given (never quoting a secret).
  */
+import { DEFAULT_EDGE_CONFIG, type EdgeConfig } from "./deps.ts";
 
 /** A setting's text is not what the parser expected (the message never quotes it: keys are secret). */
 export class ConfigValueError extends Error {
@@ -63,4 +67,407 @@ export function parseSigningKeyHex(text: string): Uint8Array {
     throw new ConfigValueError("at least 32 hex digits", text);
   }
   return Uint8Array.from(text.match(/../g) ?? [], (pair) => parseInt(pair, 16));
+}
+
+/** Parses `https` or `http` (the scheme of multi-origin requests). */
+export function parseScheme(text: string): "https" | "http" {
+  if (text !== "https" && text !== "http") throw new ConfigValueError("https or http", text);
+  return text;
+}
+
+/** Where settings come from: `gitedge serve` (flags, environment), Worker vars, or code. */
+export type Front = "serve" | "worker" | "config";
+
+/** The settings of `gitedge serve` that are not the edge app's: the server's own. */
+export interface ServeExtras {
+  port: number;
+  host: string;
+  store: string;
+  /** URL-signing key; `gitedge serve` keeps one in `<store>/signing.key` when unset. */
+  signingKey?: Uint8Array;
+}
+
+/** The settings of the Worker that are not the edge app's. */
+export interface WorkerExtras {
+  signingKey: Uint8Array;
+  r2PartMiB: number;
+  refreshSeconds?: number;
+}
+
+/** Every setting's value by its name. */
+type Values = EdgeConfig & ServeExtras & WorkerExtras;
+
+/** A setting's name: its key in {@link EdgeConfig} or in a runtime's extras. */
+export type SettingKey = keyof Values;
+
+/** One setting: how each front spells it, its default and bounds, and what it means. */
+export interface Setting {
+  key: SettingKey;
+  /** Whether it belongs to {@link EdgeConfig} (the app's), else to a runtime's extras. */
+  edge: boolean;
+  /** `gitedge serve` flag, and the placeholder of its value in `--help`. */
+  flag?: `--${string}`;
+  arg?: string;
+  /** Environment variable `gitedge serve` reads it from (a flag overrides it). */
+  env?: `GITEDGE_${string}`;
+  /** Worker var or secret. */
+  workerVar?: string;
+  /** A list: the flag repeats, the Worker var separates items by commas. */
+  list?: true;
+  /** Never quoted in messages. */
+  secret?: true;
+  /** Fronts where leaving it unset is an error, and a hint how to set it. */
+  required?: { front: Front; hint: string };
+  /** Integer settings: the smallest value accepted. */
+  min?: number;
+  /** An integer count of bytes (documented as MiB/GiB). */
+  bytes?: true;
+  /** Value when not given (per item for lists); absent: unset. */
+  default?: unknown;
+  /** The default as documented, where it is not simply the value. */
+  defaultText?: string;
+  /** One sentence or two, `code` in backticks (printed without them by `--help`). */
+  help: string;
+  /** Text to value; throws {@link ConfigValueError}. Integer settings parse against `min`. */
+  parse: (text: string) => unknown;
+}
+
+const MiB = 1024 * 1024;
+
+/** The R2 multipart part size (and a Worker build's segment size) unless `R2_PART_MIB` says. */
+export const DEFAULT_R2_PART_MIB = 8;
+
+function integer(s: Omit<Setting, "parse"> & { min: number }): Setting {
+  return { ...s, parse: (text) => parseIntAtLeast(text, s.min) };
+}
+
+function text(s: Omit<Setting, "parse">): Setting {
+  return { ...s, parse: (value) => value };
+}
+
+/** Every setting of the edge, in the order `--help` and the README list them. */
+export const SETTINGS: readonly Setting[] = [
+  {
+    key: "origin",
+    edge: true,
+    flag: "--origin",
+    arg: "URL",
+    workerVar: "ORIGIN",
+    help: "Single-origin mode: `/x/y.git` is served from `URL/x/y.git`.",
+    parse: parseHttpUrl,
+  },
+  {
+    key: "allowHosts",
+    edge: true,
+    flag: "--allow-host",
+    arg: "HOST",
+    workerVar: "ALLOW_HOSTS",
+    list: true,
+    help: "Multi-origin mode: `/HOST/x/y.git` is served from `https://HOST/x/y.git`, " +
+      "for the hosts listed only (never an open proxy).",
+    parse: (host) => host.toLowerCase(),
+  },
+  integer({
+    key: "port",
+    edge: false,
+    flag: "--port",
+    arg: "N",
+    min: 0,
+    default: 8080,
+    help: "Port to listen on (0 picks a free one and prints it).",
+  }),
+  text({
+    key: "host",
+    edge: false,
+    flag: "--host",
+    arg: "ADDR",
+    default: "127.0.0.1",
+    help: "Address to bind.",
+  }),
+  text({
+    key: "store",
+    edge: false,
+    flag: "--store",
+    arg: "DIR",
+    default: ".gitedge-store",
+    help: "Pack store directory.",
+  }),
+  {
+    key: "multiOriginScheme",
+    edge: true,
+    workerVar: "MULTI_ORIGIN_SCHEME",
+    defaultText: "https",
+    help: "Scheme of origin requests in multi-origin mode: `https`, or `http` for local tests.",
+    parse: parseScheme,
+  },
+  {
+    key: "publicUrl",
+    edge: true,
+    flag: "--public-url",
+    arg: "URL",
+    workerVar: "PUBLIC_URL",
+    defaultText: "derived from each request",
+    help: "Base URL of pack URIs: the edge's public URL.",
+    parse: parseHttpUrl,
+  },
+  integer({
+    key: "chunks",
+    edge: true,
+    flag: "--chunks",
+    arg: "N",
+    workerVar: "CHUNKS",
+    min: 1,
+    default: DEFAULT_EDGE_CONFIG.chunks,
+    help: "Most packs per snapshot layer (clients download them in parallel).",
+  }),
+  integer({
+    key: "urlTtlSeconds",
+    edge: true,
+    flag: "--url-ttl",
+    arg: "SECONDS",
+    workerVar: "URL_TTL_SECONDS",
+    min: 60,
+    default: DEFAULT_EDGE_CONFIG.urlTtlSeconds,
+    help: "Lifetime of a signed pack URL.",
+  }),
+  integer({
+    key: "maxRequestBytes",
+    edge: true,
+    flag: "--max-request-bytes",
+    arg: "N",
+    workerVar: "MAX_REQUEST_BYTES",
+    min: 1024,
+    bytes: true,
+    default: DEFAULT_EDGE_CONFIG.maxRequestBytes,
+    help: "Largest protocol-v2 request the edge parses (16 MiB: a clone of 335,000 refs; " +
+      "then 413). Pushes and v0/v1 requests stream through. Parsed requests together hold " +
+      "at most 1.5 times this (then 503).",
+  }),
+  integer({
+    key: "bodyTimeoutSeconds",
+    edge: true,
+    flag: "--body-timeout",
+    arg: "SECONDS",
+    workerVar: "BODY_TIMEOUT_SECONDS",
+    min: 1,
+    default: DEFAULT_EDGE_CONFIG.bodyTimeoutSeconds,
+    help: "A request body the edge parses must arrive whole within this (else 408).",
+  }),
+  integer({
+    key: "buildBackoffSeconds",
+    edge: true,
+    flag: "--build-backoff",
+    arg: "SECONDS",
+    workerVar: "BUILD_BACKOFF_SECONDS",
+    min: 0,
+    default: DEFAULT_EDGE_CONFIG.buildBackoffSeconds,
+    help: "After a failed snapshot build, clones start no build for this long, doubling per " +
+      "failure in a row up to 64 times (0: off; `/_edge/warm` always builds).",
+  }),
+  integer({
+    key: "authTtlSeconds",
+    edge: true,
+    flag: "--auth-ttl",
+    arg: "SECONDS",
+    workerVar: "AUTH_TTL_SECONDS",
+    min: 0,
+    default: DEFAULT_EDGE_CONFIG.authTtlSeconds,
+    help: "How long the origin's acceptance of a credential lets the edge answer fetches " +
+      "from its snapshot alone (0: always ask the origin).",
+  }),
+  integer({
+    key: "responseCacheBytes",
+    edge: true,
+    flag: "--response-cache-bytes",
+    arg: "N",
+    workerVar: "RESPONSE_CACHE_BYTES",
+    min: 0,
+    bytes: true,
+    default: DEFAULT_EDGE_CONFIG.responseCacheBytes,
+    help: "Size of the cache of answers to fetches without `have` (shallow, partial and " +
+      "single-commit clones) in the store (0: off).",
+  }),
+  text({
+    key: "adminToken",
+    edge: true,
+    flag: "--admin-token",
+    arg: "TOKEN",
+    env: "GITEDGE_ADMIN_TOKEN",
+    workerVar: "ADMIN_TOKEN",
+    secret: true,
+    help: "Require `Authorization: Bearer TOKEN` on `/_edge/warm` and `/_edge/status`.",
+  }),
+  {
+    key: "signingKey",
+    edge: false,
+    env: "GITEDGE_SIGNING_KEY",
+    workerVar: "EDGE_SIGNING_KEY",
+    secret: true,
+    required: {
+      front: "worker",
+      hint: "openssl rand -hex 32 | wrangler secret put EDGE_SIGNING_KEY",
+    },
+    help: "Key that signs pack URLs, hex, at least 32 digits. Required on Workers (a secret); " +
+      "`gitedge serve` keeps one in `DIR/signing.key` (created on first start) when unset.",
+    parse: parseSigningKeyHex,
+  },
+  integer({
+    key: "r2PartMiB",
+    edge: false,
+    workerVar: "R2_PART_MIB",
+    min: 5,
+    default: DEFAULT_R2_PART_MIB,
+    help: "R2 multipart part size in MiB, and the size of a build's segments.",
+  }),
+  integer({
+    key: "refreshSeconds",
+    edge: false,
+    workerVar: "REFRESH_SECONDS",
+    min: 60,
+    defaultText: "unset (off)",
+    help: "Refresh period of snapshots that need no credentials (Durable Object alarms).",
+  }),
+];
+
+/** Whether `front` takes `setting` at all. */
+export function appliesTo(setting: Setting, front: Front): boolean {
+  if (front === "serve") return setting.flag !== undefined || setting.env !== undefined;
+  if (front === "worker") return setting.workerVar !== undefined;
+  return setting.edge;
+}
+
+/** A setting's value or the settings together are wrong; the message names the setting. */
+export class SettingError extends Error {
+  override name = "SettingError";
+
+  /**
+   * @param setting the key of the setting at fault (the first, for a rule between two)
+   * @param message what is wrong, naming the setting as the user gave it
+   */
+  constructor(readonly setting: SettingKey, message: string) {
+    super(message);
+  }
+}
+
+/** One value as given: which setting, where from (`--chunks`, `CHUNKS`), its text. */
+export interface GivenSetting {
+  key: SettingKey;
+  source: string;
+  text: string;
+}
+
+/** The settings `gitedge serve` runs with. */
+export interface ServeSettings extends ServeExtras {
+  config: EdgeConfig;
+}
+
+/** The settings a Worker runs with. */
+export interface WorkerSettings extends WorkerExtras {
+  config: EdgeConfig;
+}
+
+const BY_KEY = new Map(SETTINGS.map((s) => [s.key, s]));
+
+/** The setting named `key`. */
+export function setting(key: SettingKey): Setting {
+  const found = BY_KEY.get(key);
+  if (found === undefined) throw new Error(`no setting ${key}`);
+  return found;
+}
+
+/** How `front` names `setting` in a message about it. */
+function nameIn(front: Front, s: Setting): string {
+  if (front === "serve") return s.flag ? `${s.flag}${s.arg ? ` ${s.arg}` : ""}` : s.env ?? s.key;
+  if (front === "worker") return s.workerVar ?? s.key;
+  return s.key;
+}
+
+/**
+ * The one validation of settings: parses every given value (a later one of a setting replaces an
+ * earlier one; items of a list add up), fills in defaults, and checks the rules between settings.
+ * Throws {@link SettingError}.
+ */
+export function resolveSettings(front: "serve", given: readonly GivenSetting[]): ServeSettings;
+export function resolveSettings(front: "worker", given: readonly GivenSetting[]): WorkerSettings;
+export function resolveSettings(
+  front: "config",
+  given: readonly GivenSetting[],
+): { config: EdgeConfig };
+export function resolveSettings(
+  front: Front,
+  given: readonly GivenSetting[],
+): { config: EdgeConfig } {
+  const values = new Map<SettingKey, unknown>();
+  for (const { key, source, text } of given) {
+    const s = setting(key);
+    if (!appliesTo(s, front)) throw new SettingError(key, `${source} is not a setting here`);
+    const value = parseGiven(s, source, text);
+    if (s.list) values.set(key, [...(values.get(key) as unknown[] | undefined) ?? [], value]);
+    else values.set(key, value);
+  }
+  for (const s of SETTINGS) {
+    if (!appliesTo(s, front) || values.has(s.key)) continue;
+    if (s.required?.front === front) {
+      throw new SettingError(s.key, `${nameIn(front, s)} is not set (${s.required.hint})`);
+    }
+    if (s.default !== undefined) values.set(s.key, s.default);
+  }
+  const origin = setting("origin");
+  const allowHosts = setting("allowHosts");
+  const hosts = values.get("allowHosts") as string[] | undefined;
+  if (hosts?.length === 0) values.delete("allowHosts");
+  if (!values.has("origin") && !values.has("allowHosts")) {
+    throw new SettingError(
+      "origin",
+      `set ${nameIn(front, origin)} (single origin) or ${nameIn(front, allowHosts)} (multi-origin)`,
+    );
+  }
+  if (values.has("origin") && values.has("allowHosts")) {
+    throw new SettingError(
+      "origin",
+      `${nameIn(front, origin)} and ${nameIn(front, allowHosts)} are exclusive: set only one`,
+    );
+  }
+  const config: Record<string, unknown> = {};
+  const resolved: Record<string, unknown> = { config };
+  for (const [key, value] of values) {
+    if (setting(key).edge) config[key] = value;
+    else resolved[key] = value;
+  }
+  return resolved as { config: EdgeConfig };
+}
+
+function parseGiven(s: Setting, source: string, text: string): unknown {
+  try {
+    return s.parse(text);
+  } catch (error) {
+    if (!(error instanceof ConfigValueError)) throw error;
+    const verb = source.startsWith("-") ? "needs" : "must be";
+    const got = s.secret ? "" : `, got '${redactCredentials(error.value)}'`;
+    throw new SettingError(s.key, `${source} ${verb} ${error.expected}${got}`);
+  }
+}
+
+/**
+ * Checks an {@link EdgeConfig} given in code (`startDenoEdge`, tests) by the same rules as text,
+ * and fills in its defaults. Throws {@link SettingError} naming the field.
+ */
+export function checkEdgeConfig(config: Partial<EdgeConfig>): EdgeConfig {
+  const given: GivenSetting[] = [];
+  for (const s of SETTINGS) {
+    if (!s.edge) continue;
+    const value = config[s.key as keyof EdgeConfig];
+    if (value === undefined) continue;
+    for (const item of Array.isArray(value) ? value : [value]) {
+      given.push({ key: s.key, source: s.key, text: String(item) });
+    }
+  }
+  return resolveSettings("config", given).config;
+}
+
+/** Bytes as documented: `16 MiB`, `1 GiB`, else the number. */
+export function formatBytes(n: number): string {
+  if (n >= 1024 * MiB && n % (1024 * MiB) === 0) return `${n / (1024 * MiB)} GiB`;
+  if (n >= MiB && n % MiB === 0) return `${n / MiB} MiB`;
+  return String(n);
 }

@@ -1,13 +1,10 @@
 import { assertEquals, assertThrows } from "../../support/assert.ts";
-import {
-  edgeConfigFromEnv,
-  type Env,
-  partBytesFromEnv,
-  refreshMsFromEnv,
-  signingKeyFromEnv,
-  WorkerConfigError,
-} from "../../../edge/cloudflare/env.ts";
+import { type Env, workerSettings } from "../../../edge/cloudflare/env.ts";
+import { SettingError } from "../../../src/proxy/settings.ts";
+import { DEFAULT_PART_BYTES } from "../../../edge/cloudflare/r2_store.ts";
 import type { DurableObjectNamespace, R2Bucket } from "../../../edge/cloudflare/worker_types.ts";
+
+const edgeConfigFromEnv = (e: Env) => workerSettings(e).config;
 
 /** An `Env` whose bindings are never touched by the functions under test. */
 function env(vars: Partial<Env>): Env {
@@ -19,7 +16,7 @@ function env(vars: Partial<Env>): Env {
   };
 }
 
-Deno.test("edgeConfigFromEnv: single-origin mode with defaults", () => {
+Deno.test("workerSettings: single-origin mode with defaults", () => {
   assertEquals(edgeConfigFromEnv(env({ ORIGIN: "https://git.example/" })), {
     origin: "https://git.example",
     chunks: 4,
@@ -32,7 +29,7 @@ Deno.test("edgeConfigFromEnv: single-origin mode with defaults", () => {
   });
 });
 
-Deno.test("edgeConfigFromEnv: multi-origin mode and every optional var", () => {
+Deno.test("workerSettings: multi-origin mode and every optional var", () => {
   const config = edgeConfigFromEnv(env({
     ALLOW_HOSTS: " GitHub.com, git.example:8443 ,",
     MULTI_ORIGIN_SCHEME: "http",
@@ -61,7 +58,7 @@ Deno.test("edgeConfigFromEnv: multi-origin mode and every optional var", () => {
   });
 });
 
-Deno.test("edgeConfigFromEnv: refuses missing, conflicting and malformed vars", () => {
+Deno.test("workerSettings: refuses missing, conflicting and malformed vars", () => {
   const cases: [Partial<Env>, RegExp][] = [
     [{}, /ORIGIN.*ALLOW_HOSTS/],
     [{ ORIGIN: "https://a", ALLOW_HOSTS: "b" }, /exclusive/],
@@ -71,13 +68,15 @@ Deno.test("edgeConfigFromEnv: refuses missing, conflicting and malformed vars", 
     [{ ALLOW_HOSTS: "a", MULTI_ORIGIN_SCHEME: "ftp" }, /MULTI_ORIGIN_SCHEME/],
   ];
   for (const [vars, message] of cases) {
-    assertThrows(() => edgeConfigFromEnv(env(vars)), WorkerConfigError, message);
+    assertThrows(() => edgeConfigFromEnv(env(vars)), SettingError, message);
   }
 });
 
-Deno.test("signingKeyFromEnv decodes hex and refuses short or missing keys", () => {
+Deno.test("EDGE_SIGNING_KEY is decoded from hex; short or missing keys are refused", () => {
+  const signingKeyFromEnv = (e: Env) => workerSettings(e).signingKey;
+  const origin = { ORIGIN: "https://git.example" };
   assertEquals(
-    Array.from(signingKeyFromEnv(env({}))),
+    Array.from(signingKeyFromEnv(env(origin))),
     [
       0x00,
       0x11,
@@ -97,18 +96,28 @@ Deno.test("signingKeyFromEnv decodes hex and refuses short or missing keys", () 
       0xff,
     ],
   );
-  assertThrows(() => signingKeyFromEnv(env({ EDGE_SIGNING_KEY: "abcd" })), WorkerConfigError);
+  const short = assertThrows(
+    () => signingKeyFromEnv(env({ ...origin, EDGE_SIGNING_KEY: "abcd" })),
+    SettingError,
+  );
+  assertEquals(short.message, "EDGE_SIGNING_KEY must be at least 32 hex digits");
   assertThrows(
-    () => signingKeyFromEnv(env({ EDGE_SIGNING_KEY: "" })),
-    Error,
+    () => signingKeyFromEnv(env({ ...origin, EDGE_SIGNING_KEY: " " })),
+    SettingError,
     /secret put EDGE_SIGNING_KEY/,
   );
 });
 
 Deno.test("part size and refresh period come from their vars", () => {
-  assertEquals(partBytesFromEnv(env({})), 8 << 20);
-  assertEquals(partBytesFromEnv(env({ R2_PART_MIB: "5" })), 5 << 20);
-  assertThrows(() => partBytesFromEnv(env({ R2_PART_MIB: "4" })), WorkerConfigError);
-  assertEquals(refreshMsFromEnv(env({})), null);
-  assertEquals(refreshMsFromEnv(env({ REFRESH_SECONDS: "900" })), 900_000);
+  const settings = (vars: Partial<Env>) => workerSettings(env({ ORIGIN: "https://o", ...vars }));
+  assertEquals(settings({}).r2PartMiB, 8);
+  assertEquals(settings({ R2_PART_MIB: "5" }).r2PartMiB, 5);
+  assertThrows(() => settings({ R2_PART_MIB: "4" }), SettingError, /R2_PART_MIB/);
+  assertEquals(settings({}).refreshSeconds, undefined);
+  assertEquals(settings({ REFRESH_SECONDS: "900" }).refreshSeconds, 900);
+  assertThrows(() => settings({ REFRESH_SECONDS: "59" }), SettingError, /REFRESH_SECONDS/);
+});
+
+Deno.test("the R2 part size has one default: R2PackStore's is the table's R2_PART_MIB", () => {
+  assertEquals(DEFAULT_PART_BYTES, workerSettings(env({ ORIGIN: "https://o" })).r2PartMiB << 20);
 });

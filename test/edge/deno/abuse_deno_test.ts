@@ -2,7 +2,8 @@
 import { abuseSuite, assertNoServerPath } from "../../proxy/abuse_suite.ts";
 import { denoEdgeFactory } from "../../support/edge.ts";
 import { startDenoEdge } from "../../../edge/deno/server.ts";
-import { parseServeArgs, UsageError } from "../../../edge/deno/serve_cli.ts";
+import { parseServeArgs } from "../../../edge/deno/serve_cli.ts";
+import { SettingError } from "../../../src/proxy/settings.ts";
 import { startOrigin } from "../../support/origin.ts";
 import { makeRepo } from "../../support/fixtures.ts";
 import { repoId } from "../../../src/proxy/repo.ts";
@@ -18,7 +19,7 @@ Deno.test("[deno] an origin URL with credentials is refused, and the refusal doe
   for (const flag of ["--origin", "--public-url"]) {
     const args = [flag, "http://alice:s3cret@git.example/base"];
     if (flag === "--public-url") args.push("--origin", "http://git.example");
-    const e = assertThrows(() => parseServeArgs(args, () => undefined), UsageError);
+    const e = assertThrows(() => parseServeArgs(args, () => undefined), SettingError);
     assert(/without credentials/.test(e.message), e.message);
     assert(!e.message.includes("s3cret") && !e.message.includes("alice"), e.message);
   }

@@ -1,0 +1,136 @@
+/**
+ * `gitedge serve`'s command line, generated from the settings table: flags in both spellings,
+ * GITEDGE_* variables under the flags, its wording of bad values, and `--help` (from a real
+ * process) listing every setting `gitedge serve` takes.
+ */
+import { assert, assertEquals, assertMatch, assertThrows } from "../../support/assert.ts";
+import { parseServeArgs } from "../../../edge/deno/serve_cli.ts";
+import { SettingError, SETTINGS } from "../../../src/proxy/settings.ts";
+import { UsageError } from "../../../src/client/errors.ts";
+
+const CLI = new URL("../../../edge/deno/cli.ts", import.meta.url).pathname;
+const noEnv = () => undefined;
+
+Deno.test("gitedge serve words malformed flags as before, naming the flag", () => {
+  const message = (args: string[]) =>
+    assertThrows(() => parseServeArgs(args, noEnv), SettingError).message;
+  assertEquals(message(["--origin", "x", "--chunks", "0"]), "--origin needs a URL, got 'x'");
+  assertEquals(
+    message(["--origin=http://o", "--url-ttl", "59"]),
+    "--url-ttl needs an integer >= 60, got '59'",
+  );
+  assertEquals(
+    message(["--public-url", "ftp://p", "--origin", "http://o"]),
+    "--public-url needs an http(s) URL, got 'ftp://p'",
+  );
+  assertEquals(
+    message(["--port", "0"]),
+    "set --origin URL (single origin) or --allow-host HOST (multi-origin)",
+  );
+  const usage = (args: string[]) =>
+    assertThrows(() => parseServeArgs(args, noEnv), UsageError).message;
+  assertEquals(usage(["--origin", "http://o", "--frobnicate"]), "unknown option '--frobnicate'");
+  assertEquals(usage(["--origin"]), "--origin needs a value");
+  assertEquals(usage(["http://o"]), "unknown option 'http://o'");
+});
+
+Deno.test("gitedge serve: flags in both spellings, repeated lists, every value into its place", () => {
+  const settings = parseServeArgs([
+    "--allow-host",
+    "A.example",
+    "--allow-host=b.example",
+    "--port=0",
+    "--host",
+    "::1",
+    "--store",
+    "/tmp/s",
+    "--chunks",
+    "2",
+    "--public-url",
+    "https://edge.example/",
+    "--url-ttl=600",
+    "--max-request-bytes",
+    "2048",
+    "--body-timeout",
+    "5",
+    "--build-backoff",
+    "0",
+    "--auth-ttl",
+    "0",
+    "--response-cache-bytes",
+    "0",
+    "--admin-token",
+    "tok",
+  ], noEnv);
+  assertEquals(settings, {
+    config: {
+      allowHosts: ["a.example", "b.example"],
+      publicUrl: "https://edge.example",
+      chunks: 2,
+      urlTtlSeconds: 600,
+      maxRequestBytes: 2048,
+      bodyTimeoutSeconds: 5,
+      buildBackoffSeconds: 0,
+      authTtlSeconds: 0,
+      responseCacheBytes: 0,
+      adminToken: "tok",
+    },
+    port: 0,
+    host: "::1",
+    store: "/tmp/s",
+  });
+});
+
+Deno.test("gitedge serve: GITEDGE_ADMIN_TOKEN and GITEDGE_SIGNING_KEY as before; a flag wins", () => {
+  const env = (vars: Record<string, string>) => (name: string) => vars[name];
+  const key = "ab".repeat(16);
+  const fromEnv = parseServeArgs(
+    ["--origin", "http://o"],
+    env({ GITEDGE_ADMIN_TOKEN: "t1", GITEDGE_SIGNING_KEY: key }),
+  );
+  assertEquals(fromEnv.config.adminToken, "t1");
+  assertEquals(fromEnv.signingKey, new Uint8Array(16).fill(0xab));
+  const flag = parseServeArgs(
+    ["--origin", "http://o", "--admin-token", "t2"],
+    env({ GITEDGE_ADMIN_TOKEN: "t1" }),
+  );
+  assertEquals(flag.config.adminToken, "t2");
+  const blank = parseServeArgs(["--origin", "http://o"], env({ GITEDGE_SIGNING_KEY: "" }));
+  assertEquals([blank.signingKey, blank.config.adminToken], [undefined, undefined]);
+  const bad = assertThrows(
+    () => parseServeArgs(["--origin", "http://o"], env({ GITEDGE_SIGNING_KEY: "secret-ish" })),
+    SettingError,
+  );
+  assertEquals(bad.message, "GITEDGE_SIGNING_KEY must be at least 32 hex digits");
+});
+
+async function serve(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", CLI, "serve", ...args],
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  const decode = (bytes: Uint8Array) => new TextDecoder().decode(bytes);
+  return { code: out.code, stdout: decode(out.stdout), stderr: decode(out.stderr) };
+}
+
+Deno.test("gitedge serve --help lists every setting it takes; a bad value exits 2 with the help", async () => {
+  const help = await serve(["--help"]);
+  assertEquals(help.code, 0, help.stderr);
+  const takes = SETTINGS.filter((s) => s.flag !== undefined || s.env !== undefined);
+  assert(takes.length >= 14, `${takes.length} settings`);
+  for (const s of takes) {
+    for (const name of [s.flag, s.env]) {
+      if (name !== undefined) assertMatch(help.stdout, new RegExp(`^  ${name}\\b`, "m"), name);
+    }
+    if (s.default !== undefined && s.flag !== undefined) {
+      assert(help.stdout.includes(`Default: ${s.default}`), `${s.key}'s default in --help`);
+    }
+  }
+  for (const s of SETTINGS.filter((s) => s.flag === undefined && s.env === undefined)) {
+    assert(!help.stdout.includes(s.workerVar!), `${s.workerVar} is the Worker's only`);
+  }
+  const bad = await serve(["--origin", "http://127.0.0.1:9", "--chunks", "0"]);
+  assertEquals(bad.code, 2, bad.stderr);
+  assertMatch(bad.stderr, /^gitedge serve: --chunks needs an integer >= 1, got '0'\n\nusage:/);
+});
