@@ -23,14 +23,16 @@ export interface Env {
 
 /**
  * The settings from the Worker's vars and secrets: a blank var counts as unset, a list var
- * (`ALLOW_HOSTS`) is comma-separated. Throws `SettingError` naming the var at fault.
+ * (`ALLOW_HOSTS`) is comma-separated, a number stands for its digits. Throws `SettingError` naming the var at fault.
  */
 export function workerSettings(env: Env): WorkerSettings {
   const given: GivenSetting[] = [];
   for (const s of SETTINGS) {
     const value = s.workerVar === undefined ? undefined : env[s.workerVar];
-    if (typeof value !== "string") continue;
-    const items = s.list ? value.split(",") : [value];
+    if (value === undefined || value === null) continue;
+    // `[vars]` may hold TOML numbers (`CHUNKS = 4`): they arrive as numbers, read as their text.
+    const text = String(value);
+    const items = s.list ? text.split(",") : [text];
     for (const item of items.map((text) => text.trim()).filter((text) => text !== "")) {
       given.push({ key: s.key, source: s.workerVar!, text: item });
     }

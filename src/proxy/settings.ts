@@ -21,9 +21,9 @@ export class ConfigValueError extends Error {
   }
 }
 
-/** Parses a safe integer of at least `min`. */
+/** Parses a safe integer of at least `min` (blank text is no number, not 0). */
 export function parseIntAtLeast(text: string, min: number): number {
-  const n = Number(text);
+  const n = text.trim() === "" ? NaN : Number(text);
   if (!Number.isSafeInteger(n) || n < min) throw new ConfigValueError(`an integer >= ${min}`, text);
   return n;
 }
@@ -145,7 +145,11 @@ function text(s: Omit<Setting, "parse">): Setting {
   return { ...s, parse: (value) => value };
 }
 
-/** Every setting of the edge, in the order `--help` and the README list them. */
+/**
+ * Every setting of the edge, in the order `--help` and the README list them. To add one: an
+ * entry here, its key in `EdgeConfig` (the app's) or in `ServeExtras`/`WorkerExtras` (a
+ * runtime's), where the runtime takes it from the resolved settings, then `deno task settings`.
+ */
 export const SETTINGS: readonly Setting[] = [
   {
     key: "origin",

@@ -26,6 +26,10 @@ Deno.test("parseIntAtLeast takes safe integers from the minimum up", () => {
     const e = assertThrows(() => parseIntAtLeast(text, 60), ConfigValueError);
     assertEquals([e.expected, e.value], ["an integer >= 60", text]);
   }
+  for (const blank of ["", " "]) {
+    const e = assertThrows(() => parseIntAtLeast(blank, 0), ConfigValueError);
+    assertEquals(e.expected, "an integer >= 0");
+  }
 });
 
 Deno.test("parseHttpUrl accepts http(s) URLs and drops trailing slashes", () => {

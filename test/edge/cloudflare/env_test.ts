@@ -108,6 +108,16 @@ Deno.test("EDGE_SIGNING_KEY is decoded from hex; short or missing keys are refus
   );
 });
 
+Deno.test("workerSettings: a var given as a TOML number is read as its digits", () => {
+  const config = edgeConfigFromEnv(env({ ORIGIN: "https://o", CHUNKS: 6, AUTH_TTL_SECONDS: 0 }));
+  assertEquals([config.chunks, config.authTtlSeconds], [6, 0]);
+  assertThrows(
+    () => edgeConfigFromEnv(env({ ORIGIN: "https://o", CHUNKS: 0 })),
+    SettingError,
+    /CHUNKS/,
+  );
+});
+
 Deno.test("part size and refresh period come from their vars", () => {
   const settings = (vars: Partial<Env>) => workerSettings(env({ ORIGIN: "https://o", ...vars }));
   assertEquals(settings({}).r2PartMiB, 8);

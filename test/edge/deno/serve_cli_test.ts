@@ -27,6 +27,10 @@ Deno.test("gitedge serve words malformed flags as before, naming the flag", () =
     message(["--port", "0"]),
     "set --origin URL (single origin) or --allow-host HOST (multi-origin)",
   );
+  assertEquals(
+    message(["--origin", "http://o", "--port", ""]),
+    "--port needs an integer >= 0, got ''",
+  );
   const usage = (args: string[]) =>
     assertThrows(() => parseServeArgs(args, noEnv), UsageError).message;
   assertEquals(usage(["--origin", "http://o", "--frobnicate"]), "unknown option '--frobnicate'");
