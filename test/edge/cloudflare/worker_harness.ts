@@ -8,6 +8,7 @@
  */
 import { Log, LogLevel, Miniflare } from "miniflare";
 import type { EdgeConfig } from "../../../src/proxy/deps.ts";
+import { setting, SETTINGS } from "../../../src/proxy/settings.ts";
 import type { R2Bucket } from "../../../edge/cloudflare/worker_types.ts";
 import { edgeConfigFor, type EdgeFactory } from "../../support/edge.ts";
 import { withinDeadline } from "../../support/deadline.ts";
@@ -156,33 +157,21 @@ export async function startWorkerEdge(opts: WorkerEdgeOptions): Promise<RunningW
   });
 }
 
-/** The Worker vars and secrets (see `edge/env.ts`) that express `config`. */
+/** The Worker vars and secrets (named by `src/proxy/settings.ts`) that express `config`. */
 export function workerVars(
   config: Partial<EdgeConfig>,
   signingKey?: Uint8Array,
 ): Record<string, string> {
   const key = signingKey ?? crypto.getRandomValues(new Uint8Array(32));
   const vars: Record<string, string> = {
-    EDGE_SIGNING_KEY: Array.from(key, (b) => b.toString(16).padStart(2, "0")).join(""),
+    [setting("signingKey").workerVar!]: Array.from(key, (b) => b.toString(16).padStart(2, "0"))
+      .join(""),
   };
-  if (config.origin !== undefined) vars.ORIGIN = config.origin;
-  if (config.allowHosts !== undefined) vars.ALLOW_HOSTS = config.allowHosts.join(",");
-  if (config.multiOriginScheme !== undefined) vars.MULTI_ORIGIN_SCHEME = config.multiOriginScheme;
-  if (config.publicUrl !== undefined) vars.PUBLIC_URL = config.publicUrl;
-  if (config.chunks !== undefined) vars.CHUNKS = String(config.chunks);
-  if (config.urlTtlSeconds !== undefined) vars.URL_TTL_SECONDS = String(config.urlTtlSeconds);
-  if (config.maxRequestBytes !== undefined) vars.MAX_REQUEST_BYTES = String(config.maxRequestBytes);
-  if (config.authTtlSeconds !== undefined) vars.AUTH_TTL_SECONDS = String(config.authTtlSeconds);
-  if (config.buildBackoffSeconds !== undefined) {
-    vars.BUILD_BACKOFF_SECONDS = String(config.buildBackoffSeconds);
+  for (const s of SETTINGS) {
+    const value = s.edge ? config[s.key as keyof EdgeConfig] : undefined;
+    if (value === undefined || s.workerVar === undefined) continue;
+    vars[s.workerVar] = Array.isArray(value) ? value.join(",") : String(value);
   }
-  if (config.bodyTimeoutSeconds !== undefined) {
-    vars.BODY_TIMEOUT_SECONDS = String(config.bodyTimeoutSeconds);
-  }
-  if (config.responseCacheBytes !== undefined) {
-    vars.RESPONSE_CACHE_BYTES = String(config.responseCacheBytes);
-  }
-  if (config.adminToken !== undefined) vars.ADMIN_TOKEN = config.adminToken;
   return vars;
 }
 
