@@ -11,7 +11,7 @@ import type { PackEntry } from "../src/git/pack.ts";
 import { scanPack } from "../src/git/pack_reader.ts";
 import { planSplit, splitPack } from "../src/git/pack_split.ts";
 import { tempDir } from "../test/support/git.ts";
-import { tinyBlobPack } from "../test/git/pack_fixtures.ts";
+import { tinyBlobPack } from "../test/support/pack_fixtures.ts";
 
 const MiB = 2 ** 20;
 

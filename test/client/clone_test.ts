@@ -6,7 +6,7 @@ import { git, GIT_ENV, gitBytes, tempDir } from "../support/git.ts";
 import { startOrigin } from "../support/origin.ts";
 import { assertSameClone } from "../support/fixtures.ts";
 import { startFaultServer } from "./fault_server.ts";
-import { seededRandom } from "../support/streams.ts";
+import { SeededRandom } from "../support/random.ts";
 
 /** A work repository with two branches, an annotated and a lightweight tag, pushed to `bare`. */
 async function seedRepo(work: string, bare: string): Promise<void> {
@@ -130,8 +130,7 @@ Deno.test("clone downloads announced packfile URIs (git's blobPackfileUri) and r
   const work = `${dir.path}/work`;
   await seedRepo(work, bare);
   // A big blob that the origin will hand out as a packfile URI instead of inline.
-  const rand = seededRandom(7);
-  const big = new Uint8Array(300 * 1024).map(() => Math.floor(rand() * 256));
+  const big = new SeededRandom(7).bytes(300 * 1024);
   await Deno.writeFile(`${work}/big.bin`, big);
   await git(["add", "big.bin"], { cwd: work });
   await git(["commit", "-q", "-m", "big"], { cwd: work });

@@ -3,7 +3,7 @@
  * per-chunk pacing, and a queue of faults per path (one consumed per request). It records every
  * request and the peak number of bodies in flight.
  */
-import { seededRandom } from "../support/streams.ts";
+import { SeededRandom } from "../support/random.ts";
 import { git, GIT_ENV, gitBytes } from "../support/git.ts";
 
 /** What the next request for a path gets instead of a normal answer. */
@@ -135,9 +135,7 @@ export async function makePack(
   size: number,
   seed: number,
 ): Promise<{ bytes: Uint8Array; hash: string }> {
-  const rand = seededRandom(seed);
-  const data = new Uint8Array(size);
-  for (let i = 0; i < size; i++) data[i] = Math.floor(rand() * 256);
+  const data = new SeededRandom(seed).bytes(size);
   const oid = (await git(["hash-object", "-w", "--stdin"], { cwd: repo, stdin: data })).trim();
   const bytes = await gitBytes(["pack-objects", "--stdout", "-q"], {
     cwd: repo,

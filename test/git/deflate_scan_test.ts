@@ -3,8 +3,9 @@ import { unzlibSync, zlibSync } from "fflate";
 import { DeflateScanner, ZlibFormatError } from "../../src/git/deflate_scan.ts";
 import { GitFormatError } from "../../src/git/errors.ts";
 import { git, tempDir } from "../support/git.ts";
-import { concatBytes, seededRandom } from "../support/streams.ts";
-import { randomBytes, randomText } from "./pack_fixtures.ts";
+import { concatBytes } from "../support/streams.ts";
+import { SeededRandom } from "../support/random.ts";
+import { randomText } from "../support/pack_fixtures.ts";
 
 const encoder = new TextEncoder();
 
@@ -27,13 +28,13 @@ const samples: [string, Uint8Array][] = [
   ["one byte", Uint8Array.of(42)],
   ["short text", encoder.encode("hello hello hello world\n")],
   ["text", encoder.encode(randomText(300_000, 3))],
-  ["random", randomBytes(200_000, 4)],
+  ["random", new SeededRandom(4).bytes(200_000)],
   ["runs", new Uint8Array(100_000).fill(7)],
   [
     "mixed",
     concatBytes([
       encoder.encode(randomText(70_000, 5)),
-      randomBytes(70_000, 6),
+      new SeededRandom(6).bytes(70_000),
       encoder.encode(randomText(70_000, 7)),
     ]),
   ],
@@ -79,12 +80,12 @@ Deno.test("scanner handles seeded random chunking of large streams and can be re
   const s = new DeflateScanner();
   for (const [name, data] of samples.slice(3)) {
     const z = zlibSync(data, { level: 6 });
-    const rand = seededRandom(z.length);
+    const rand = new SeededRandom(z.length);
     s.reset();
     let at = 0;
     while (!s.done) {
       assert(at < z.length, `${name}: stream ended early`);
-      const stop = Math.min(z.length, at + 1 + Math.floor(rand() * 5000));
+      const stop = Math.min(z.length, at + 1 + Math.floor(rand.float() * 5000));
       at = s.scan(z, at, stop);
     }
     assertEquals([at, s.compressedLength, s.inflatedLength], [z.length, z.length, data.length]);
@@ -97,7 +98,7 @@ Deno.test("scanner agrees with git's own zlib streams (loose objects)", async ()
   const contents = [
     new Uint8Array(0),
     encoder.encode(randomText(50_000, 21)),
-    randomBytes(300_000, 22),
+    new SeededRandom(22).bytes(300_000),
   ];
   for (const [level, content] of contents.flatMap((c) => [0, 1, 9].map((l) => [l, c] as const))) {
     const file = `${dir.path}/content`;
@@ -183,11 +184,11 @@ Deno.test("random corruption ends in ZlibFormatError or a (wrong) scan, never a 
   let runs = 0;
   for (const stream of streams) {
     for (let seed = 1; seed <= 300; seed++) {
-      const rand = seededRandom(seed);
+      const rand = new SeededRandom(seed);
       const input = concatBytes([stream, new Uint8Array(64)]);
-      const flips = 1 + Math.floor(rand() * 4);
+      const flips = 1 + Math.floor(rand.float() * 4);
       for (let k = 0; k < flips; k++) {
-        input[Math.floor(rand() * stream.length)] ^= 1 << Math.floor(rand() * 8);
+        input[Math.floor(rand.float() * stream.length)] ^= 1 << Math.floor(rand.float() * 8);
       }
       const s = new DeflateScanner();
       runs++;
@@ -196,7 +197,11 @@ Deno.test("random corruption ends in ZlibFormatError or a (wrong) scan, never a 
         // finish, and the input bounds the number of calls.
         let at = 0;
         while (!s.done && at < input.length) {
-          const next = s.scan(input, at, Math.min(input.length, at + 1 + Math.floor(rand() * 300)));
+          const next = s.scan(
+            input,
+            at,
+            Math.min(input.length, at + 1 + Math.floor(rand.float() * 300)),
+          );
           assert(next > at || s.done, `seed ${seed}: scan made no progress at ${at}`);
           at = next;
         }

@@ -11,15 +11,8 @@ import { formatPackfileUriLine, parsePackfileUriLine } from "../../src/git/packf
 import { decodePkts, encodePkts, pktBytes, PktLineReader } from "../../src/git/pktline.ts";
 import { encodeSideband, encodeSidebandText, SidebandRemoteError } from "../../src/git/sideband.ts";
 import { git, tempDir } from "../support/git.ts";
-import {
-  chunked,
-  type ChunkPlan,
-  collect,
-  concatBytes,
-  randomInt,
-  seededRandom,
-  utf8,
-} from "../support/streams.ts";
+import { chunked, type ChunkPlan, collect, concatBytes, utf8 } from "../support/streams.ts";
+import { SeededRandom } from "../support/random.ts";
 import {
   CDN_URI,
   FAKE_PACK_HASH,
@@ -231,14 +224,14 @@ async function parseEverything(
 }
 
 function mutate(input: Uint8Array, seed: number): Uint8Array {
-  const rand = seededRandom(seed);
+  const rand = new SeededRandom(seed);
   const bytes = Array.from(input);
-  const edits = 1 + randomInt(rand, 3);
+  const edits = 1 + rand.int(3);
   for (let e = 0; e < edits; e++) {
-    const at = randomInt(rand, bytes.length);
-    const kind = randomInt(rand, 3);
-    if (kind === 0) bytes[at] ^= 1 << randomInt(rand, 8);
-    else if (kind === 1) bytes.splice(at, 0, randomInt(rand, 256));
+    const at = rand.int(bytes.length);
+    const kind = rand.int(3);
+    if (kind === 0) bytes[at] ^= 1 << rand.int(8);
+    else if (kind === 1) bytes.splice(at, 0, rand.int(256));
     else bytes.splice(at, 1);
   }
   return new Uint8Array(bytes);

@@ -5,7 +5,7 @@ import { packScanner, scanPack } from "../../src/git/pack_reader.ts";
 import { planSplit, splitPack } from "../../src/git/pack_split.ts";
 import { git, tempDir } from "../support/git.ts";
 import { chunked } from "../support/streams.ts";
-import { buildRepo, packObjects, tinyBlobPack, verifyPack } from "./pack_fixtures.ts";
+import { buildRepo, packObjects, tinyBlobPack, verifyPack } from "../support/pack_fixtures.ts";
 
 /** Asserts every accessor of `a` and `b` agrees on every entry. */
 function assertSameIndex(a: PackEntryIndex, b: PackEntryIndex): void {

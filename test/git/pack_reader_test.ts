@@ -12,8 +12,14 @@ import {
 } from "../../src/git/pack.ts";
 import { packScanner, type PackSummary, scanPack } from "../../src/git/pack_reader.ts";
 import { gitBytes, tempDir } from "../support/git.ts";
-import { chunked, collect, concatBytes, seededRandom } from "../support/streams.ts";
-import { buildRepo, packObjects, type VerifiedObject, verifyPack } from "./pack_fixtures.ts";
+import { chunked, collect, concatBytes } from "../support/streams.ts";
+import { SeededRandom } from "../support/random.ts";
+import {
+  buildRepo,
+  packObjects,
+  type VerifiedObject,
+  verifyPack,
+} from "../support/pack_fixtures.ts";
 
 /** Asserts that a scan agrees with `git verify-pack -v` on every entry. */
 function assertMatchesGit(
@@ -197,14 +203,14 @@ Deno.test("pack reader", async (t) => {
       const small = packs.small;
       let rejected = 0;
       for (let seed = 1; seed <= 300; seed++) {
-        const rand = seededRandom(seed);
+        const rand = new SeededRandom(seed);
         let bytes = small.slice();
         const kind = seed % 3;
-        if (kind === 0) bytes = bytes.subarray(0, Math.floor(rand() * bytes.length));
-        const flips = kind === 0 ? 0 : 1 + Math.floor(rand() * 3);
+        if (kind === 0) bytes = bytes.subarray(0, Math.floor(rand.float() * bytes.length));
+        const flips = kind === 0 ? 0 : 1 + Math.floor(rand.float() * 3);
         for (let k = 0; k < flips; k++) {
-          bytes[Math.floor(rand() * bytes.length)] ^= 1 +
-            Math.floor(rand() * 255);
+          bytes[Math.floor(rand.float() * bytes.length)] ^= 1 +
+            Math.floor(rand.float() * 255);
         }
         try {
           await withinDeadline(scanPack(chunked(bytes, { seed, maxChunk: 512 })), `seed ${seed}`);

@@ -17,7 +17,7 @@ import { scanPack } from "../../src/git/pack_reader.ts";
 import { planSplit, splitPack, splitPackBytes } from "../../src/git/pack_split.ts";
 import { gitBytes, tempDir } from "../support/git.ts";
 import { chunked } from "../support/streams.ts";
-import { buildRepo, packObjects, verifyPack } from "./pack_fixtures.ts";
+import { buildRepo, packObjects, verifyPack } from "../support/pack_fixtures.ts";
 
 /** Synthetic entries: `spec[i]` is [bytes, base index or -1]. */
 function entries(spec: [number, number][]): PackEntry[] {

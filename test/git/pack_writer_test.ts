@@ -9,8 +9,9 @@ import {
 import { scanPack } from "../../src/git/pack_reader.ts";
 import { encodeEntryHeader, encodeOfsOffset, PackWriter } from "../../src/git/pack_writer.ts";
 import { tempDir } from "../support/git.ts";
-import { chunked, collect, seededRandom } from "../support/streams.ts";
-import { buildRepo, packObjects, verifyPack } from "./pack_fixtures.ts";
+import { chunked, collect } from "../support/streams.ts";
+import { SeededRandom } from "../support/random.ts";
+import { buildRepo, packObjects, verifyPack } from "../support/pack_fixtures.ts";
 
 /** A sink collecting everything, plus the bytes received so far. */
 function memorySink(delayMs = 0) {
@@ -93,12 +94,12 @@ Deno.test("pack writer", async (t) => {
   await t.step("streamed entries in random pieces give identical bytes", async () => {
     const out = memorySink();
     const writer = new PackWriter(out.sink, summary.objects);
-    const rand = seededRandom(5);
+    const rand = new SeededRandom(5);
     for (const e of summary.entries) {
       const bytes = entryBytes(e.index);
       await writer.beginEntry(e, bytes.subarray(0, e.headerLength));
       for (let at = e.headerLength; at < bytes.length;) {
-        const n = Math.min(bytes.length - at, 1 + Math.floor(rand() * 300));
+        const n = Math.min(bytes.length - at, 1 + Math.floor(rand.float() * 300));
         await writer.writeData(bytes.subarray(at, at + n));
         at += n;
       }

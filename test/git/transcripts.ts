@@ -7,7 +7,8 @@
  */
 
 import { git, gitBytes } from "../support/git.ts";
-import { type ChunkPlan, seededRandom } from "../support/streams.ts";
+import { SeededRandom } from "../support/random.ts";
+import type { ChunkPlan } from "../support/streams.ts";
 import { type CommandRequest, serializeCommandRequest } from "../../src/git/command_request.ts";
 
 /**
@@ -29,13 +30,6 @@ export interface TestRepo {
 /** Size of the incompressible blob, chosen to need more than one 64 KiB side-band packet. */
 export const BIG_BLOB_SIZE = 150_000;
 
-function randomBytes(seed: number, n: number): Uint8Array {
-  const rand = seededRandom(seed);
-  const out = new Uint8Array(n);
-  for (let i = 0; i < n; i++) out[i] = Math.floor(rand() * 256);
-  return out;
-}
-
 /** Creates the test repository inside `dir`. */
 export async function makeRepo(dir: string): Promise<TestRepo> {
   const path = `${dir}/origin`;
@@ -43,7 +37,7 @@ export async function makeRepo(dir: string): Promise<TestRepo> {
   await Deno.writeTextFile(`${path}/hello.txt`, "hello\n");
   await git(["add", "hello.txt"], { cwd: path });
   await git(["commit", "-q", "-m", "first"], { cwd: path });
-  await Deno.writeFile(`${path}/big.bin`, randomBytes(7, BIG_BLOB_SIZE));
+  await Deno.writeFile(`${path}/big.bin`, new SeededRandom(7).bytes(BIG_BLOB_SIZE));
   await git(["add", "big.bin"], { cwd: path });
   await git(["commit", "-q", "-m", "second"], { cwd: path });
   await git(["tag", "-a", "v1", "-m", "v1", "HEAD~1"], { cwd: path });

@@ -1,6 +1,6 @@
-/** Deterministic pseudo-random bytes for fixtures (xoshiro128**; not for cryptography). */
+/** The tests' one deterministic pseudo-random generator (xoshiro128**; not for cryptography). */
 
-/** A seeded generator of incompressible-looking bytes and small integers. */
+/** A seeded generator of incompressible-looking bytes, floats and small integers: same seed, same sequence. */
 export class SeededRandom {
   private s0: number;
   private s1: number;
@@ -34,6 +34,11 @@ export class SeededRandom {
     this.s2 ^= t;
     this.s3 = rotl(this.s3, 11);
     return result;
+  }
+
+  /** A float in [0, 1). */
+  float(): number {
+    return this.nextU32() / 4294967296;
   }
 
   /** An integer in [0, n). */

@@ -1,36 +1,17 @@
 /**
  * Stream helpers for tests: cut a byte array into a stream at chosen
- * boundaries, a small deterministic PRNG, and collect a stream into bytes.
+ * boundaries, collect a stream into bytes, pass a stream on piece by piece.
  *
  * @module
  */
 import { concat } from "../../src/git/pktline.ts";
+import { SeededRandom } from "./random.ts";
 
 /** How {@link chunked} cuts its input. */
 export type ChunkPlan =
   | number[]
   | "bytewise"
   | { seed: number; maxChunk?: number };
-
-/**
- * A deterministic pseudo-random generator (mulberry32) returning floats in
- * [0, 1). The same seed always yields the same sequence.
- */
-export function seededRandom(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
-/** A deterministic random integer in [0, n) drawn from `rand`. */
-export function randomInt(rand: () => number, n: number): number {
-  return Math.floor(rand() * n);
-}
 
 function chunkSizes(total: number, plan: ChunkPlan): number[] {
   if (plan === "bytewise") return new Array(total).fill(1);
@@ -49,12 +30,12 @@ function chunkSizes(total: number, plan: ChunkPlan): number[] {
     }
     return sizes;
   }
-  const rand = seededRandom(plan.seed);
+  const rand = new SeededRandom(plan.seed);
   const max = plan.maxChunk ?? 64;
   const sizes: number[] = [];
   let left = total;
   while (left > 0) {
-    const n = Math.min(1 + randomInt(rand, max), left);
+    const n = Math.min(1 + rand.int(max), left);
     sizes.push(n);
     left -= n;
   }

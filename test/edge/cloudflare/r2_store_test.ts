@@ -3,20 +3,14 @@
  * `r2_store_worker.ts` (one workerd instance for the whole file).
  */
 import { assert, assertEquals, assertMatch } from "../../support/assert.ts";
-import { seededRandom } from "../../support/streams.ts";
+import { SeededRandom } from "../../support/random.ts";
 import { MINIFLARE_LEAKS, startWorker } from "./worker_harness.ts";
 
 const MiB = 1024 * 1024;
 const PART = 5 * MiB;
 
 function pseudoRandomBytes(length: number, seed: number): Uint8Array<ArrayBuffer> {
-  const rand = seededRandom(seed);
-  const bytes = new Uint8Array(length);
-  for (let i = 0; i < length; i += 4) {
-    const word = (rand() * 0x100000000) >>> 0;
-    for (let j = 0; j < 4 && i + j < length; j++) bytes[i + j] = (word >>> (8 * j)) & 0xff;
-  }
-  return bytes;
+  return new SeededRandom(seed).bytes(length);
 }
 
 interface PutReply {
