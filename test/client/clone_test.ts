@@ -5,7 +5,7 @@ import { AuthenticationError, CloneError } from "../../src/client/errors.ts";
 import { git, GIT_ENV, gitBytes, tempDir } from "../support/git.ts";
 import { startOrigin } from "../support/origin.ts";
 import { assertSameClone } from "../support/fixtures.ts";
-import { startFaultServer } from "./fault_server.ts";
+import { startFileServer } from "../support/relay.ts";
 import { SeededRandom } from "../support/random.ts";
 
 /** A work repository with two branches, an annotated and a lightweight tag, pushed to `bare`. */
@@ -142,12 +142,17 @@ Deno.test("clone downloads announced packfile URIs (git's blobPackfileUri) and r
   });
   const hash = Array.from(pack.subarray(pack.length - 20), (b) => b.toString(16).padStart(2, "0"))
     .join("");
-  await using server = startFaultServer(new Map([["/big.pack", pack]]));
-  server.inject("/big.pack", { kind: "truncate" });
+  await Deno.writeFile(`${dir.path}/big.pack`, pack);
+  await using server = await startFileServer({
+    files: { "/big.pack": `${dir.path}/big.pack` },
+    faults: {
+      "/big.pack": { kind: "truncate", afterBytes: Math.floor(pack.length / 2), times: 1 },
+    },
+  });
   // git's upload-pack honours packfile-uris only together with sideband-all.
   await git(["config", "uploadpack.allowSidebandAll", "true"], { cwd: bare });
   await git(
-    ["config", "uploadpack.blobPackfileUri", `${blob} ${hash} ${server.url("/big.pack")}`],
+    ["config", "uploadpack.blobPackfileUri", `${blob} ${hash} ${server.url}/big.pack`],
     {
       cwd: bare,
     },
@@ -167,7 +172,7 @@ Deno.test("clone downloads announced packfile URIs (git's blobPackfileUri) and r
   assertEquals(summary.bytesByUri, pack.length);
   assert(summary.bytesInline < pack.length, "the big blob did not come inline");
   assertEquals(
-    server.requests.map((r) => r.range === null),
+    server.stats.log.map((r) => r.range === null),
     [true, false],
     "second request resumed",
   );

@@ -3,24 +3,30 @@ import { fetchPackfiles } from "../../src/client/fetch_packfiles.ts";
 import { PackfileDownloadError, VerificationError } from "../../src/client/errors.ts";
 import type { ProgressEvent } from "../../src/client/progress.ts";
 import { git, tempDir } from "../support/git.ts";
-import { type Fault, initBare, makePack, startFaultServer } from "./fault_server.ts";
+import { makePackFixtures } from "../support/pack_fixtures.ts";
+import { type Fault, type FileServer, startFileServer } from "../support/relay.ts";
 
 interface Fixture {
-  files: Map<string, Uint8Array>;
+  /** URL path → pack file, for {@link startFileServer}. */
+  files: Record<string, string>;
+  /** `path` is the URL path. */
   packs: { path: string; hash: string; size: number }[];
 }
 
+/** `count` packs of one random blob of about `size` bytes each. */
 async function fixture(dir: string, count: number, size: number): Promise<Fixture> {
-  const src = await initBare(`${dir}/src.git`);
-  const files = new Map<string, Uint8Array>();
-  const packs = [];
-  for (let i = 0; i < count; i++) {
-    const { bytes, hash } = await makePack(src, size, 1000 + i);
-    const path = `/packs/${hash}.pack`;
-    files.set(path, bytes);
-    packs.push({ path, hash, size: bytes.length });
-  }
-  return { files, packs };
+  const made = await makePackFixtures(`${dir}/packs`, { count, bytesEach: size, seed: 1000 });
+  const packs = made.map((p) => ({ path: `/packs/${p.hash}.pack`, hash: p.hash, size: p.size }));
+  return { files: Object.fromEntries(made.map((p, i) => [packs[i].path, p.path])), packs };
+}
+
+async function initBare(dir: string): Promise<string> {
+  await git(["init", "-q", "--bare", dir]);
+  return dir;
+}
+
+function url(server: FileServer, path: string): string {
+  return `${server.url}${path}`;
 }
 
 async function packDirEntries(gitDir: string): Promise<string[]> {
@@ -43,15 +49,15 @@ async function assertNoProcessesFor(gitDir: string): Promise<void> {
 Deno.test("fetchPackfiles installs valid packs in parallel within the jobs bound", async () => {
   await using dir = await tempDir();
   const fx = await fixture(dir.path, 6, 64 * 1024);
-  await using server = startFaultServer(fx.files, { chunkSize: 8 * 1024, chunkDelayMs: 5 });
+  await using server = await startFileServer({ files: fx.files, bytesPerSecond: 512 * 1024 });
   const gitDir = await initBare(`${dir.path}/dst.git`);
   const events: ProgressEvent[] = [];
   const results = await fetchPackfiles(
-    fx.packs.map((p) => ({ hash: p.hash, uri: server.url(p.path) })),
+    fx.packs.map((p) => ({ hash: p.hash, uri: url(server, p.path) })),
     { gitDir, jobs: 3, onProgress: (e) => events.push(e), ...FAST },
   );
   assertEquals(results.map((r) => r.hash), fx.packs.map((p) => p.hash));
-  assertEquals(server.maxActive(), 3);
+  assertEquals(server.stats.peakBodies, 3);
   for (const [i, result] of results.entries()) {
     assertEquals(result.bytes, fx.packs[i].size);
     assertEquals(result.retries, 0);
@@ -70,25 +76,25 @@ Deno.test("fetchPackfiles installs valid packs in parallel within the jobs bound
 Deno.test("fetchPackfiles with jobs 1 runs one download at a time", async () => {
   await using dir = await tempDir();
   const fx = await fixture(dir.path, 3, 32 * 1024);
-  await using server = startFaultServer(fx.files, { chunkSize: 8 * 1024, chunkDelayMs: 2 });
+  await using server = await startFileServer({ files: fx.files, bytesPerSecond: 512 * 1024 });
   const gitDir = await initBare(`${dir.path}/dst.git`);
-  await fetchPackfiles(fx.packs.map((p) => ({ hash: p.hash, uri: server.url(p.path) })), {
+  await fetchPackfiles(fx.packs.map((p) => ({ hash: p.hash, uri: url(server, p.path) })), {
     gitDir,
     jobs: 1,
     ...FAST,
   });
-  assertEquals(server.maxActive(), 1);
+  assertEquals(server.stats.peakBodies, 1);
 });
 
 Deno.test("fetchPackfiles takes a pack hash in either case and rejects a bad hash or URI up front", async () => {
   await using dir = await tempDir();
   const fx = await fixture(dir.path, 1, 16 * 1024);
-  await using server = startFaultServer(fx.files);
+  await using server = await startFileServer({ files: fx.files });
   const gitDir = await initBare(`${dir.path}/dst.git`);
   const [pack] = fx.packs;
   const [result] = await fetchPackfiles([{
     hash: pack.hash.toUpperCase(),
-    uri: server.url(pack.path),
+    uri: url(server, pack.path),
   }], {
     gitDir,
     ...FAST,
@@ -96,48 +102,54 @@ Deno.test("fetchPackfiles takes a pack hash in either case and rejects a bad has
   assertEquals(result.packPath, `${gitDir}/objects/pack/pack-${pack.hash}.pack`);
   for (
     const [hash, uri] of [
-      [pack.hash.slice(1), server.url(pack.path)],
-      [`${pack.hash}0`, server.url(pack.path)],
-      ["g".repeat(40), server.url(pack.path)],
+      [pack.hash.slice(1), url(server, pack.path)],
+      [`${pack.hash}0`, url(server, pack.path)],
+      ["g".repeat(40), url(server, pack.path)],
       [pack.hash, `file://${gitDir}/x.pack`],
     ]
   ) {
     await assertRejects(() => fetchPackfiles([{ hash, uri }], { gitDir, ...FAST }), TypeError);
   }
-  assertEquals(server.requests.length, 1, "nothing was fetched for the rejected entries");
+  assertEquals(server.stats.log.length, 1, "nothing was fetched for the rejected entries");
 });
 
 Deno.test("a pack whose checksum differs from the advertised hash is rejected and removed", async () => {
   await using dir = await tempDir();
   const fx = await fixture(dir.path, 2, 16 * 1024);
-  await using server = startFaultServer(fx.files);
+  await using server = await startFileServer({ files: fx.files });
   const gitDir = await initBare(`${dir.path}/dst.git`);
   const error = await assertRejects(
     () =>
-      fetchPackfiles([{ hash: fx.packs[1].hash, uri: server.url(fx.packs[0].path) }], {
+      fetchPackfiles([{ hash: fx.packs[1].hash, uri: url(server, fx.packs[0].path) }], {
         gitDir,
         ...FAST,
       }),
     VerificationError,
   );
   assert(error.message.includes(fx.packs[0].hash), error.message);
-  assertEquals(server.requests.length, 1, "a checksum mismatch is not retried");
+  assertEquals(server.stats.log.length, 1, "a checksum mismatch is not retried");
   assertEquals(await packDirEntries(gitDir), []);
 });
 
+/** Half of the 96 KiB pack of the transient-fault test: where bodies break. */
+const HALF = 48 * 1024;
+// A stall only the client's idle timeout ends (the server's sleep is aborted on cancel).
+const STALL: Fault = { kind: "stall", afterBytes: HALF, ms: 3_600_000, times: 1 };
+const TRUNCATE: Fault = { kind: "truncate", afterBytes: HALF, times: 1 };
+
 const transientFaults: { name: string; faults: Fault[]; resumes: boolean }[] = [
-  { name: "503", faults: [{ kind: "status", status: 503 }], resumes: false },
-  { name: "404", faults: [{ kind: "status", status: 404 }], resumes: false },
-  { name: "truncation", faults: [{ kind: "truncate" }], resumes: true },
-  { name: "stall", faults: [{ kind: "stall" }], resumes: true },
-  { name: "corruption", faults: [{ kind: "corrupt" }], resumes: false },
+  { name: "503", faults: [{ kind: "status", status: 503, times: 1 }], resumes: false },
+  { name: "404", faults: [{ kind: "status", status: 404, times: 1 }], resumes: false },
+  { name: "truncation", faults: [TRUNCATE], resumes: true },
+  { name: "stall", faults: [STALL], resumes: true },
+  { name: "corruption", faults: [{ kind: "corrupt", atByte: HALF, times: 1 }], resumes: false },
   {
     name: "ignored range",
-    faults: [{ kind: "truncate" }, { kind: "ignore-range" }],
+    faults: [TRUNCATE, { kind: "ignore-range", times: 1 }],
     resumes: true,
   },
-  { name: "bad 416", faults: [{ kind: "truncate" }, { kind: "bad-416" }], resumes: true },
-  { name: "wrong range", faults: [{ kind: "truncate" }, { kind: "wrong-range" }], resumes: true },
+  { name: "bad 416", faults: [TRUNCATE, { kind: "bad-416", times: 1 }], resumes: true },
+  { name: "wrong range", faults: [TRUNCATE, { kind: "wrong-range", times: 1 }], resumes: true },
 ];
 
 Deno.test("transient faults are retried and the pack still lands", async (t) => {
@@ -146,16 +158,16 @@ Deno.test("transient faults are retried and the pack still lands", async (t) => 
   const pack = fx.packs[0];
   for (const { name, faults, resumes } of transientFaults) {
     await t.step(name, async () => {
-      await using server = startFaultServer(fx.files);
-      server.inject(pack.path, ...faults);
+      await using server = await startFileServer({ files: fx.files });
+      server.setFaults({ [pack.path]: faults });
       const gitDir = await initBare(`${dir.path}/${name.replace(/\W/g, "_")}.git`);
       const events: ProgressEvent[] = [];
-      const [result] = await fetchPackfiles([{ hash: pack.hash, uri: server.url(pack.path) }], {
+      const [result] = await fetchPackfiles([{ hash: pack.hash, uri: url(server, pack.path) }], {
         gitDir,
         ...FAST,
         onProgress: (e) => events.push(e),
       });
-      assertEquals(result.retries, server.requests.length - 1);
+      assertEquals(result.retries, server.stats.log.length - 1);
       assert(result.retries >= 1);
       assertEquals(result.bytes, pack.size);
       await git(["verify-pack", result.packPath.replace(/\.pack$/, ".idx")]);
@@ -168,7 +180,7 @@ Deno.test("transient faults are retried and the pack still lands", async (t) => 
       assertEquals(retry.resume, resumes);
       if (resumes) {
         // The second request continues where the first stopped.
-        assertEquals(server.requests[1].range, `bytes=${retry.bytes}-`);
+        assertEquals(server.stats.log[1].range, `bytes=${retry.bytes}-`);
         assert(retry.bytes > 0);
       }
     });
@@ -178,13 +190,13 @@ Deno.test("transient faults are retried and the pack still lands", async (t) => 
 Deno.test("persistent faults fail cleanly, naming the URI and the attempts", async () => {
   await using dir = await tempDir();
   const fx = await fixture(dir.path, 3, 32 * 1024);
-  await using server = startFaultServer(fx.files, { chunkDelayMs: 2, chunkSize: 4096 });
+  await using server = await startFileServer({ files: fx.files, bytesPerSecond: 2 * 1024 * 1024 });
   const bad = fx.packs[1];
-  server.inject(bad.path, ...Array(10).fill({ kind: "corrupt" }));
+  server.setFaults({ [bad.path]: { kind: "corrupt", atByte: 16 * 1024, times: 10 } });
   const gitDir = await initBare(`${dir.path}/dst.git`);
   const error = await assertRejects(
     () =>
-      fetchPackfiles(fx.packs.map((p) => ({ hash: p.hash, uri: server.url(p.path) })), {
+      fetchPackfiles(fx.packs.map((p) => ({ hash: p.hash, uri: url(server, p.path) })), {
         gitDir,
         jobs: 1,
         retries: 2,
@@ -192,28 +204,28 @@ Deno.test("persistent faults fail cleanly, naming the URI and the attempts", asy
       }),
     PackfileDownloadError,
   );
-  assertEquals(error.uri, server.url(bad.path));
+  assertEquals(error.uri, url(server, bad.path));
   assertEquals(error.attempts, 3);
-  assert(error.message.includes(server.url(bad.path)), error.message);
+  assert(error.message.includes(url(server, bad.path)), error.message);
   assert(error.message.includes("index-pack"), error.message);
   // The first pack finished before the failure; the third never started; nothing half-written.
   assertEquals(await packDirEntries(gitDir), [
     `pack-${fx.packs[0].hash}.idx`,
     `pack-${fx.packs[0].hash}.pack`,
   ]);
-  assertEquals(server.requests.filter((r) => r.path === fx.packs[2].path).length, 0);
+  assertEquals(server.stats.log.filter((r) => r.path === fx.packs[2].path).length, 0);
   await assertNoProcessesFor(gitDir);
 });
 
 Deno.test("a 401 is not retried", async () => {
   await using dir = await tempDir();
   const fx = await fixture(dir.path, 1, 8 * 1024);
-  await using server = startFaultServer(fx.files);
-  server.inject(fx.packs[0].path, { kind: "status", status: 401 });
+  await using server = await startFileServer({ files: fx.files });
+  server.setFaults({ [fx.packs[0].path]: { kind: "status", status: 401, times: 1 } });
   const gitDir = await initBare(`${dir.path}/dst.git`);
   const error = await assertRejects(
     () =>
-      fetchPackfiles([{ hash: fx.packs[0].hash, uri: server.url(fx.packs[0].path) }], {
+      fetchPackfiles([{ hash: fx.packs[0].hash, uri: url(server, fx.packs[0].path) }], {
         gitDir,
         headers: { authorization: "Bearer secret" },
         ...FAST,
@@ -221,24 +233,27 @@ Deno.test("a 401 is not retried", async () => {
     PackfileDownloadError,
   );
   assertEquals(error.attempts, 1);
-  assertEquals(server.requests[0].authorization, "Bearer secret");
+  assertEquals(server.stats.log[0].authorization, "Bearer secret");
 });
 
 Deno.test("aborting stops every download and leaves nothing staged", async () => {
   await using dir = await tempDir();
   const fx = await fixture(dir.path, 2, 64 * 1024);
-  await using server = startFaultServer(fx.files, { chunkSize: 1024, chunkDelayMs: 10 });
+  await using server = await startFileServer({ files: fx.files, bytesPerSecond: 100 * 1024 });
   const gitDir = await initBare(`${dir.path}/dst.git`);
   const controller = new AbortController();
   const reason = new Error("user gave up");
-  const running = fetchPackfiles(fx.packs.map((p) => ({ hash: p.hash, uri: server.url(p.path) })), {
-    gitDir,
-    signal: controller.signal,
-    onProgress: (e) => {
-      if (e.type === "progress" && e.bytes > 8 * 1024) controller.abort(reason);
+  const running = fetchPackfiles(
+    fx.packs.map((p) => ({ hash: p.hash, uri: url(server, p.path) })),
+    {
+      gitDir,
+      signal: controller.signal,
+      onProgress: (e) => {
+        if (e.type === "progress" && e.bytes > 8 * 1024) controller.abort(reason);
+      },
+      ...FAST,
     },
-    ...FAST,
-  });
+  );
   const error = await assertRejects(() => running);
   assertEquals(error, reason);
   assertEquals(await packDirEntries(gitDir), []);

@@ -1,11 +1,11 @@
-/** Scripted failures for the test file server and relay. */
+/** Scripted failures for the test file server and relay: what each kind does, and who uses them up. */
 import { piecewise } from "./streams.ts";
 import { type Clock, realClock } from "./throttle.ts";
 
 /** One kind of failure, applied to the next `times` requests for its path. */
 export type Fault =
   /** Answer with this status instead of the content. */
-  | { kind: "status"; status: 404 | 500 | 503; times: number }
+  | { kind: "status"; status: number; times: number }
   /** Send `afterBytes` body bytes, then drop the connection. */
   | { kind: "truncate"; afterBytes: number; times: number }
   /** Flip (bitwise NOT) the byte at offset `atByte` of the resource, if the response covers it. */
@@ -15,7 +15,9 @@ export type Fault =
   /** Answer a Range request with 200 and the whole body. */
   | { kind: "ignore-range"; times: number }
   /** Answer 416 even though the range is satisfiable. */
-  | { kind: "bad-416"; times: number };
+  | { kind: "bad-416"; times: number }
+  /** Answer a Range request from one byte before the asked start, saying so (file server only). */
+  | { kind: "wrong-range"; times: number };
 
 /**
  * Faults by URL path; `"*"` applies to any path without its own entry. A list is consumed in

@@ -227,7 +227,7 @@ async function handle(
   ctx: HandlerContext,
 ): Promise<Response> {
   const url = new URL(req.url);
-  const key = ctx.stats.request(req.method, url.pathname);
+  const key = ctx.stats.request(req.method, url.pathname, req.headers);
   const user = ctx.auth ? authenticatedUser(req, ctx.auth) : undefined;
   if (ctx.auth && user === undefined) {
     return new Response("authentication required\n", {

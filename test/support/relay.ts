@@ -49,7 +49,7 @@ export function startFileServer(opts: FileServerOptions): Promise<FileServer> {
   const faults = new FaultBook(opts.faults);
   const server = serveLoopback(async (req, _info, closing) => {
     const { pathname } = new URL(req.url);
-    const key = stats.request(req.method, pathname);
+    const key = stats.request(req.method, pathname, req.headers);
     if (req.method !== "GET" && req.method !== "HEAD") {
       return new Response("method not allowed\n", { status: 405, headers: { Allow: "GET, HEAD" } });
     }
@@ -74,14 +74,16 @@ export function startFileServer(opts: FileServerOptions): Promise<FileServer> {
       headers.set("Content-Range", `bytes */${info.size}`);
       return new Response(null, { status: 416, headers });
     }
-    const [start, end] = range.kind === "range" ? [range.start, range.end] : [0, info.size - 1];
+    const [asked, end] = range.kind === "range" ? [range.start, range.end] : [0, info.size - 1];
+    const start = fault?.kind === "wrong-range" && asked > 0 ? asked - 1 : asked;
     headers.set("Content-Length", String(end - start + 1));
     if (range.kind === "range") headers.set("Content-Range", `bytes ${start}-${end}/${info.size}`);
     const status = range.kind === "range" ? 206 : 200;
     if (req.method === "HEAD") return new Response(null, { status, headers });
 
     const body = shape(await fileSlice(file, start, end + 1), fault, start, true, opts, closing);
-    return new Response(countingStream(body, (n) => stats.sent(key, n)), { status, headers });
+    const counted = countingStream(body, (n) => stats.sent(key, n), undefined, stats.bodyStarted());
+    return new Response(counted, { status, headers });
   });
   return Promise.resolve(handle(server.url, stats, faults, server.stop));
 }
@@ -117,7 +119,7 @@ export function startRelay(
   const server = serveLoopback(async (req, _info, closing) => {
     const url = new URL(req.url);
     const base = targetUrl().replace(/\/+$/, "");
-    const key = stats.request(req.method, url.pathname);
+    const key = stats.request(req.method, url.pathname, req.headers);
     const fault = faults.next(url.pathname);
     const early = faultResponse(fault, undefined);
     if (early) return early;
@@ -152,7 +154,8 @@ export function startRelay(
     );
     const declared = outHeaders.has("content-length");
     const body = shape(upstream.body, fault, rangeStart, declared, opts, closing);
-    return new Response(countingStream(body, (n) => stats.sent(key, n)), {
+    const counted = countingStream(body, (n) => stats.sent(key, n), undefined, stats.bodyStarted());
+    return new Response(counted, {
       status: upstream.status,
       statusText: upstream.statusText,
       headers: outHeaders,
