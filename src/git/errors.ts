@@ -36,7 +36,7 @@ export class ProtocolError extends GitFormatError {
   override name = "ProtocolError";
 }
 
-/** The server sent an `ERR <message>` packet. */
+/** The server sent an `ERR <message>` packet (band 3 of side-band: `SidebandRemoteError`). */
 export class ProtocolRemoteError extends GitFormatError {
   override name = "ProtocolRemoteError";
   /** The server's message. */

@@ -6,7 +6,7 @@
  * @module
  */
 
-import { GitFormatError } from "./errors.ts";
+import { GitFormatError, ProtocolRemoteError } from "./errors.ts";
 import { MAX_PKT_DATA, type Pkt, type PktLineReader } from "./pktline.ts";
 
 /** A side-band channel number. */
@@ -24,16 +24,9 @@ export const MAX_SIDEBAND_DATA = MAX_PKT_DATA - 1;
 
 const decoder = new TextDecoder();
 
-/** The remote reported a fatal error on band 3; `remoteMessage` is its text. */
-export class SidebandRemoteError extends GitFormatError {
+/** The remote reported a fatal error on band 3; `remoteMessage` is its text, without newline. */
+export class SidebandRemoteError extends ProtocolRemoteError {
   override name = "SidebandRemoteError";
-  /** The remote's message, without a trailing newline. */
-  readonly remoteMessage: string;
-
-  constructor(remoteMessage: string) {
-    super("remote-error", `remote error: ${remoteMessage}`);
-    this.remoteMessage = remoteMessage;
-  }
 }
 
 /** Options for {@link demuxSideband} and {@link readSidebandPkt}. */
