@@ -16,14 +16,10 @@ import {
   OriginStatusError,
   OriginUnreachableError,
 } from "./origin.ts";
-import {
-  handleInfoRefs,
-  handleReceivePack,
-  handleUploadPack,
-  OriginFeatures,
-  type ProxyContext,
-} from "./git_routes.ts";
+import { handleInfoRefs, handleReceivePack, handleUploadPack } from "./git_routes.ts";
+import { OriginFeatures, type ProxyContext } from "./context.ts";
 import { handlePackGet } from "./pack_routes.ts";
+import { PACK_ROUTE } from "./pack_urls.ts";
 import { GitFormatError } from "../git/errors.ts";
 import { ClientRequestError, publicMessage } from "./errors.ts";
 import { ParseBudget } from "./parse_budget.ts";
@@ -71,7 +67,7 @@ export function createApp(
     return c.text(metrics.render(), 200, { "content-type": "text/plain; version=0.0.4" });
   });
 
-  app.on(["GET", "HEAD"], "/_edge/packs/:id/:file", (c) => {
+  app.on(["GET", "HEAD"], PACK_ROUTE, (c) => {
     metrics.inc("gitedge_requests_total", 1, { route: "pack" });
     return handlePackGet(ctx, c.req.raw, c.req.param("id"), c.req.param("file"));
   });

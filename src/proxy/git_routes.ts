@@ -4,14 +4,13 @@
  * capability advertisement (a few lines) are read whole.
  */
 import { DEFAULT_EDGE_CONFIG } from "./deps.ts";
-import type { EdgeDeps, Manifest, RepoRef, ScheduleBasis } from "./deps.ts";
-import type { Metrics } from "./metrics.ts";
+import type { Manifest, RepoRef, ScheduleBasis } from "./deps.ts";
+import type { ProxyContext } from "./context.ts";
 import { countingStream } from "./metrics.ts";
-import type { UrlSigner } from "./signing.ts";
-import type { AuthMemo } from "./auth_memo.ts";
-import { cacheKey, entryKey, hex, type ResponseCache, uncacheable } from "./response_cache.ts";
+import { cacheKey, entryKey, hex, uncacheable } from "./response_cache.ts";
+import { prefixed } from "./streams.ts";
 import { sha256 } from "@noble/hashes/sha2.js";
-import { expiryFor } from "./signing.ts";
+import { signedPackUrl } from "./pack_urls.ts";
 import {
   authOf,
   callOrigin,
@@ -23,7 +22,6 @@ import { injectBeforePackfile } from "./rewrite.ts";
 import { manifestPacks } from "./snapshot.ts";
 import { requestIneligible, rewriteDecision } from "./eligibility.ts";
 import { ClientRequestError, RequestTooLargeError } from "./errors.ts";
-import type { ParseBudget } from "./parse_budget.ts";
 import {
   concat,
   encodePkt,
@@ -49,39 +47,6 @@ import {
 import { type FetchArgs, parseFetchArgs, serializeFetchArgs } from "../git/fetch_request.ts";
 import { encodeFetchSection } from "../git/fetch_response.ts";
 import { formatPackfileUriLine } from "../git/packfile_uris.ts";
-
-export interface ProxyContext {
-  deps: EdgeDeps;
-  metrics: Metrics;
-  signer: UrlSigner;
-  /** Credentials the origin recently accepted, per repository (hashes, in memory). */
-  authMemo: AuthMemo;
-  /** Fills under way of the response cache (its entries live in the store). */
-  responseCache: ResponseCache;
-  /** What origins advertised, as last seen by this instance (absent: nothing is known). */
-  originFeatures?: OriginFeatures;
-  /** Bytes of client requests being parsed at once. */
-  parseBudget: ParseBudget;
-}
-
-/**
- * The `fetch` features each repository's origin advertised in its last v2 advertisement this
- * instance relayed; bounded, oldest forgotten first. Not knowing means "not advertised".
- */
-export class OriginFeatures {
-  readonly #seen = new Map<string, ReadonlySet<string>>();
-  constructor(readonly maxRepos = 4096) {}
-
-  remember(repo: RepoRef, features: readonly string[]): void {
-    this.#seen.delete(repo.id);
-    this.#seen.set(repo.id, new Set(features));
-    if (this.#seen.size > this.maxRepos) this.#seen.delete(this.#seen.keys().next().value!);
-  }
-
-  advertises(repo: RepoRef, feature: string): boolean {
-    return this.#seen.get(repo.id)?.has(feature) ?? false;
-  }
-}
 
 function isV2(request: Request): boolean {
   return (request.headers.get("git-protocol") ?? "").split(":").includes("version=2");
@@ -438,30 +403,6 @@ async function peekAnswer(
     cancel: (reason) => reader.cancel(reason),
   }, { highWaterMark: 0 });
   return { served, body: prefixed(head, rest) };
-}
-
-/** `bytes`, then the rest of `stream`. */
-function prefixed(
-  bytes: Uint8Array,
-  stream: ReadableStream<Uint8Array>,
-): ReadableStream<Uint8Array> {
-  const reader = stream.getReader();
-  let first: Uint8Array | null = bytes;
-  return new ReadableStream<Uint8Array>({
-    async pull(controller) {
-      if (first) {
-        controller.enqueue(first);
-        first = null;
-        return;
-      }
-      const { done, value } = await reader.read();
-      if (done) controller.close();
-      else controller.enqueue(value);
-    },
-    cancel(reason) {
-      return reader.cancel(reason);
-    },
-  }, { highWaterMark: 0 });
 }
 
 /**
@@ -872,20 +813,6 @@ function publicBase(ctx: ProxyContext, url: URL): string {
   return (ctx.deps.config.publicUrl ?? url.origin).replace(/\/+$/, "");
 }
 
-/** Signed URL of a pack of `repo` stored under `key`. */
-async function packUrl(
-  ctx: ProxyContext,
-  base: string,
-  repo: RepoRef,
-  key: string,
-): Promise<string> {
-  const path = `/_edge/packs/${repo.id}/${key.slice(key.lastIndexOf("/") + 1)}`;
-  const now = Math.floor(ctx.deps.clock.now() / 1000);
-  const exp = expiryFor(now, ctx.deps.config.urlTtlSeconds);
-  const sig = await ctx.signer.sign(path, exp);
-  return `${base}${path}?exp=${exp}&sig=${sig}`;
-}
-
 async function packfileUrisSection(
   ctx: ProxyContext,
   repo: RepoRef,
@@ -895,8 +822,11 @@ async function packfileUrisSection(
 ): Promise<Uint8Array> {
   const base = publicBase(ctx, url);
   const lines: string[] = [];
+  const now = Math.floor(ctx.deps.clock.now() / 1000);
+  const ttl = ctx.deps.config.urlTtlSeconds;
   for (const pack of manifestPacks(manifest)) {
-    lines.push(formatPackfileUriLine(pack.hash, await packUrl(ctx, base, repo, pack.key)));
+    const uri = await signedPackUrl(ctx.signer, base, repo.id, pack.key, now, ttl);
+    lines.push(formatPackfileUriLine(pack.hash, uri));
   }
   return encodeFetchSection("packfile-uris", lines, sidebandAll);
 }

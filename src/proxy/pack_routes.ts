@@ -2,12 +2,10 @@
  * Serving snapshot packs: `GET|HEAD /_edge/packs/<repo id>/<file>?exp=…&sig=…`, byte for byte from
  * the store, with Range and immutable caching. Only signed, unexpired URLs are served.
  */
-import type { ProxyContext } from "./git_routes.ts";
+import type { ProxyContext } from "./context.ts";
 import { countingStream } from "./metrics.ts";
 import { packKey } from "./snapshot.ts";
-
-const ID = /^[0-9a-f]{32}$/;
-const FILE = /^[0-9a-z-]+\.pack$/;
+import { verifyPackUrl } from "./pack_urls.ts";
 
 export interface ParsedRange {
   offset: number;
@@ -49,15 +47,11 @@ export async function handlePackGet(
   id: string,
   file: string,
 ): Promise<Response> {
-  if (!ID.test(id) || !FILE.test(file)) return text(404, "no such pack");
-  const url = new URL(request.url);
-  const exp = Number(url.searchParams.get("exp"));
-  const sig = url.searchParams.get("sig") ?? "";
-  const path = `/_edge/packs/${id}/${file}`;
   const now = Math.floor(ctx.deps.clock.now() / 1000);
-  if (!(await ctx.signer.verify(path, exp, sig, now))) {
-    return text(403, "pack URL signature is invalid or expired");
-  }
+  const params = new URL(request.url).searchParams;
+  const verdict = await verifyPackUrl(ctx.signer, id, file, params, now);
+  if (!verdict.ok) return text(verdict.status, verdict.message);
+  const exp = verdict.expires;
   const key = packKey(id, file);
   const info = await ctx.deps.store.head(key);
   if (!info) return text(404, "pack not found");

@@ -1,5 +1,7 @@
 /** Parsing the output of a CGI program (RFC 3875 §6): a header block, a blank line, the body. */
 
+import { prefixed } from "../../src/proxy/streams.ts";
+
 /** The CGI program's output ended or grew too large before its header block was complete. */
 export class CgiHeaderError extends Error {
   override name = "CgiHeaderError";
@@ -45,7 +47,8 @@ export async function readCgiResponse(stdout: ReadableStream<Uint8Array>): Promi
   const head = new TextDecoder().decode(buffered.subarray(0, split.headerEnd));
   const { status, statusText, headers } = parseHeaderBlock(head);
   const rest = buffered.subarray(split.bodyStart);
-  return { status, statusText, headers, body: prepend(rest, reader) };
+  reader.releaseLock();
+  return { status, statusText, headers, body: prefixed(rest, stdout) };
 }
 
 /** Parses CGI header lines; `Status:` sets the status, everything else becomes a header. */
@@ -88,26 +91,4 @@ function concat(a: Uint8Array, b: Uint8Array): Uint8Array {
   out.set(a, 0);
   out.set(b, a.byteLength);
   return out;
-}
-
-function prepend(
-  first: Uint8Array,
-  reader: ReadableStreamDefaultReader<Uint8Array>,
-): ReadableStream<Uint8Array> {
-  let pending: Uint8Array | null = first.byteLength > 0 ? first : null;
-  return new ReadableStream<Uint8Array>({
-    async pull(controller) {
-      if (pending) {
-        controller.enqueue(pending);
-        pending = null;
-        return;
-      }
-      const { done, value } = await reader.read();
-      if (done) controller.close();
-      else controller.enqueue(value);
-    },
-    cancel(reason) {
-      return reader.cancel(reason);
-    },
-  }, { highWaterMark: 0 });
 }

@@ -1,0 +1,43 @@
+/**
+ * What every route shares: the injected dependencies and the per-process (or per-isolate) state
+ * `createApp` builds once.
+ */
+import type { EdgeDeps, RepoRef } from "./deps.ts";
+import type { Metrics } from "./metrics.ts";
+import type { UrlSigner } from "./signing.ts";
+import type { AuthMemo } from "./auth_memo.ts";
+import type { ResponseCache } from "./response_cache.ts";
+import type { ParseBudget } from "./parse_budget.ts";
+
+export interface ProxyContext {
+  deps: EdgeDeps;
+  metrics: Metrics;
+  signer: UrlSigner;
+  /** Credentials the origin recently accepted, per repository (hashes, in memory). */
+  authMemo: AuthMemo;
+  /** Fills under way of the response cache (its entries live in the store). */
+  responseCache: ResponseCache;
+  /** What origins advertised, as last seen by this instance (absent: nothing is known). */
+  originFeatures?: OriginFeatures;
+  /** Bytes of client requests being parsed at once. */
+  parseBudget: ParseBudget;
+}
+
+/**
+ * The `fetch` features each repository's origin advertised in its last v2 advertisement this
+ * instance relayed; bounded, oldest forgotten first. Not knowing means "not advertised".
+ */
+export class OriginFeatures {
+  readonly #seen = new Map<string, ReadonlySet<string>>();
+  constructor(readonly maxRepos = 4096) {}
+
+  remember(repo: RepoRef, features: readonly string[]): void {
+    this.#seen.delete(repo.id);
+    this.#seen.set(repo.id, new Set(features));
+    if (this.#seen.size > this.maxRepos) this.#seen.delete(this.#seen.keys().next().value!);
+  }
+
+  advertises(repo: RepoRef, feature: string): boolean {
+    return this.#seen.get(repo.id)?.has(feature) ?? false;
+  }
+}
