@@ -136,13 +136,13 @@ function isAuth(value: unknown): value is OriginAuth {
 export function encodeFailure(error: unknown): CoordinatorFailure {
   const message = error instanceof Error ? error.message : String(error);
   if (error instanceof OriginStatusError) {
-    const prefix = `origin answered ${error.status} for ${error.url}: `;
+    const prefix = `origin answered ${error.originStatus} for ${error.url}: `;
     const detail = message.startsWith(prefix) ? message.slice(prefix.length) : "";
-    return { error: message, origin: { url: error.url, status: error.status, detail } };
+    return { error: message, origin: { url: error.url, status: error.originStatus, detail } };
   }
   if (error instanceof OriginRedirectError) {
     const detail = "a redirect, which the edge does not follow: configure the origin's final URL";
-    return { error: message, origin: { url: error.url, status: error.status, detail } };
+    return { error: message, origin: { url: error.url, status: error.originStatus, detail } };
   }
   if (error instanceof OriginUnreachableError) {
     const cause = error.cause instanceof Error ? error.cause.message : String(error.cause);

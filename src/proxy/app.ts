@@ -8,20 +8,14 @@ import type { EdgeDeps, RepoRef } from "./deps.ts";
 import { Metrics } from "./metrics.ts";
 import { AuthMemo } from "./auth_memo.ts";
 import { ResponseCache } from "./response_cache.ts";
-import { RepoPathError, resolveRepo, splitGitPath } from "./repo.ts";
+import { resolveRepo, splitGitPath } from "./repo.ts";
 import { UrlSigner } from "./signing.ts";
-import {
-  callOrigin,
-  OriginRedirectError,
-  OriginStatusError,
-  OriginUnreachableError,
-} from "./origin.ts";
+import { callOrigin } from "./origin.ts";
 import { handleInfoRefs, handleReceivePack, handleUploadPack } from "./git_routes.ts";
 import { OriginFeatures, type ProxyContext } from "./context.ts";
 import { handlePackGet } from "./pack_routes.ts";
 import { PACK_ROUTE } from "./pack_urls.ts";
-import { GitFormatError } from "../git/errors.ts";
-import { ClientRequestError, publicMessage } from "./errors.ts";
+import { edgeHttpError } from "./errors.ts";
 import { ParseBudget } from "./parse_budget.ts";
 
 export interface EdgeApp {
@@ -59,7 +53,7 @@ export function createApp(
   };
   const app = new Hono();
 
-  app.onError((err, c) => errorResponse(c, err));
+  app.onError((err) => errorResponse(err));
   app.notFound((c) => c.text("gitedge: not found\n", 404));
 
   app.get("/_edge/metrics", (c) => {
@@ -155,19 +149,16 @@ function isAdmin(authorization: string | undefined, token: string): boolean {
 }
 
 /**
- * Maps errors to responses git shows to its user (text/plain bodies are printed by git). Messages
- * pass through `publicMessage` (no credentials, no server paths); an unexpected error's message
- * stays in the server's log.
+ * An error that owns its response (`EdgeHttpError`, Git wire errors as 400) answers with it: a
+ * text/plain body git shows to its user, its message through `publicMessage` (no credentials, no
+ * server paths). An unexpected error's message stays in the server's log.
  */
-function errorResponse(c: Context, err: Error): Response {
-  const say = (status: 400 | 403 | 404 | 408 | 413 | 415 | 502 | 503, prefix = "") =>
-    c.text(`gitedge: ${prefix}${publicMessage(err)}\n`, status);
-  if (err instanceof RepoPathError) return say(err.status);
-  if (err instanceof ClientRequestError) return say(err.status);
-  if (err instanceof GitFormatError) return say(400, "bad request: ");
-  if (err instanceof OriginUnreachableError) return say(502);
-  if (err instanceof OriginStatusError) return say(502);
-  if (err instanceof OriginRedirectError) return say(502);
+function errorResponse(err: Error): Response {
+  const known = edgeHttpError(err);
+  if (known) return known.response();
   console.error("gitedge: internal error:", err);
-  return c.text("gitedge: internal error (details are in the edge's log)\n", 500);
+  return new Response("gitedge: internal error (details are in the edge's log)\n", {
+    status: 500,
+    headers: { "content-type": "text/plain; charset=UTF-8" },
+  });
 }

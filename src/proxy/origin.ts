@@ -1,21 +1,24 @@
 /** Talking to the origin: request building and typed failures. */
 import type { OriginAuth, OriginFetch, RepoRef } from "./deps.ts";
+import { EdgeHttpError } from "./errors.ts";
 
-/** The origin could not be reached (connection refused, DNS, reset). */
-export class OriginUnreachableError extends Error {
+/** The origin could not be reached (connection refused, DNS, reset): 502 to the client. */
+export class OriginUnreachableError extends EdgeHttpError {
   override name = "OriginUnreachableError";
   constructor(readonly url: string, cause: unknown) {
-    super(`origin unreachable: ${url}: ${cause instanceof Error ? cause.message : String(cause)}`, {
-      cause,
-    });
+    super(
+      `origin unreachable: ${url}: ${cause instanceof Error ? cause.message : String(cause)}`,
+      502,
+      { cause },
+    );
   }
 }
 
-/** The origin answered, but not with success. */
-export class OriginStatusError extends Error {
+/** The origin answered `originStatus`, not success: 502 to the client. */
+export class OriginStatusError extends EdgeHttpError {
   override name = "OriginStatusError";
-  constructor(readonly url: string, readonly status: number, detail: string) {
-    super(`origin answered ${status} for ${url}${detail ? `: ${detail}` : ""}`);
+  constructor(readonly url: string, readonly originStatus: number, detail: string) {
+    super(`origin answered ${originStatus} for ${url}${detail ? `: ${detail}` : ""}`, 502);
   }
 }
 
@@ -24,12 +27,13 @@ export class OriginStatusError extends Error {
  * the edge must not reach (it is no open proxy) and would carry the client's credentials there.
  * Git sees a 502 saying so; point the edge at the final URL instead.
  */
-export class OriginRedirectError extends Error {
+export class OriginRedirectError extends EdgeHttpError {
   override name = "OriginRedirectError";
-  constructor(readonly url: string, readonly status: number) {
+  constructor(readonly url: string, readonly originStatus: number) {
     super(
-      `origin answered ${status} (a redirect) for ${url}; the edge does not follow origin ` +
+      `origin answered ${originStatus} (a redirect) for ${url}; the edge does not follow origin ` +
         `redirects: configure the origin's final URL`,
+      502,
     );
   }
 }

@@ -4,6 +4,7 @@
  */
 import type { EdgeConfig, RepoRef } from "./deps.ts";
 import { sha256 } from "@noble/hashes/sha2.js";
+import { EdgeHttpError } from "./errors.ts";
 
 /** The smart-HTTP endpoints of a repository. */
 export type GitEndpoint = "info/refs" | "git-upload-pack" | "git-receive-pack";
@@ -13,10 +14,11 @@ export interface ResolvedRequest {
   endpoint: GitEndpoint;
 }
 
-export class RepoPathError extends Error {
+/** A repository path the edge refuses (bad, or its host not allowed): `status` to the client. */
+export class RepoPathError extends EdgeHttpError {
   override name = "RepoPathError";
-  constructor(message: string, readonly status: 400 | 403 | 404) {
-    super(message);
+  constructor(message: string, override readonly status: 400 | 403 | 404) {
+    super(message, status);
   }
 }
 

@@ -47,7 +47,7 @@ Deno.test("origin failures cross the Durable Object boundary as the same error t
   const back = decodeFailure("warm", "x.git", 500, JSON.stringify(encodeFailure(refused)));
   assert(back instanceof OriginStatusError);
   assertEquals(back.message, refused.message);
-  assertEquals(back.status, 401);
+  assertEquals(back.originStatus, 401);
 
   const down = new OriginUnreachableError("https://git.example/x.git", new Error("refused"));
   const again = decodeFailure("warm", "x.git", 500, JSON.stringify(encodeFailure(down)));
