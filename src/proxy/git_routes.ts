@@ -7,7 +7,7 @@ import { DEFAULT_EDGE_CONFIG } from "./deps.ts";
 import type { Manifest, RepoRef, ScheduleBasis } from "./deps.ts";
 import type { ProxyContext } from "./context.ts";
 import { countingStream } from "./metrics.ts";
-import { cacheKey, entryKey, hex, uncacheable } from "./response_cache.ts";
+import { cacheKey, entryKey, hex } from "./response_cache.ts";
 import { prefixed } from "./streams.ts";
 import { sha256 } from "@noble/hashes/sha2.js";
 import { signedPackUrl } from "./pack_urls.ts";
@@ -20,7 +20,7 @@ import {
 } from "./origin.ts";
 import { injectBeforePackfile } from "./rewrite.ts";
 import { manifestPacks } from "./snapshot.ts";
-import { requestIneligible, rewriteDecision } from "./eligibility.ts";
+import { NO_SNAPSHOT, planFetch, wantsSnapshot } from "./fetch_plan.ts";
 import { ClientRequestError, RequestTooLargeError } from "./errors.ts";
 import {
   concat,
@@ -299,11 +299,6 @@ function inBackground(ctx: ProxyContext, work: Promise<unknown>): void {
   ctx.deps.waitUntil?.(logged);
 }
 
-/** Argument lines less those with `keyword`. */
-function withoutArgLines(args: readonly string[], keyword: string): string[] {
-  return args.filter((line) => line !== keyword && !line.startsWith(`${keyword} `));
-}
-
 /** A request's bytes less its argument lines (after the delimiter) with `keyword`. */
 function withoutArg(request: Uint8Array, keyword: string): Uint8Array {
   const kept: Uint8Array[] = [];
@@ -476,72 +471,55 @@ async function uploadPack(
     // Whatever is left of the body (all of it after an error) is not needed.
     await reader.cancel().catch(() => {});
   }
-  let inject: { manifest: Manifest; args: FetchArgs } | null = null;
-  let build: ScheduleBasis | null = null;
   const args = parseFetchArgs(req.args);
   const scheme = new URL(publicBase(ctx, url)).protocol.replace(":", "");
-  let reason = requestIneligible(args, scheme);
-  if (reason === null) {
-    const { manifest, missingPack } = await currentSnapshot(ctx, repo);
-    const view = manifest &&
-      { tips: manifest.tips, packs: manifestPacks(manifest).length, missingPack };
-    const decision = rewriteDecision(args, scheme, view);
-    reason = decision.reason;
-    if (reason === null && manifest) inject = { manifest, args };
-    if (decision.refresh) build = { builtAt: manifest?.builtAt ?? null, rebuild: missingPack };
+  const eligible = wantsSnapshot(args, scheme);
+  const plan = planFetch({
+    req,
+    args,
+    scheme,
+    snapshot: eligible ? await currentSnapshot(ctx, repo) : NO_SNAPSHOT,
+    originAdvertisesUris: ctx.originFeatures?.advertises(repo, "packfile-uris") ?? false,
+    recentlyAuthorised: eligible && recentlyAuthorised(ctx, request, repo),
+    responseCacheOn: responseCacheBytes(ctx) > 0,
+  });
+  if (plan.passthrough !== null) {
+    ctx.metrics.inc("gitedge_fetch_passthrough_total", 1, { reason: plan.passthrough });
   }
-  if (reason !== null) ctx.metrics.inc("gitedge_fetch_passthrough_total", 1, { reason });
-  if (
-    inject && answerable(req, inject.args, inject.manifest) &&
-    recentlyAuthorised(ctx, request, repo)
-  ) {
-    return await answerFromSnapshot(ctx, repo, inject.manifest, url, inject.args.sidebandAll);
+  switch (plan.action) {
+    case "answer-from-snapshot":
+      return await answerFromSnapshot(ctx, repo, plan.manifest, url, args.sidebandAll);
+    case "response-cache":
+      return await cachedFetch(ctx, request, repo, plan.originReq, plan.originArgs, plan.build);
   }
-  // The origin never sees a `packfile-uris` argument it did not advertise itself (the edge added
-  // it to the advertisement; git >= 2.45 dies on it).
-  const keepUris = ctx.originFeatures?.advertises(repo, "packfile-uris") ?? false;
-  const originArgs = keepUris ? args : { ...args, packfileUris: null };
-  const originReq = keepUris ? req : { ...req, args: withoutArgLines(req.args, "packfile-uris") };
-  if (!inject && responseCacheBytes(ctx) > 0 && uncacheable(originArgs) === null) {
-    return await cachedFetch(ctx, request, repo, originReq, originArgs, build);
-  }
-  // Not injecting: the request goes as sent, less that argument.
-  let body = keepUris ? sent : withoutArg(sent, "packfile-uris");
-  if (inject) {
-    const a = { ...inject.args };
-    a.haves = [...new Set(Object.values(inject.manifest.tips))];
-    a.thinPack = false;
-    a.packfileUris = null;
-    a.done = true;
-    body = serializeCommandRequest({ ...req, args: serializeFetchArgs(a) });
-  }
-  const headers = forwardHeaders(request.headers);
+  // To the origin: the rewritten request, or the bytes the client sent (less `packfile-uris`
+  // unless the origin advertised it).
+  const body = plan.action === "rewrite"
+    ? serializeCommandRequest({ ...req, args: serializeFetchArgs(plan.originArgs) })
+    : plan.stripUris
+    ? withoutArg(sent, "packfile-uris")
+    : sent;
   const origin = await fromOrigin(ctx, originUrl, {
     method: "POST",
-    headers,
+    headers: forwardHeaders(request.headers),
     body: body as Uint8Array<ArrayBuffer>,
   });
   noteOriginVerdict(ctx, request, repo, origin.status);
   // Only a request the origin authorised and answered (an unknown `want` gets `ERR`) starts a
   // build (with its credentials, in memory).
   const answer = await peekAnswer(origin);
-  if (build && answer.served) {
-    inBackground(ctx, ctx.deps.coordinator.schedule(repo, authOf(request.headers), build));
+  if (plan.build && answer.served) {
+    inBackground(ctx, ctx.deps.coordinator.schedule(repo, authOf(request.headers), plan.build));
   }
-  if (!inject || !answer.served || !answer.body) return relay(origin, answer.body);
-
-  const section = await packfileUrisSection(
-    ctx,
-    repo,
-    inject.manifest,
-    url,
-    inject.args.sidebandAll,
-  );
+  if (plan.action !== "rewrite" || !answer.served || !answer.body) {
+    return relay(origin, answer.body);
+  }
+  const section = await packfileUrisSection(ctx, repo, plan.manifest, url, args.sidebandAll);
   ctx.metrics.inc("gitedge_fetch_rewrites_total");
-  ctx.metrics.inc("gitedge_packfile_uris_total", manifestPacks(inject.manifest).length);
+  ctx.metrics.inc("gitedge_packfile_uris_total", manifestPacks(plan.manifest).length);
   return relay(
     origin,
-    injectBeforePackfile(answer.body, section, { sidebandAll: inject.args.sidebandAll }),
+    injectBeforePackfile(answer.body, section, { sidebandAll: args.sidebandAll }),
   );
 }
 
@@ -731,21 +709,6 @@ async function forwardUploadPack(
   });
   noteOriginVerdict(ctx, request, repo, origin.status);
   return origin;
-}
-
-/**
- * Whether the edge can answer an eligible fetch alone: every want is a snapshot tip (so the
- * snapshot packs hold everything it asks for and the origin's remainder would be empty), the
- * client sent `done` (no negotiation round), and nothing asks for a section the edge does not
- * write (`want-ref` → wanted-refs) or for arguments or an object format it does not know.
- */
-function answerable(req: CommandRequest, args: FetchArgs, manifest: Manifest): boolean {
-  const tips = new Set(Object.values(manifest.tips));
-  if (!args.done || args.wantRefs.length > 0 || args.other.length > 0) return false;
-  if (req.capabilities.some((c) => c.startsWith("object-format=") && c !== "object-format=sha1")) {
-    return false;
-  }
-  return args.wants.every((w) => tips.has(w));
 }
 
 /** SHA-1 of the 12-byte header of an empty version-2 pack, i.e. an empty pack's trailer. */
