@@ -1,0 +1,192 @@
+/**
+ * Fetches through the response cache (see `response_cache.ts`): stored answers to fetches without
+ * `have` lines, handed only to clients the origin just vouched for.
+ */
+import { DEFAULT_EDGE_CONFIG } from "./deps.ts";
+import type { RepoRef, ScheduleBasis } from "./deps.ts";
+import type { ProxyContext } from "./context.ts";
+import { countingStream } from "./metrics.ts";
+import { cacheKey, entryKey, hex } from "./response_cache.ts";
+import { sha256 } from "@noble/hashes/sha2.js";
+import { authOf, OriginStatusError } from "./origin.ts";
+import {
+  forwardUploadPack,
+  inBackground,
+  peekAnswer,
+  recentlyAuthorised,
+  relay,
+} from "./forwarding.ts";
+import { type CommandRequest, serializeCommandRequest } from "../git/command_request.ts";
+import { type FetchArgs, serializeFetchArgs } from "../git/fetch_request.ts";
+
+export function responseCacheBytes(ctx: ProxyContext): number {
+  return ctx.deps.config.responseCacheBytes ?? DEFAULT_EDGE_CONFIG.responseCacheBytes;
+}
+
+const RESULT_TYPE = "application/x-git-upload-pack-result";
+
+/**
+ * A fetch without `have` lines, through the response cache (see `response_cache.ts`). A stored
+ * answer goes only to a client the origin just authorised: with `include-tag`, by the ls-refs
+ * of tags the key needs anyway; without, by the credential memo. Anyone else's request goes to
+ * the origin, whose answer may fill the cache.
+ */
+export async function cachedFetch(
+  ctx: ProxyContext,
+  request: Request,
+  repo: RepoRef,
+  req: CommandRequest,
+  args: FetchArgs,
+  build: ScheduleBasis | null,
+): Promise<Response> {
+  // Only a request the origin authorised starts a build (with its credentials, in memory).
+  const authorisedBuild = () => {
+    if (build) {
+      inBackground(ctx, ctx.deps.coordinator.schedule(repo, authOf(request.headers), build));
+    }
+  };
+  let tags = "-";
+  let authorised: boolean;
+  if (args.includeTag) {
+    const digest = await originTagDigest(ctx, request, repo, req);
+    if (digest === null) {
+      // The origin refused the credential (or failed): the fetch goes to it as it is.
+      return await forwardUploadPack(ctx, request, repo, serializeCommandRequest(req));
+    }
+    tags = digest;
+    authorised = true;
+  } else {
+    authorised = recentlyAuthorised(ctx, request, repo);
+  }
+  const storeKey = entryKey(repo.id, cacheKey(repo.id, req, args, tags));
+  if (!authorised && (ctx.responseCache.pending(storeKey) || await ctx.deps.store.head(storeKey))) {
+    // An answer is there (or coming) but the memo has lapsed: ask the origin the cheap way (a
+    // tag listing, no pack) rather than have it compute the pack again.
+    if (await originTagDigest(ctx, request, repo, req) === null) {
+      return await forwardUploadPack(ctx, request, repo, serializeCommandRequest(req));
+    }
+    authorised = true;
+  }
+  if (authorised) authorisedBuild();
+  if (authorised) {
+    const hit = await cachedAnswer(ctx, storeKey);
+    if (hit) {
+      authorisedBuild();
+      return hit;
+    }
+    const pending = ctx.responseCache.pending(storeKey);
+    if (pending && await pending) {
+      const filled = await cachedAnswer(ctx, storeKey);
+      if (filled) {
+        authorisedBuild();
+        return filled;
+      }
+    }
+  }
+  let claim = ctx.responseCache.claim(storeKey);
+  if (!claim) {
+    // Another request is filling this entry (it claimed while this one looked): wait for it
+    // rather than have the origin compute the pack again, once the origin vouched for this one.
+    if (!authorised) {
+      if (await originTagDigest(ctx, request, repo, req) === null) {
+        return await forwardUploadPack(ctx, request, repo, serializeCommandRequest(req));
+      }
+      authorised = true;
+      authorisedBuild();
+    }
+    await ctx.responseCache.pending(storeKey);
+    const filled = await cachedAnswer(ctx, storeKey);
+    if (filled) return filled;
+    claim = ctx.responseCache.claim(storeKey);
+  }
+  if (claim && authorised) {
+    // A fill may have landed between this request's lookup and its claim.
+    const landed = await cachedAnswer(ctx, storeKey);
+    if (landed) {
+      claim.abandon();
+      return landed;
+    }
+  }
+  ctx.metrics.inc("gitedge_response_cache_total", 1, { result: "miss" });
+  const body = serializeCommandRequest({
+    ...req,
+    args: serializeFetchArgs({ ...args, noProgress: true }),
+  });
+  let origin: Response;
+  try {
+    origin = await forwardUploadPack(ctx, request, repo, body);
+  } catch (err) {
+    claim?.abandon();
+    throw err;
+  }
+  // An answer that is an `ERR` (an unknown `want`) starts no build and is not kept.
+  const answer = await peekAnswer(origin);
+  if (answer.served) authorisedBuild();
+  const typeOk = origin.headers.get("content-type") === RESULT_TYPE;
+  if (!claim || !answer.served || !typeOk || !answer.body) {
+    claim?.abandon();
+    return relay(origin, answer.body);
+  }
+  const [toClient, toStore] = answer.body.tee();
+  inBackground(
+    ctx,
+    claim.fill(ctx.deps.store, ctx.metrics, toStore, { maxBytes: responseCacheBytes(ctx) }),
+  );
+  return relay(origin, toClient);
+}
+
+/** A stored answer as a response, or null when there is none. */
+async function cachedAnswer(ctx: ProxyContext, storeKey: string): Promise<Response | null> {
+  const obj = await ctx.deps.store.get(storeKey);
+  if (!obj) return null;
+  ctx.metrics.inc("gitedge_response_cache_total", 1, { result: "hit" });
+  const body = obj.body.pipeThrough(
+    countingStream(ctx.metrics, "gitedge_response_cache_bytes_total"),
+  );
+  return new Response(body, {
+    status: 200,
+    headers: { "content-type": RESULT_TYPE, "cache-control": "no-cache" },
+  });
+}
+
+/** Largest ls-refs answer read for a tag digest. */
+const MAX_TAG_LISTING = 16 << 20;
+
+/**
+ * SHA-256 of the origin's tags (`ls-refs peel ref-prefix refs/tags/`), asked with the client's
+ * credentials; null unless the origin answered 200 (which also renews the credential memo).
+ */
+async function originTagDigest(
+  ctx: ProxyContext,
+  request: Request,
+  repo: RepoRef,
+  req: CommandRequest,
+): Promise<string | null> {
+  const body = serializeCommandRequest({
+    command: "ls-refs",
+    capabilities: req.capabilities.filter((c) => c.startsWith("object-format=")),
+    args: ["peel", "ref-prefix refs/tags/"],
+  });
+  const res = await forwardUploadPack(ctx, request, repo, body);
+  if (res.status !== 200 || !res.body) {
+    await res.body?.cancel();
+    return null;
+  }
+  const hash = sha256.create();
+  let size = 0;
+  try {
+    for await (const chunk of res.body) {
+      size += chunk.byteLength;
+      if (size > MAX_TAG_LISTING) {
+        throw new OriginStatusError(repo.originUrl, 200, "tag list too large");
+      }
+      hash.update(chunk);
+    }
+  } catch (err) {
+    // An answer the origin cut short (its upload-pack died on the request) is the origin's
+    // failure, a 502, not the edge's.
+    if (err instanceof OriginStatusError) throw err;
+    throw new OriginStatusError(repo.originUrl, 200, "its answer was cut short");
+  }
+  return hex(hash.digest());
+}
