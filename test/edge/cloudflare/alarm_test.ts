@@ -33,8 +33,9 @@ Deno.test({
   assertEquals(warmed.status, 200, JSON.stringify(first));
   assertEquals(first.builds, 1, "one build by the warm");
 
-  const moved = await addCommits(origin, "r.git", { commits: 2 });
+  // Reset first: an alarm may fetch as soon as the commits land, and its fetch must count.
   origin.stats.reset();
+  const moved = await addCommits(origin, "r.git", { commits: 2 });
   // Nothing but the alarm can notice: no request reaches the edge except these status reads,
   // which workerd cannot be watched without (the alarm runs inside it).
   const refreshed = await withinDeadline(
