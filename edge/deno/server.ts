@@ -4,12 +4,13 @@
  */
 import { createApp } from "../../src/proxy/app.ts";
 import { DEFAULT_EDGE_CONFIG, type EdgeConfig } from "../../src/proxy/deps.ts";
-import { checkEdgeConfig } from "../../src/proxy/settings.ts";
+import { checkEdgeConfig, DEFAULT_CONNECTION_LIMITS } from "../../src/proxy/settings.ts";
 import { LocalCoordinator } from "../../src/proxy/coordinator.ts";
 import { Metrics } from "../../src/proxy/metrics.ts";
 import { SnapshotBuilder } from "../../src/proxy/snapshot.ts";
 import { FsPackStore } from "./fs_store.ts";
 import { loadSigningKey } from "./signing_key.ts";
+import { Front } from "./front.ts";
 
 export interface DenoEdgeOptions {
   store: string;
@@ -21,6 +22,11 @@ export interface DenoEdgeOptions {
   signingKey?: Uint8Array;
   /** Where background-build failures go (default: stderr). */
   onBuildError?: (repoPath: string, err: unknown) => void;
+  /** Connection cap and deadlines (`--max-connections`, `--header-timeout`, `--idle-timeout`);
+   * default DEFAULT_CONNECTION_LIMITS. */
+  maxConnections?: number;
+  headerTimeoutSeconds?: number;
+  idleTimeoutSeconds?: number;
 }
 
 export interface RunningEdge {
@@ -65,15 +71,22 @@ export async function startDenoEdge(opts: DenoEdgeOptions): Promise<RunningEdge>
   );
   const ready = Promise.withResolvers<Deno.NetAddr>();
   let stopped: Promise<void> | null = null;
-  // Deno's accept loop ends the server when accepting fails (out of file descriptors: "Too many
+  let front: Front | undefined;
+  // Requests come through the front; it learns when each starts and when its response is sent.
+  const handler = (request: Request, info: Deno.ServeHandlerInfo): Promise<Response> => {
+    front?.track(info.remoteAddr)?.request(info.completed);
+    return edge.fetch(request);
+  };
+  // The inner server listens on loopback only; clients reach it through the front
+  // (edge/deno/front.ts). Deno's accept loop ends the server when accepting fails (out of file descriptors: "Too many
   // open files"), and its rejection would end the process. The edge logs it and listens again on
   // the same address, retrying until descriptors are free again.
   const listen = (port: number, onListen: (addr: Deno.NetAddr) => void): Deno.HttpServer => {
     const server = Deno.serve({
-      hostname: opts.host ?? "127.0.0.1",
+      hostname: "127.0.0.1",
       port,
       onListen: (addr) => onListen(addr as Deno.NetAddr),
-    }, edge.fetch);
+    }, handler);
     server.finished.catch(async (error) => {
       console.error(`gitedge: the HTTP server stopped accepting (${error}); listening again`);
       metrics.inc("gitedge_server_restarts_total");
@@ -90,10 +103,29 @@ export async function startDenoEdge(opts: DenoEdgeOptions): Promise<RunningEdge>
     });
     return server;
   };
-  let boundPort = opts.port ?? 0;
+  let boundPort = 0;
   let current = listen(boundPort, (addr) => ready.resolve(addr));
-  const addr = await ready.promise;
-  boundPort = addr.port; // restarts bind the port first given out
+  boundPort = (await ready.promise).port; // restarts bind the port first given out
+  try {
+    const seconds = (s: number | undefined, dflt: number) => (s ?? dflt) * 1000;
+    front = new Front({
+      hostname: opts.host ?? "127.0.0.1",
+      port: opts.port ?? 0,
+      upstreamPort: boundPort,
+      maxConnections: opts.maxConnections ?? DEFAULT_CONNECTION_LIMITS.maxConnections,
+      headerTimeoutMs: seconds(
+        opts.headerTimeoutSeconds,
+        DEFAULT_CONNECTION_LIMITS.headerTimeoutSeconds,
+      ),
+      idleTimeoutMs: seconds(opts.idleTimeoutSeconds, DEFAULT_CONNECTION_LIMITS.idleTimeoutSeconds),
+      metrics,
+    });
+  } catch (error) {
+    stopped = current.shutdown();
+    await stopped;
+    throw error;
+  }
+  const addr = front.addr;
   const host = addr.hostname.includes(":") ? `[${addr.hostname}]` : addr.hostname;
   // Stop taking requests, then let scheduled and running snapshot builds finish, so nothing is
   // left writing to the store.
@@ -103,7 +135,9 @@ export async function startDenoEdge(opts: DenoEdgeOptions): Promise<RunningEdge>
   };
   const stop = () =>
     stopped ??= (async () => {
+      await front?.stopAccepting();
       await current.shutdown();
+      await front?.closeAll();
       await idle();
     })();
   return {

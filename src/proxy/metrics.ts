@@ -19,7 +19,15 @@ const HELP: Record<string, string> = {
   gitedge_server_restarts_total: "Times the Deno HTTP server stopped accepting and listened again.",
   gitedge_snapshot_builds_deferred_total: "Builds clones asked for while failed builds back off.",
   gitedge_requests_refused_total: "Client requests refused while reading them, by status.",
+  gitedge_connections_open: "Client connections open now (Deno server).",
+  gitedge_connections_refused_total:
+    "Client connections refused (Deno server): over the cap, or out of file descriptors.",
+  gitedge_connections_timed_out_total:
+    "Client connections closed by a deadline (Deno server), by kind: header, idle, send.",
 };
+
+/** Series that are gauges (set, not added to). */
+const GAUGES = new Set(["gitedge_connections_open"]);
 
 export class Metrics {
   readonly #values = new Map<string, Map<string, number>>();
@@ -33,12 +41,17 @@ export class Metrics {
     series.set(key, (series.get(key) ?? 0) + by);
   }
 
+  /** Sets gauge `name` (listed in GAUGES) to `value`. */
+  set(name: string, value: number): void {
+    this.#values.set(name, new Map([["", value]]));
+  }
+
   /** Prometheus exposition text. */
   render(): string {
     const lines: string[] = [];
     for (const name of new Set([...Object.keys(HELP), ...this.#values.keys()])) {
       if (HELP[name]) lines.push(`# HELP ${name} ${HELP[name]}`);
-      lines.push(`# TYPE ${name} counter`);
+      lines.push(`# TYPE ${name} ${GAUGES.has(name) ? "gauge" : "counter"}`);
       const series = this.#values.get(name);
       if (!series || series.size === 0) lines.push(`${name} 0`);
       else for (const [k, v] of series) lines.push(k ? `${name}{${k}} ${v}` : `${name} ${v}`);

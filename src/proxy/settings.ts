@@ -78,11 +78,21 @@ export function parseScheme(text: string): "https" | "http" {
 /** Where settings come from: `gitedge serve` (flags, environment), Worker vars, or code. */
 export type Front = "serve" | "worker" | "config";
 
+/** `gitedge serve`'s connection cap and deadlines unless set (Workers have the platform's). */
+export const DEFAULT_CONNECTION_LIMITS = {
+  maxConnections: 1024,
+  headerTimeoutSeconds: 30,
+  idleTimeoutSeconds: 60,
+} as const;
+
 /** The settings of `gitedge serve` that are not the edge app's: the server's own. */
 export interface ServeExtras {
   port: number;
   host: string;
   store: string;
+  maxConnections: number;
+  headerTimeoutSeconds: number;
+  idleTimeoutSeconds: number;
   /** URL-signing key; `gitedge serve` keeps one in `<store>/signing.key` when unset. */
   signingKey?: Uint8Array;
 }
@@ -256,6 +266,37 @@ export const SETTINGS: readonly Setting[] = [
     min: 1,
     default: DEFAULT_EDGE_CONFIG.bodyTimeoutSeconds,
     help: "A request body the edge parses must arrive whole within this (else 408).",
+  }),
+  integer({
+    key: "maxConnections",
+    edge: false,
+    flag: "--max-connections",
+    arg: "N",
+    min: 1,
+    default: DEFAULT_CONNECTION_LIMITS.maxConnections,
+    help: "Client connections open at once; beyond it a connection is answered 503 and closed. " +
+      "Each holds 3 file descriptors: keep 3 N plus a few hundred under `ulimit -n`.",
+  }),
+  integer({
+    key: "headerTimeoutSeconds",
+    edge: false,
+    flag: "--header-timeout",
+    arg: "SECONDS",
+    min: 1,
+    default: DEFAULT_CONNECTION_LIMITS.headerTimeoutSeconds,
+    help: "A request's headers must arrive within this, from the connection's start or a " +
+      "later request's first byte (else the connection is closed).",
+  }),
+  integer({
+    key: "idleTimeoutSeconds",
+    edge: false,
+    flag: "--idle-timeout",
+    arg: "SECONDS",
+    min: 1,
+    default: DEFAULT_CONNECTION_LIMITS.idleTimeoutSeconds,
+    help: "A kept-alive connection with no request under way is closed after this, and so is " +
+      "one whose client takes no response bytes for this long; a slow download that " +
+      "progresses is never cut.",
   }),
   integer({
     key: "buildBackoffSeconds",

@@ -7,6 +7,7 @@ import { assert, assertEquals, assertThrows } from "../support/assert.ts";
 import {
   checkEdgeConfig,
   ConfigValueError,
+  DEFAULT_CONNECTION_LIMITS,
   DEFAULT_R2_PART_MIB,
   type Front,
   type GivenSetting,
@@ -85,6 +86,7 @@ Deno.test("resolveSettings: defaults per front, the edge's settings in config, t
     port: 8080,
     host: "127.0.0.1",
     store: ".gitedge-store",
+    ...DEFAULT_CONNECTION_LIMITS,
   });
   const worker = resolveSettings(
     "worker",

@@ -65,6 +65,11 @@ Deno.test("gitedge serve: flags in both spellings, repeated lists, every value i
     "0",
     "--admin-token",
     "tok",
+    "--max-connections",
+    "64",
+    "--header-timeout",
+    "5",
+    "--idle-timeout=7",
   ], noEnv);
   assertEquals(settings, {
     config: {
@@ -82,6 +87,9 @@ Deno.test("gitedge serve: flags in both spellings, repeated lists, every value i
     port: 0,
     host: "::1",
     store: "/tmp/s",
+    maxConnections: 64,
+    headerTimeoutSeconds: 5,
+    idleTimeoutSeconds: 7,
   });
 });
 

@@ -1,0 +1,94 @@
+/**
+ * What the Deno server's TCP front (edge/deno/front.ts: connection cap, header and idle
+ * deadlines) costs on a large pack download: `curl` fetches a pack-sized file from `Deno.serve`
+ * directly and through the front, interleaved round by round; also from `node:http` in Deno
+ * (which has headersTimeout, keepAliveTimeout and maxConnections of its own) as a reference.
+ * Prints wall-clock medians, MB/s, the server's CPU seconds per download and the ratios.
+ *
+ * Usage: deno run --allow-all bench/deno_front.ts [--mib 256] [--runs 5]
+ */
+import http from "node:http";
+import fs from "node:fs";
+import { Front } from "../edge/deno/front.ts";
+import { Metrics } from "../src/proxy/metrics.ts";
+import { interleaved, median } from "./stats.ts";
+
+function flag(name: string, dflt: number): number {
+  const i = Deno.args.indexOf(`--${name}`);
+  return i >= 0 ? Number(Deno.args[i + 1]) : dflt;
+}
+
+const mib = flag("mib", 256);
+const runs = flag("runs", 5);
+const dir = await Deno.makeTempDir({ prefix: "gitedge-front-bench-" });
+const file = `${dir}/pack`;
+{
+  const out = await Deno.open(file, { write: true, create: true });
+  const block = crypto.getRandomValues(new Uint8Array(1 << 16));
+  for (let i = 0; i < mib * 16; i++) await out.write(block);
+  out.close();
+}
+const size = mib << 20;
+
+/** This process's CPU seconds so far (user + system), from /proc. */
+async function cpuSeconds(): Promise<number> {
+  const fields = (await Deno.readTextFile("/proc/self/stat")).split(") ")[1].split(" ");
+  return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+
+const bare = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, async () => {
+  const f = await Deno.open(file);
+  return new Response(f.readable, { headers: { "content-length": String(size) } });
+});
+const metrics = new Metrics();
+const front = new Front({
+  hostname: "127.0.0.1",
+  port: 0,
+  upstreamPort: bare.addr.port,
+  maxConnections: 1024,
+  headerTimeoutMs: 30_000,
+  idleTimeoutMs: 60_000,
+  metrics,
+});
+const node = http.createServer((_req, res) => {
+  res.writeHead(200, { "content-length": String(size) });
+  fs.createReadStream(file).pipe(res);
+});
+await new Promise<void>((r) => node.listen(0, "127.0.0.1", () => r()));
+const nodePort = (node.address() as { port: number }).port;
+
+async function download(port: number): Promise<{ s: number; cpu: number }> {
+  const cpu0 = await cpuSeconds();
+  const t0 = performance.now();
+  const out = await new Deno.Command("curl", {
+    args: ["-sS", "-o", "/dev/null", "-w", "%{size_download}", `http://127.0.0.1:${port}/pack`],
+    stdout: "piped",
+  }).output();
+  const s = (performance.now() - t0) / 1000;
+  const got = Number(new TextDecoder().decode(out.stdout));
+  if (!out.success || got !== size) throw new Error(`download got ${got} of ${size} bytes`);
+  return { s, cpu: (await cpuSeconds()) - cpu0 };
+}
+
+const names = ["Deno.serve", "front -> Deno.serve", "node:http"];
+const ports = [bare.addr.port, front.addr.port, nodePort];
+const results = await interleaved(runs, ports.map((p) => () => download(p)));
+console.log(`deno_front: ${mib} MiB download by curl over loopback, ${runs} interleaved rounds`);
+const wall = results.map((r) => median(r.map((x) => x.s)));
+const cpu = results.map((r) => median(r.map((x) => x.cpu)));
+for (let i = 0; i < names.length; i++) {
+  console.log(
+    `  ${names[i].padEnd(22)} median ${wall[i].toFixed(3)} s  ${(mib / wall[i]).toFixed(0)} MiB/s` +
+      `  server CPU ${cpu[i].toFixed(2)} s`,
+  );
+}
+console.log(
+  `  front / bare: wall ${(wall[1] / wall[0]).toFixed(2)}x, CPU ${(cpu[1] / cpu[0]).toFixed(2)}x;` +
+    ` node:http / bare: wall ${(wall[2] / wall[0]).toFixed(2)}x, CPU ${
+      (cpu[2] / cpu[0]).toFixed(2)
+    }x`,
+);
+await front.closeAll();
+await bare.shutdown();
+await new Promise((r) => node.close(r));
+await Deno.remove(dir, { recursive: true });

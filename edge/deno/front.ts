@@ -1,0 +1,263 @@
+/**
+ * The TCP front of the Deno server: it accepts the public connections, caps how many are open,
+ * and closes those that send no request headers in time or sit idle between requests; the bytes
+ * are relayed to `Deno.serve` on a loopback port. `Deno.serve` has no connection cap and no
+ * header or idle timeout, so an attacker's idle sockets would otherwise pile up until the process
+ * runs out of file descriptors.
+ *
+ * Each public connection has its own connection to the inner server, so the inner server's
+ * handler finds its public connection by the remote port (`track`) and tells the front when a
+ * request starts and when its response has been sent: between requests the front applies the
+ * header and idle deadlines; while a response is being sent, none (a slow but progressing pack
+ * download is never cut), except that a write the client does not take for the idle timeout
+ * (it stopped reading) ends the connection.
+ */
+import type { Metrics } from "../../src/proxy/metrics.ts";
+
+export interface FrontLimits {
+  /** Public connections open at once; beyond it a connection is answered 503 and closed. */
+  maxConnections: number;
+  /** A request's headers must arrive within this, counted from the connection's start or from
+   * the first byte of a later request on it. */
+  headerTimeoutMs: number;
+  /** A kept-alive connection with no request in flight is closed after this; also how long a
+   * response write may wait for a client that does not read. */
+  idleTimeoutMs: number;
+}
+
+export interface FrontOptions extends FrontLimits {
+  hostname: string;
+  port: number;
+  /** The inner `Deno.serve`'s loopback port. */
+  upstreamPort: number;
+  metrics: Metrics;
+}
+
+/** One public connection as the inner server's handler sees it. */
+export interface TrackedConnection {
+  /** A request reached the handler; `completed` settles once its response is sent or failed. */
+  request(completed: Promise<void>): void;
+}
+
+type Phase = "headers" | "request" | "waiting";
+
+const REFUSAL = new TextEncoder().encode(
+  "HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nContent-Type: text/plain\r\n" +
+    "Retry-After: 1\r\nContent-Length: 32\r\n\r\ntoo many connections, try again\n",
+);
+
+class Connection implements TrackedConnection {
+  phase: Phase = "headers";
+  /** When the current phase started. */
+  since = Date.now();
+  /** When the pending write to the client started (0: none pending). */
+  writingSince = 0;
+  /** When the last write to the client finished. The inner server counts a response as sent
+   * once it is in the loopback socket; the front may still be relaying it to a slow client. */
+  lastSent = 0;
+  active = 0;
+  closed = false;
+  pumps: Promise<void> = Promise.resolve();
+
+  constructor(
+    readonly client: Deno.Conn,
+    readonly upstream: Deno.Conn,
+    readonly onClose: (conn: Connection) => void,
+  ) {}
+
+  request(completed: Promise<void>): void {
+    this.active++;
+    this.phase = "request";
+    const done = () => {
+      if (--this.active > 0) return;
+      this.phase = "waiting";
+      this.since = Date.now();
+    };
+    completed.then(done, done);
+  }
+
+  /** Bytes from the client: the first of a new request starts its header deadline. */
+  clientBytes(): void {
+    if (this.phase === "waiting") {
+      this.phase = "headers";
+      this.since = Date.now();
+    }
+  }
+
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    for (const c of [this.client, this.upstream]) {
+      try {
+        c.close();
+      } catch { /* already closed */ }
+    }
+    this.onClose(this);
+  }
+}
+
+/**
+ * Which deadline `conn` has passed, if any: a write the client has not taken for the idle
+ * timeout ("send"); a request's headers not complete within the header timeout ("header"); no
+ * request under way and nothing sent for the idle timeout ("idle").
+ */
+function deadlinePassed(
+  conn: Connection,
+  now: number,
+  headerTimeoutMs: number,
+  idleTimeoutMs: number,
+): "send" | "header" | "idle" | undefined {
+  if (conn.writingSince) return now - conn.writingSince > idleTimeoutMs ? "send" : undefined;
+  if (conn.phase === "headers" && now - conn.since > headerTimeoutMs) return "header";
+  const quietSince = Math.max(conn.since, conn.lastSent);
+  if (conn.phase === "waiting" && now - quietSince > idleTimeoutMs) return "idle";
+  return undefined;
+}
+
+/** Copies `from` to `to` until either ends; `before` runs on each chunk read. */
+async function relay(
+  from: Deno.Conn,
+  to: Deno.Conn,
+  bufferBytes: number,
+  before: () => void,
+  writing?: (pending: boolean) => void,
+): Promise<void> {
+  const buf = new Uint8Array(bufferBytes);
+  for (;;) {
+    const n = await from.read(buf);
+    if (n === null) return;
+    before();
+    writing?.(true);
+    for (let off = 0; off < n;) off += await to.write(buf.subarray(off, n));
+    writing?.(false);
+  }
+}
+
+export class Front {
+  readonly #listener: Deno.TcpListener;
+  readonly #opts: FrontOptions;
+  readonly #byUpstreamPort = new Map<number, Connection>();
+  readonly #open = new Set<Connection>();
+  readonly #sweep: ReturnType<typeof setInterval>;
+  readonly #accepting: Promise<void>;
+  #closing = false;
+  /** Accepted connections still connecting to the inner server (they count against the cap). */
+  #connecting = 0;
+
+  constructor(opts: FrontOptions) {
+    this.#opts = opts;
+    this.#listener = Deno.listen({ hostname: opts.hostname, port: opts.port });
+    opts.metrics.set("gitedge_connections_open", 0);
+    const shortest = Math.min(opts.headerTimeoutMs, opts.idleTimeoutMs);
+    this.#sweep = setInterval(() => this.#expire(), Math.max(50, Math.min(1000, shortest / 8)));
+    this.#accepting = this.#acceptLoop();
+  }
+
+  get addr(): Deno.NetAddr {
+    return this.#listener.addr;
+  }
+
+  /** The public connection relayed through the inner connection from `remote`, if any. */
+  track(remote: Deno.Addr): TrackedConnection | undefined {
+    return remote.transport === "tcp" ? this.#byUpstreamPort.get(remote.port) : undefined;
+  }
+
+  async #acceptLoop(): Promise<void> {
+    let backoff = 0;
+    while (!this.#closing) {
+      let client: Deno.Conn;
+      try {
+        client = await this.#listener.accept();
+        backoff = 0;
+      } catch (error) {
+        if (this.#closing) return;
+        // Out of file descriptors ("Too many open files"): the connection stays in the backlog;
+        // wait for descriptors to free up rather than end the process.
+        backoff = Math.min(backoff ? backoff * 2 : 50, 1000);
+        if (backoff === 50) console.error(`gitedge: accepting a connection failed (${error})`);
+        this.#opts.metrics.inc("gitedge_connections_refused_total", 1, { reason: "accept" });
+        await new Promise((r) => setTimeout(r, backoff));
+        continue;
+      }
+      if (this.#open.size + this.#connecting >= this.#opts.maxConnections) {
+        this.#refuse(client, "cap");
+        continue;
+      }
+      this.#connecting++;
+      void this.#start(client).finally(() => this.#connecting--);
+    }
+  }
+
+  #refuse(client: Deno.Conn, reason: string): void {
+    this.#opts.metrics.inc("gitedge_connections_refused_total", 1, { reason });
+    client.write(REFUSAL).catch(() => {}).finally(() => {
+      try {
+        client.close();
+      } catch { /* closed */ }
+    });
+  }
+
+  async #start(client: Deno.Conn): Promise<void> {
+    let upstream: Deno.Conn;
+    try {
+      upstream = await Deno.connect({ hostname: "127.0.0.1", port: this.#opts.upstreamPort });
+    } catch {
+      this.#refuse(client, "upstream");
+      return;
+    }
+    if (this.#closing) {
+      client.close();
+      upstream.close();
+      return;
+    }
+    const port = (upstream.localAddr as Deno.NetAddr).port;
+    const conn = new Connection(client, upstream, (c) => {
+      this.#open.delete(c);
+      this.#byUpstreamPort.delete(port);
+      this.#opts.metrics.set("gitedge_connections_open", this.#open.size);
+    });
+    this.#open.add(conn);
+    this.#byUpstreamPort.set(port, conn);
+    this.#opts.metrics.set("gitedge_connections_open", this.#open.size);
+    const toUpstream = relay(client, upstream, 16 << 10, () => conn.clientBytes()).then(
+      // The client finished sending: let the inner server see it, the response may still come.
+      () => upstream.closeWrite().catch(() => conn.close()),
+      () => conn.close(),
+    );
+    const toClient = relay(upstream, client, 64 << 10, () => {}, (pending) => {
+      if (!pending) conn.lastSent = Date.now();
+      conn.writingSince = pending ? Date.now() : 0;
+    }).catch(() => {}).finally(() => conn.close());
+    conn.pumps = Promise.all([toUpstream, toClient]).then(() => {});
+  }
+
+  /** Closes connections past their deadline. */
+  #expire(): void {
+    const now = Date.now();
+    const { headerTimeoutMs, idleTimeoutMs, metrics } = this.#opts;
+    for (const conn of this.#open) {
+      const kind = deadlinePassed(conn, now, headerTimeoutMs, idleTimeoutMs);
+      if (kind === undefined) continue;
+      metrics.inc("gitedge_connections_timed_out_total", 1, { kind });
+      conn.close();
+    }
+  }
+
+  /** Stops accepting. Open connections stay until `closeAll`. */
+  async stopAccepting(): Promise<void> {
+    this.#closing = true;
+    try {
+      this.#listener.close();
+    } catch { /* closed */ }
+    await this.#accepting;
+  }
+
+  /** Closes every connection and the deadline sweep; resolves once the relays have ended. */
+  async closeAll(): Promise<void> {
+    await this.stopAccepting();
+    clearInterval(this.#sweep);
+    const pumps = [...this.#open].map((c) => c.pumps);
+    for (const conn of [...this.#open]) conn.close();
+    await Promise.all(pumps);
+  }
+}
