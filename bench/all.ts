@@ -15,6 +15,7 @@ const BENCHES = [
   "worker_build.ts",
   "warm_floor.ts",
   "ci_burst.ts",
+  "deno_front.ts",
 ];
 
 const words = Deno.args.filter((a) => !a.startsWith("-"));
