@@ -39,12 +39,6 @@ export async function cachedFetch(
   args: FetchArgs,
   build: ScheduleBasis | null,
 ): Promise<Response> {
-  // Only a request the origin authorised starts a build (with its credentials, in memory).
-  const authorisedBuild = () => {
-    if (build) {
-      inBackground(ctx, ctx.deps.coordinator.schedule(repo, authOf(request.headers), build));
-    }
-  };
   let tags = "-";
   let authorised: boolean;
   if (args.includeTag) {
@@ -67,20 +61,15 @@ export async function cachedFetch(
     }
     authorised = true;
   }
-  if (authorised) authorisedBuild();
+  // A stored answer is served without starting a build: only an answer the origin computes
+  // (below) does.
   if (authorised) {
     const hit = await cachedAnswer(ctx, storeKey);
-    if (hit) {
-      authorisedBuild();
-      return hit;
-    }
+    if (hit) return hit;
     const pending = ctx.responseCache.pending(storeKey);
     if (pending && await pending) {
       const filled = await cachedAnswer(ctx, storeKey);
-      if (filled) {
-        authorisedBuild();
-        return filled;
-      }
+      if (filled) return filled;
     }
   }
   let claim = ctx.responseCache.claim(storeKey);
@@ -92,7 +81,6 @@ export async function cachedFetch(
         return await forwardUploadPack(ctx, request, repo, serializeCommandRequest(req));
       }
       authorised = true;
-      authorisedBuild();
     }
     await ctx.responseCache.pending(storeKey);
     const filled = await cachedAnswer(ctx, storeKey);
@@ -119,9 +107,12 @@ export async function cachedFetch(
     claim?.abandon();
     throw err;
   }
-  // An answer that is an `ERR` (an unknown `want`) starts no build and is not kept.
+  // Only an answer the origin computed for this request starts a build (with its credentials, in
+  // memory); an `ERR` (an unknown `want`) starts none and is not kept.
   const answer = await peekAnswer(origin);
-  if (answer.served) authorisedBuild();
+  if (answer.served && build) {
+    inBackground(ctx, ctx.deps.coordinator.schedule(repo, authOf(request.headers), build));
+  }
   const typeOk = origin.headers.get("content-type") === RESULT_TYPE;
   if (!claim || !answer.served || !typeOk || !answer.body) {
     claim?.abandon();

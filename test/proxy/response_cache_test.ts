@@ -3,7 +3,12 @@ import { Metrics } from "../../src/proxy/metrics.ts";
 import { FsPackStore } from "../../edge/deno/fs_store.ts";
 import { encodePkts } from "../../src/git/pktline.ts";
 import { chunked, type ChunkPlan, collect, utf8 } from "../support/streams.ts";
-import { tempDir } from "../support/git.ts";
+import { git, tempDir } from "../support/git.ts";
+import { startOrigin } from "../support/origin.ts";
+import { assertSameClone, makeRepo } from "../support/fixtures.ts";
+import { serveLoopback } from "../support/http_server.ts";
+import { createApp } from "../../src/proxy/app.ts";
+import { type Coordinator, DEFAULT_EDGE_CONFIG } from "../../src/proxy/deps.ts";
 import { assert, assertEquals } from "../support/assert.ts";
 
 const pack = (band: number, text: string) => {
@@ -85,4 +90,58 @@ Deno.test("ResponseCache: single-flight claims, incomplete answers stored nowher
   const left = (await store.list("cache/")).map((o) => o.key).sort();
   assertEquals(left, ["cache/r/d.resp", "cache/r/e.resp", "cache/r/f.resp", "cache/r/g.resp"]);
   assert(/gitedge_response_cache_evictions_total 2/.test(metrics.render()), metrics.render());
+});
+
+Deno.test("a response-cache hit schedules no snapshot build; only the miss the origin answered does", async () => {
+  await using origin = await startOrigin();
+  await makeRepo(origin, "r.git", { commits: 4 });
+  await using dir = await tempDir();
+  const store = new FsPackStore(`${dir.path}/store`);
+  // No snapshot is ever built (schedule only counts), so every clone asks for one.
+  const scheduled: string[] = [];
+  const coordinator: Coordinator = {
+    manifest: () => Promise.resolve(null),
+    status: () => Promise.reject(new Error("not used")),
+    schedule: (repo) => {
+      scheduled.push(repo.path);
+      return Promise.resolve();
+    },
+    warm: () => Promise.reject(new Error("not used")),
+  };
+  const background: Promise<unknown>[] = [];
+  const metrics = new Metrics();
+  const app = createApp({
+    store,
+    coordinator,
+    originFetch: (req) => fetch(req),
+    clock: { now: () => Date.now() },
+    signingKey: crypto.getRandomValues(new Uint8Array(32)),
+    config: { ...DEFAULT_EDGE_CONFIG, origin: origin.url },
+    waitUntil: (p) => void background.push(p.catch(() => {})),
+  }, { metrics });
+  const server = serveLoopback((req) => app.fetch(req));
+  try {
+    const clone = (name: string) =>
+      git([
+        "-c",
+        "fetch.uriProtocols=http",
+        "-c",
+        "protocol.version=2",
+        "clone",
+        "-q",
+        `${server.url}/r.git`,
+        `${dir.path}/${name}`,
+      ]);
+    await clone("miss");
+    await Promise.all(background);
+    assertEquals(scheduled.length, 1, "the miss schedules one build");
+    await clone("hit");
+    await Promise.all(background);
+    assert(/gitedge_response_cache_total\{result="hit"\} 1\n/.test(metrics.render()), "a hit");
+    assertEquals(scheduled.length, 1, "the hit schedules none");
+    await git(["clone", "-q", origin.repoUrl("r.git"), `${dir.path}/direct`]);
+    await assertSameClone(`${dir.path}/direct`, `${dir.path}/hit`);
+  } finally {
+    await server.stop();
+  }
 });
