@@ -157,6 +157,7 @@ async function uploadPack(
     if (head.at(-1)?.type === "flush") {
       req = parseCommandRequest(head);
       sent = headBytes;
+      await nothingAfterRequest(reader);
     } else {
       // The arguments (a million `want` lines, maybe) are kept as they came and as text lines,
       // never as a packet object per line.
@@ -164,10 +165,19 @@ async function uploadPack(
       const rest = new PktLineReader(prefixed(headBytes, recorded(reader.remainder(), chunks)));
       try {
         req = (await readCommandRequest(rest))!;
+        await nothingAfterRequest(rest);
       } finally {
         await rest.cancel().catch(() => {});
       }
       sent = firstRequest(concat(chunks));
+    }
+    // git's upload-pack dies on a command line among the arguments: answer for it, clearly.
+    const second = req.args.find((arg) => arg.startsWith("command="));
+    if (second !== undefined) {
+      throw new ClientRequestError(
+        `request names a second command ("${second.trimEnd()}") among its arguments`,
+        400,
+      );
     }
   } finally {
     // Whatever is left of the body (all of it after an error) is not needed.
@@ -223,4 +233,18 @@ async function uploadPack(
     origin,
     injectBeforePackfile(answer.body, section, { sidebandAll: args.sidebandAll }),
   );
+}
+
+/**
+ * Refuses (400) a fetch body that goes on after its request's final flush: a stateless request
+ * carries one command, and git's upload-pack would not read the rest.
+ */
+async function nothingAfterRequest(reader: PktLineReader): Promise<void> {
+  const more = await reader.peek().then((pkt) => pkt !== null, () => true);
+  if (more) {
+    throw new ClientRequestError(
+      "request goes on after its final flush (one command per request)",
+      400,
+    );
+  }
 }

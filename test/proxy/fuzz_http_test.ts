@@ -54,3 +54,45 @@ Deno.test("fuzz regression: a tag listing the origin cuts short is a 502, not a 
   assert(text.includes("cut short"), text);
   assert(!text.includes(world.secrets[2]), text);
 });
+
+// Found by the fuzz: a fetch with a `command=` line among its arguments, or with packets after
+// its final flush, went to the origin; git's upload-pack died on the first (the client saw an
+// answer cut short) and never read the second. The edge answers 400 itself.
+Deno.test("fuzz regression: a fetch naming a second command or going on after its flush is a 400 from the edge", async () => {
+  await using world = await startFuzzWorld();
+  const want = `want ${world.corpus.oids[0]}\n`;
+  const cases: [string, (string | "delim" | "flush")[], RegExp][] = [
+    [
+      "command line among the arguments",
+      ["command=fetch\n", "delim", want, "command=ls-refs\n", "done\n", "flush"],
+      /second command \("command=ls-refs"\) among its arguments/,
+    ],
+    [
+      "arguments after an early flush",
+      ["command=fetch\n", "flush", "delim", want, "done\n", "flush"],
+      /goes on after its final flush/,
+    ],
+    [
+      "packets after the request's flush",
+      ["command=fetch\n", "delim", want, "flush", "done\n", "flush"],
+      /goes on after its final flush/,
+    ],
+  ];
+  for (const [name, pkts, message] of cases) {
+    const before = world.originCalls();
+    const res = await world.app.fetch(
+      new Request("http://edge.test/r.git/git-upload-pack", {
+        method: "POST",
+        headers: {
+          "git-protocol": "version=2",
+          "content-type": "application/x-git-upload-pack-request",
+        },
+        body: encodePkts(pkts) as Uint8Array<ArrayBuffer>,
+      }),
+    );
+    const text = await res.text();
+    assertEquals(res.status, 400, `${name}: ${text}`);
+    assert(message.test(text), `${name}: ${text}`);
+    assertEquals(world.originCalls(), before, `${name}: the origin was not asked`);
+  }
+});
