@@ -4,12 +4,14 @@
  * Loopback only, small caps and short deadlines, each wait bounded.
  */
 import { startDenoEdge } from "../../../edge/deno/server.ts";
+import { parseServeArgs } from "../../../edge/deno/serve_cli.ts";
+import { DEFAULT_CONNECTION_LIMITS, SettingError } from "../../../src/proxy/settings.ts";
 import { startServeProcess } from "../../support/serve_process.ts";
 import { startOrigin } from "../../support/origin.ts";
 import { startRelay } from "../../support/relay.ts";
 import { assertSameClone, makeRepo } from "../../support/fixtures.ts";
 import { git, tempDir } from "../../support/git.ts";
-import { assert, assertEquals, assertMatch } from "../../support/assert.ts";
+import { assert, assertEquals, assertMatch, assertThrows } from "../../support/assert.ts";
 
 const enc = new TextEncoder();
 
@@ -193,4 +195,31 @@ Deno.test("Deno server: a slow pack download that progresses is not cut by a sho
     assertEquals(sample(metrics, `gitedge_connections_timed_out_total{kind="${kind}"}`), 0, kind);
   }
   await edge.idle();
+});
+
+Deno.test("serve flags: --max-connections, --header-timeout and --idle-timeout, their defaults and minimums", () => {
+  const origin = ["--origin", "http://127.0.0.1:9"];
+  const dflt = parseServeArgs(origin, () => undefined);
+  assertEquals(
+    [dflt.maxConnections, dflt.headerTimeoutSeconds, dflt.idleTimeoutSeconds],
+    [
+      DEFAULT_CONNECTION_LIMITS.maxConnections,
+      DEFAULT_CONNECTION_LIMITS.headerTimeoutSeconds,
+      DEFAULT_CONNECTION_LIMITS.idleTimeoutSeconds,
+    ],
+  );
+  const set = parseServeArgs(
+    [...origin, "--max-connections", "64", "--header-timeout=5", "--idle-timeout", "7"],
+    () => undefined,
+  );
+  assertEquals([set.maxConnections, set.headerTimeoutSeconds, set.idleTimeoutSeconds], [64, 5, 7]);
+  for (const flag of ["--max-connections", "--header-timeout", "--idle-timeout"]) {
+    for (const bad of ["0", "-1", "x"]) {
+      const e = assertThrows(
+        () => parseServeArgs([...origin, flag, bad], () => undefined),
+        SettingError,
+      );
+      assert(e.message.startsWith(flag), e.message);
+    }
+  }
 });
