@@ -1,6 +1,6 @@
 /**
  * The wire format between the Worker (`DurableObjectCoordinator`) and a repository's Durable
- * Object (`RepoCoordinator`): one `POST https://repo-coordinator/<op>` per `Coordinator` call,
+ * Object (`RepoCoordinator`): one `POST https://repo-coordinator/<op>` per `SnapshotCoordinator` call,
  * JSON both ways. Origin credentials travel in the body, in memory only; the DO never stores them.
  */
 import type {
@@ -16,7 +16,7 @@ import {
   OriginUnreachableError,
 } from "../../src/proxy/origin.ts";
 
-/** The `Coordinator` operations the Durable Object serves. */
+/** The `SnapshotCoordinator` operations the Durable Object serves. */
 export type CoordinatorOp = "manifest" | "status" | "schedule" | "warm";
 
 const OPS: readonly CoordinatorOp[] = ["manifest", "status", "schedule", "warm"];

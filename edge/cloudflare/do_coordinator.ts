@@ -1,13 +1,13 @@
 /**
- * The Worker's `Coordinator`: every call goes to the repository's `RepoCoordinator` Durable
+ * The Worker's `SnapshotCoordinator`: every call goes to the repository's `RepoCoordinator` Durable
  * Object, so builds are single-flight across all Worker isolates and locations.
  */
 import type {
-  Coordinator,
   Manifest,
   OriginAuth,
   RepoRef,
   ScheduleBasis,
+  SnapshotCoordinator,
   SnapshotStatus,
 } from "../../src/proxy/deps.ts";
 import type { Metrics } from "../../src/proxy/metrics.ts";
@@ -22,11 +22,11 @@ import type { DurableObjectNamespace } from "./worker_types.ts";
 const NO_AUTH: OriginAuth = { headers: {} };
 
 /**
- * `Coordinator` backed by one Durable Object per repository (named by the repository id).
+ * `SnapshotCoordinator` backed by one Durable Object per repository (named by the repository id).
  * Failures come back as the origin's typed errors or `CoordinatorCallError`. Builds that calls
  * from this isolate started are counted in `metrics` (`gitedge_snapshot_builds_total`).
  */
-export class DurableObjectCoordinator implements Coordinator {
+export class DurableObjectCoordinator implements SnapshotCoordinator {
   readonly #namespace: DurableObjectNamespace;
   readonly #metrics: Metrics | undefined;
 

@@ -54,7 +54,7 @@ export class RepoCoordinator {
     });
   }
 
-  /** Serves one `Coordinator` call (see `coordinator_protocol.ts`). */
+  /** Serves one `SnapshotCoordinator` call (see `coordinator_protocol.ts`). */
   async fetch(request: Request): Promise<Response> {
     let call: CoordinatorCall;
     try {

@@ -5,7 +5,7 @@
 import { createApp } from "../../src/proxy/app.ts";
 import { DEFAULT_EDGE_CONFIG, type EdgeConfig } from "../../src/proxy/deps.ts";
 import { checkEdgeConfig, DEFAULT_CONNECTION_LIMITS } from "../../src/proxy/settings.ts";
-import { LocalCoordinator } from "../../src/proxy/coordinator.ts";
+import { InProcessCoordinator } from "../../src/proxy/in_process_coordinator.ts";
 import { Metrics } from "../../src/proxy/metrics.ts";
 import { SnapshotBuilder } from "../../src/proxy/snapshot.ts";
 import { FsPackStore } from "./fs_store.ts";
@@ -33,7 +33,7 @@ export interface RunningEdge {
   url: string;
   port: number;
   metrics: Metrics;
-  coordinator: LocalCoordinator;
+  coordinator: InProcessCoordinator;
   /** Resolves once scheduled background work and every running snapshot build have finished. */
   idle(): Promise<void>;
   stop(): Promise<void>;
@@ -50,7 +50,7 @@ export async function startDenoEdge(opts: DenoEdgeOptions): Promise<RunningEdge>
   const builder = new SnapshotBuilder({ store, originFetch, clock, chunks: config.chunks });
   const onBuildError = opts.onBuildError ??
     ((path, err) => console.error(`gitedge: snapshot build for ${path} failed:`, err));
-  const coordinator = new LocalCoordinator({
+  const coordinator = new InProcessCoordinator({
     store,
     builder,
     clock,

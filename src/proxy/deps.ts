@@ -84,8 +84,12 @@ export interface ScheduleBasis {
   rebuild?: boolean;
 }
 
-/** Per-repository coordination: single-flight builds and the current manifest. */
-export interface Coordinator {
+/**
+ * What the app asks about a repository's snapshot: the manifest in force, its status, and builds
+ * (single-flight per repository). `InProcessCoordinator` implements it in process memory (Deno),
+ * the Worker's `DurableObjectCoordinator` with one Durable Object per repository.
+ */
+export interface SnapshotCoordinator {
   /** The ready manifest, or null. Cheap: called on every fetch. */
   manifest(repo: RepoRef): Promise<Manifest | null>;
   status(repo: RepoRef): Promise<SnapshotStatus>;
@@ -171,7 +175,7 @@ export const DEFAULT_EDGE_CONFIG: Readonly<
 
 export interface EdgeDeps {
   store: PackStore;
-  coordinator: Coordinator;
+  coordinator: SnapshotCoordinator;
   originFetch: OriginFetch;
   clock: Clock;
   /** HMAC key for signing pack URLs. */

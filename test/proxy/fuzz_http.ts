@@ -18,7 +18,7 @@
  */
 import { createApp, type EdgeApp } from "../../src/proxy/app.ts";
 import { DEFAULT_EDGE_CONFIG, type EdgeConfig } from "../../src/proxy/deps.ts";
-import { LocalCoordinator } from "../../src/proxy/coordinator.ts";
+import { InProcessCoordinator } from "../../src/proxy/in_process_coordinator.ts";
 import { Metrics } from "../../src/proxy/metrics.ts";
 import { SnapshotBuilder } from "../../src/proxy/snapshot.ts";
 import { FsPackStore } from "../../edge/deno/fs_store.ts";
@@ -132,7 +132,7 @@ export async function startFuzzWorld(config: Partial<EdgeConfig> = {}): Promise<
     const full: EdgeConfig = { ...DEFAULT_EDGE_CONFIG, origin: origin.url, chunks: 2, ...config };
     const metrics = new Metrics();
     const builder = new SnapshotBuilder({ store, originFetch, clock, chunks: full.chunks });
-    const coordinator = new LocalCoordinator({
+    const coordinator = new InProcessCoordinator({
       store,
       builder,
       clock,

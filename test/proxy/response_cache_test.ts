@@ -8,7 +8,7 @@ import { startOrigin } from "../support/origin.ts";
 import { assertSameClone, makeRepo } from "../support/fixtures.ts";
 import { serveLoopback } from "../support/http_server.ts";
 import { createApp } from "../../src/proxy/app.ts";
-import { type Coordinator, DEFAULT_EDGE_CONFIG } from "../../src/proxy/deps.ts";
+import { DEFAULT_EDGE_CONFIG, type SnapshotCoordinator } from "../../src/proxy/deps.ts";
 import { assert, assertEquals } from "../support/assert.ts";
 
 const pack = (band: number, text: string) => {
@@ -99,7 +99,7 @@ Deno.test("a response-cache hit schedules no snapshot build; only the miss the o
   const store = new FsPackStore(`${dir.path}/store`);
   // No snapshot is ever built (schedule only counts), so every clone asks for one.
   const scheduled: string[] = [];
-  const coordinator: Coordinator = {
+  const coordinator: SnapshotCoordinator = {
     manifest: () => Promise.resolve(null),
     status: () => Promise.reject(new Error("not used")),
     schedule: (repo) => {

@@ -143,7 +143,7 @@ export interface WorkerEdgeOptions {
   onLog?: StartWorkerOptions["onLog"];
 }
 
-/** The gitedge Worker (`edge/worker.ts`) in workerd, with local R2 and Durable Objects. */
+/** The gitedge Worker (`edge/cloudflare/worker.ts`) in workerd, with local R2 and Durable Objects. */
 export async function startWorkerEdge(opts: WorkerEdgeOptions): Promise<RunningWorker> {
   return await startWorker({
     entry: "edge/cloudflare/worker.ts",
@@ -248,7 +248,7 @@ export async function listBucket(worker: RunningWorker, prefix: string): Promise
 /**
  * The Worker's local `PACKS` bucket, reached from Deno through Miniflare's binding proxy.
  * Miniflare types it with `@cloudflare/workers-types`, which this project does not load; the
- * proxy implements the R2 API that `edge/worker_types.ts` declares.
+ * proxy implements the R2 API that `edge/cloudflare/worker_types.ts` declares.
  */
 export async function packsBucket(worker: RunningWorker): Promise<R2Bucket> {
   return await worker.miniflare.getR2Bucket("PACKS") as unknown as R2Bucket;

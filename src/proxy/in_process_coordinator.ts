@@ -1,15 +1,16 @@
 /**
- * The Deno server's coordinator: one `RepoSnapshots` per repository in process memory, so builds
- * are single-flight within the process. (The Worker gets the same per repository from a Durable
- * Object.) The manifest also lives in the pack store, so a restart picks it up again.
+ * `InProcessCoordinator`: the `SnapshotCoordinator` of one process (the Deno server, tests): one
+ * `RepoSnapshots` per repository in process memory, so builds are single-flight within the
+ * process. (The Worker holds one per repository in a Durable Object instead.) The manifest also
+ * lives in the pack store, so a restart picks it up again.
  */
 import type {
   Clock,
-  Coordinator,
   Manifest,
   OriginAuth,
   RepoRef,
   ScheduleBasis,
+  SnapshotCoordinator,
   SnapshotStatus,
 } from "./deps.ts";
 import { readManifest, type SnapshotBuilder } from "./snapshot.ts";
@@ -17,7 +18,7 @@ import { MemorySnapshotStorage, RepoSnapshots } from "./repo_snapshots.ts";
 import type { PackStore } from "../storage/store.ts";
 import type { Metrics } from "./metrics.ts";
 
-export interface LocalCoordinatorDeps {
+export interface InProcessCoordinatorDeps {
   store: PackStore;
   builder: SnapshotBuilder;
   clock: Clock;
@@ -28,11 +29,12 @@ export interface LocalCoordinatorDeps {
   backoffMs?: number;
 }
 
-export class LocalCoordinator implements Coordinator {
-  readonly #deps: LocalCoordinatorDeps;
+/** `SnapshotCoordinator` over a map of repository id to its `RepoSnapshots`. */
+export class InProcessCoordinator implements SnapshotCoordinator {
+  readonly #deps: InProcessCoordinatorDeps;
   readonly #repos = new Map<string, RepoSnapshots>();
 
-  constructor(deps: LocalCoordinatorDeps) {
+  constructor(deps: InProcessCoordinatorDeps) {
     this.#deps = deps;
   }
 
