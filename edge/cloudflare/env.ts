@@ -10,13 +10,14 @@ import {
   type WorkerSettings,
 } from "../../src/proxy/settings.ts";
 import type { DurableObjectNamespace, R2Bucket } from "./worker_types.ts";
+import type { RepoSnapshotsRpc } from "./snapshot_rpc.ts";
 
 /** Everything the Worker and its Durable Object are bound to. */
 export interface Env {
   /** R2 bucket holding snapshot packs (and the builder's manifest copies). */
   PACKS: R2Bucket;
   /** One `RepoCoordinator` Durable Object per repository. */
-  REPO_COORDINATOR: DurableObjectNamespace;
+  REPO_COORDINATOR: DurableObjectNamespace<RepoSnapshotsRpc>;
   /** Vars and secrets: the Worker vars of the settings table (`EDGE_SIGNING_KEY`, `ORIGIN`, ...). */
   readonly [variable: string]: unknown;
 }

@@ -7,34 +7,40 @@
  * the shared `SnapshotBuilder`. With `REFRESH_SECONDS` set, snapshots that need no credentials
  * are refreshed by the DO's alarm. Credentials are used in memory only, never stored.
  */
-import { DEFAULT_EDGE_CONFIG, type RepoRef } from "../../src/proxy/deps.ts";
-import { readManifest, SnapshotBuilder } from "../../src/proxy/snapshot.ts";
+/// <reference types="./cloudflare_workers.d.ts" />
+import { DurableObject } from "cloudflare:workers";
 import {
-  type CoordinatorCall,
-  CoordinatorProtocolError,
-  type CoordinatorReplies,
-  decodeCall,
-  encodeFailure,
-  jsonResponse,
-} from "./coordinator_protocol.ts";
+  DEFAULT_EDGE_CONFIG,
+  type OriginAuth,
+  type RepoRef,
+  type ScheduleBasis,
+} from "../../src/proxy/deps.ts";
+import { readManifest, SnapshotBuilder } from "../../src/proxy/snapshot.ts";
+import { outcomeOf, type RepoSnapshotsRpc } from "./snapshot_rpc.ts";
 import { type Env, workerSettings } from "./env.ts";
 import { R2PackStore } from "./r2_store.ts";
-import { RepoMismatchError, RepoSnapshots } from "../../src/proxy/repo_snapshots.ts";
+import { RepoSnapshots } from "../../src/proxy/repo_snapshots.ts";
 import type { DurableObjectState } from "./worker_types.ts";
 import { SubrequestCounter } from "./subrequests.ts";
 
 /** The Durable Object class bound as `REPO_COORDINATOR` (one instance per repository id). */
-export class RepoCoordinator {
+export class RepoCoordinator extends DurableObject<Env, DurableObjectState>
+  implements RepoSnapshotsRpc {
   readonly #snapshots: RepoSnapshots;
 
-  constructor(state: DurableObjectState, env: Env) {
+  /**
+   * `storage` is where the snapshot state lives: the object's own storage, except in test
+   * fixtures (the runtime checks that `state` is its own, so they cannot wrap `state`).
+   */
+  constructor(state: DurableObjectState, env: Env, storage = state.storage) {
+    super(state, env);
     const { config, r2PartMiB, refreshSeconds } = workerSettings(env);
     const partBytes = r2PartMiB * 1024 * 1024;
     const subrequests = new SubrequestCounter();
     const store = new R2PackStore(subrequests.bucket(env.PACKS), { partBytes });
     const clock = { now: () => Date.now() };
     this.#snapshots = new RepoSnapshots({
-      storage: state.storage,
+      storage,
       builder: new SnapshotBuilder({
         store,
         originFetch: subrequests.fetch((request) => fetch(request)),
@@ -54,20 +60,26 @@ export class RepoCoordinator {
     });
   }
 
-  /** Serves one `SnapshotCoordinator` call (see `coordinator_protocol.ts`). */
-  async fetch(request: Request): Promise<Response> {
-    let call: CoordinatorCall;
-    try {
-      call = await decodeCall(request);
-    } catch (error) {
-      if (!(error instanceof CoordinatorProtocolError)) throw error;
-      return jsonResponse({ error: error.message }, 400);
-    }
-    try {
-      return jsonResponse(await this.#serve(call));
-    } catch (error) {
-      return jsonResponse(encodeFailure(error), error instanceof RepoMismatchError ? 409 : 500);
-    }
+  // The RPC methods (see `snapshot_rpc.ts`): a failure is returned, not thrown.
+
+  manifest(repo: RepoRef): ReturnType<RepoSnapshotsRpc["manifest"]> {
+    return outcomeOf(() => this.#snapshots.manifest(repo));
+  }
+
+  status(repo: RepoRef): ReturnType<RepoSnapshotsRpc["status"]> {
+    return outcomeOf(() => this.#snapshots.status(repo));
+  }
+
+  schedule(
+    repo: RepoRef,
+    auth: OriginAuth,
+    basis?: ScheduleBasis,
+  ): ReturnType<RepoSnapshotsRpc["schedule"]> {
+    return outcomeOf(() => this.#snapshots.schedule(repo, auth, basis));
+  }
+
+  warm(repo: RepoRef, auth: OriginAuth): ReturnType<RepoSnapshotsRpc["warm"]> {
+    return outcomeOf(() => this.#snapshots.warm(repo, auth));
   }
 
   /**
@@ -76,20 +88,6 @@ export class RepoCoordinator {
    */
   async alarm(): Promise<void> {
     await this.#snapshots.alarm();
-  }
-
-  async #serve(call: CoordinatorCall): Promise<CoordinatorReplies[typeof call.op]> {
-    const { repo, auth, basis } = call;
-    switch (call.op) {
-      case "manifest":
-        return { manifest: await this.#snapshots.manifest(repo) };
-      case "status":
-        return { status: await this.#snapshots.status(repo) };
-      case "schedule":
-        return { started: await this.#snapshots.schedule(repo, auth, basis) };
-      case "warm":
-        return await this.#snapshots.warm(repo, auth);
-    }
   }
 }
 

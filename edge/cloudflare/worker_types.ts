@@ -4,7 +4,8 @@
  * `@cloudflare/workers-types` installs from npm but declares its own `Request`, `Response`,
  * `ReadableStream` and friends as globals, which collide with Deno's built-in types under
  * `deno check`. These interfaces describe only what the Worker code calls, with the shapes the
- * runtime documents, and are plain types: nothing here exists at run time.
+ * runtime documents, and are plain types: nothing here exists at run time. The one runtime value
+ * gitedge imports, the `DurableObject` base class, is declared in `cloudflare_workers.d.ts`.
  */
 
 /** Body types R2 accepts for `put` and `uploadPart`. */
@@ -66,15 +67,13 @@ export interface DurableObjectId {
   toString(): string;
 }
 
-/** A client-side handle to a Durable Object instance. */
-export interface DurableObjectStub {
-  fetch(request: Request): Promise<Response>;
-}
-
-/** A Durable Object namespace binding. */
-export interface DurableObjectNamespace {
+/**
+ * A Durable Object namespace binding. `Rpc` is the object's RPC surface: `get` returns a stub (a
+ * client-side handle) on which each of those methods runs in the object, returning a promise.
+ */
+export interface DurableObjectNamespace<Rpc> {
   idFromName(name: string): DurableObjectId;
-  get(id: DurableObjectId): DurableObjectStub;
+  get(id: DurableObjectId): Rpc;
 }
 
 /** Transactional, strongly consistent storage private to one Durable Object. */

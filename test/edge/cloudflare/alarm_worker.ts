@@ -28,17 +28,8 @@ export class SoonAlarmCoordinator extends RepoCoordinator {
       setAlarm: () => storage.setAlarm(Date.now() + ALARM_DELAY_MS),
       deleteAlarm: () => storage.deleteAlarm(),
     };
-    super({ ...stateMethods(state), storage: soon }, env);
+    super(state, env, soon);
   }
-}
-
-function stateMethods(state: DurableObjectState): DurableObjectState {
-  return {
-    id: state.id,
-    storage: state.storage,
-    waitUntil: (p) => state.waitUntil(p),
-    blockConcurrencyWhile: (f) => state.blockConcurrencyWhile(f),
-  };
 }
 
 export default worker;

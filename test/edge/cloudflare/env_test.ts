@@ -3,6 +3,7 @@ import { type Env, workerSettings } from "../../../edge/cloudflare/env.ts";
 import { SettingError } from "../../../src/proxy/settings.ts";
 import { DEFAULT_PART_BYTES } from "../../../edge/cloudflare/r2_store.ts";
 import type { DurableObjectNamespace, R2Bucket } from "../../../edge/cloudflare/worker_types.ts";
+import type { RepoSnapshotsRpc } from "../../../edge/cloudflare/snapshot_rpc.ts";
 
 const edgeConfigFromEnv = (e: Env) => workerSettings(e).config;
 
@@ -10,7 +11,7 @@ const edgeConfigFromEnv = (e: Env) => workerSettings(e).config;
 function env(vars: Partial<Env>): Env {
   return {
     PACKS: {} as R2Bucket,
-    REPO_COORDINATOR: {} as DurableObjectNamespace,
+    REPO_COORDINATOR: {} as DurableObjectNamespace<RepoSnapshotsRpc>,
     EDGE_SIGNING_KEY: "00112233445566778899aabbccddeeff",
     ...vars,
   };

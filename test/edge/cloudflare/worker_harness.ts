@@ -31,10 +31,23 @@ export class WorkerBundleError extends Error {
 /** Compatibility date the tests run the Worker with (matches wrangler.toml). */
 export const COMPATIBILITY_DATE = "2025-09-01";
 
+/** Modules the Workers runtime provides: the bundle imports them (as wrangler's esbuild does). */
+const RUNTIME_MODULES = ["cloudflare:workers"];
+
 /** Bundles `entry` (a path relative to the repository root or absolute) into `outFile`. */
 export async function bundleWorker(entry: string, outFile: string): Promise<void> {
+  const external = RUNTIME_MODULES.flatMap((name) => ["--external", name]);
   const out = await new Deno.Command(Deno.execPath(), {
-    args: ["bundle", "--quiet", "--platform=browser", "--format=esm", "-o", outFile, entry],
+    args: [
+      "bundle",
+      "--quiet",
+      "--platform=browser",
+      "--format=esm",
+      ...external,
+      "-o",
+      outFile,
+      entry,
+    ],
     cwd: new URL("../../../", import.meta.url).pathname,
     stdout: "piped",
     stderr: "piped",
