@@ -16,8 +16,8 @@ import type { RepoSnapshotsRpc } from "./snapshot_rpc.ts";
 export interface Env {
   /** R2 bucket holding snapshot packs (and the builder's manifest copies). */
   PACKS: R2Bucket;
-  /** One `RepoCoordinator` Durable Object per repository. */
-  REPO_COORDINATOR: DurableObjectNamespace<RepoSnapshotsRpc>;
+  /** One `RepoSnapshotsObject` Durable Object per repository. */
+  REPO_SNAPSHOTS: DurableObjectNamespace<RepoSnapshotsRpc>;
   /** Vars and secrets: the Worker vars of the settings table (`EDGE_SIGNING_KEY`, `ORIGIN`, ...). */
   readonly [variable: string]: unknown;
 }

@@ -1,6 +1,6 @@
 /**
  * What crosses Durable Object RPC between the Worker (`DurableObjectCoordinator`) and a
- * repository's Durable Object (`RepoCoordinator`): the methods the object serves, and how their
+ * repository's Durable Object (`RepoSnapshotsObject`): the methods the object serves, and how their
  * failures cross.
  *
  * RPC carries arguments and results by structured clone, but an error thrown in the object reaches

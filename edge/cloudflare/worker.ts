@@ -1,8 +1,8 @@
 /**
  * The Cloudflare Worker entry: a thin adapter that builds the edge app's dependencies from the
  * Worker's bindings and hands every request to `createApp` (the same app the Deno server runs).
- * Packs live in R2; each repository's snapshot builds are coordinated by its `RepoCoordinator`
- * Durable Object, exported here so the runtime can instantiate it.
+ * Packs live in R2; each repository's snapshot builds run single-flight in its
+ * `RepoSnapshotsObject` Durable Object, exported here so the runtime can instantiate it.
  */
 import { createApp } from "../../src/proxy/app.ts";
 import type { EdgeDeps } from "../../src/proxy/deps.ts";
@@ -15,7 +15,7 @@ import { SettingError } from "../../src/proxy/settings.ts";
 import { edgeDepsFromEnv } from "./worker_deps.ts";
 import type { ExecutionContext, ExportedHandler } from "./worker_types.ts";
 
-export { RepoCoordinator } from "./repo_coordinator_do.ts";
+export { RepoSnapshotsObject } from "./repo_snapshots_object.ts";
 export type { Env } from "./env.ts";
 
 type FetchHandler = (request: Request, env: Env, ctx: ExecutionContext) => Promise<Response>;

@@ -1,7 +1,7 @@
 /** The edge app's dependencies for one Worker request, built from the Worker's bindings. */
 import type { EdgeDeps } from "../../src/proxy/deps.ts";
 import type { Metrics } from "../../src/proxy/metrics.ts";
-import { DurableObjectCoordinator } from "./do_coordinator.ts";
+import { DurableObjectCoordinator } from "./durable_object_coordinator.ts";
 import { type Env, workerSettings } from "./env.ts";
 import { R2PackStore } from "./r2_store.ts";
 import type { ExecutionContext } from "./worker_types.ts";
@@ -15,7 +15,7 @@ export function edgeDepsFromEnv(env: Env, ctx: ExecutionContext, metrics?: Metri
   const settings = workerSettings(env);
   return {
     store: new R2PackStore(env.PACKS, { partBytes: settings.r2PartMiB * 1024 * 1024 }),
-    coordinator: new DurableObjectCoordinator(env.REPO_COORDINATOR, metrics),
+    coordinator: new DurableObjectCoordinator(env.REPO_SNAPSHOTS, metrics),
     originFetch: (request) => fetch(request),
     clock: { now: () => Date.now() },
     signingKey: settings.signingKey,

@@ -2,7 +2,7 @@
  * One repository's snapshot coordination: a single-flight over the snapshot builder, with the
  * manifest and build counters kept in a small key-value storage. Runtime-free: the Deno server
  * keeps one per repository in memory (`InProcessCoordinator`), the Worker one per Durable Object with
- * the DO's storage (`edge/cloudflare/repo_coordinator_do.ts`).
+ * the DO's storage (`edge/cloudflare/repo_snapshots_object.ts`).
  */
 import type {
   Clock,

@@ -26,7 +26,7 @@ Deno.test({
     entry: "test/edge/cloudflare/alarm_worker.ts",
     bindings: { ...workerVars({ origin: origin.url, chunks: 2 }), REFRESH_SECONDS: "60" },
     r2Buckets: ["PACKS"],
-    durableObjects: { REPO_COORDINATOR: "SoonAlarmCoordinator" },
+    durableObjects: { REPO_SNAPSHOTS: "SoonAlarmSnapshots" },
   });
   const warmed = await fetch(`${worker.url}/_edge/warm/r.git`, { method: "POST" });
   const first = (await warmed.json()).snapshot;

@@ -1,10 +1,10 @@
 /**
- * Test fixture Worker: the gitedge Worker unchanged, except that its `RepoCoordinator` arms the
+ * Test fixture Worker: the gitedge Worker unchanged, except that its `RepoSnapshotsObject` arms the
  * refresh alarm 200 ms ahead instead of `REFRESH_SECONDS` (at least a minute) ahead, so a test can
  * watch the alarm fire in workerd. Which builds arm the alarm, and for when, is tested in
  * `test/proxy/repo_snapshots_test.ts`.
  */
-import worker, { RepoCoordinator } from "../../../edge/cloudflare/worker.ts";
+import worker, { RepoSnapshotsObject } from "../../../edge/cloudflare/worker.ts";
 import type { Env } from "../../../edge/cloudflare/env.ts";
 import type {
   DurableObjectState,
@@ -13,7 +13,7 @@ import type {
 
 const ALARM_DELAY_MS = 200;
 
-export class SoonAlarmCoordinator extends RepoCoordinator {
+export class SoonAlarmSnapshots extends RepoSnapshotsObject {
   constructor(state: DurableObjectState, env: Env) {
     const storage = state.storage;
     const soon: DurableObjectStorage = {

@@ -11,7 +11,7 @@ const edgeConfigFromEnv = (e: Env) => workerSettings(e).config;
 function env(vars: Partial<Env>): Env {
   return {
     PACKS: {} as R2Bucket,
-    REPO_COORDINATOR: {} as DurableObjectNamespace<RepoSnapshotsRpc>,
+    REPO_SNAPSHOTS: {} as DurableObjectNamespace<RepoSnapshotsRpc>,
     EDGE_SIGNING_KEY: "00112233445566778899aabbccddeeff",
     ...vars,
   };

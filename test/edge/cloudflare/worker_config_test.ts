@@ -17,7 +17,7 @@ Deno.test({
       entry: "edge/cloudflare/worker.ts",
       bindings,
       r2Buckets: ["PACKS"],
-      durableObjects: { REPO_COORDINATOR: "RepoCoordinator" },
+      durableObjects: { REPO_SNAPSHOTS: "RepoSnapshotsObject" },
     });
     const res = await fetch(`${worker.url}/x.git/info/refs?service=git-upload-pack`);
     const text = await res.text();

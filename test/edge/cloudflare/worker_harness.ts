@@ -162,7 +162,7 @@ export async function startWorkerEdge(opts: WorkerEdgeOptions): Promise<RunningW
     entry: "edge/cloudflare/worker.ts",
     bindings: { ...workerVars(opts.config, opts.signingKey), ...opts.vars },
     r2Buckets: ["PACKS"],
-    durableObjects: { REPO_COORDINATOR: "RepoCoordinator" },
+    durableObjects: { REPO_SNAPSHOTS: "RepoSnapshotsObject" },
     verbose: opts.verbose,
     inspectorPort: opts.inspectorPort,
     persistDir: opts.persistDir,

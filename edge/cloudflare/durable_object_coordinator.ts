@@ -1,6 +1,7 @@
 /**
- * The Worker's `SnapshotCoordinator`: every call goes by RPC to the repository's `RepoCoordinator`
- * Durable Object, so builds are single-flight across all Worker isolates and locations.
+ * The Worker's `SnapshotCoordinator`: every call goes by RPC to the repository's
+ * `RepoSnapshotsObject` Durable Object, so builds are single-flight across all Worker isolates and
+ * locations.
  */
 import type {
   Manifest,

@@ -1,5 +1,6 @@
 /**
- * `RepoCoordinator`: the Durable Object that coordinates one repository's snapshots.
+ * `RepoSnapshotsObject`: the Durable Object holding one repository's `RepoSnapshots`, which the
+ * Worker's `DurableObjectCoordinator` calls by RPC (`snapshot_rpc.ts`).
  *
  * Cloudflare runs exactly one instance per repository id, so the in-memory single-flight of
  * `RepoSnapshots` is single-flight across every Worker isolate. The manifest and build counters
@@ -23,8 +24,8 @@ import { RepoSnapshots } from "../../src/proxy/repo_snapshots.ts";
 import type { DurableObjectState } from "./worker_types.ts";
 import { SubrequestCounter } from "./subrequests.ts";
 
-/** The Durable Object class bound as `REPO_COORDINATOR` (one instance per repository id). */
-export class RepoCoordinator extends DurableObject<Env, DurableObjectState>
+/** The Durable Object class bound as `REPO_SNAPSHOTS` (one instance per repository id). */
+export class RepoSnapshotsObject extends DurableObject<Env, DurableObjectState>
   implements RepoSnapshotsRpc {
   readonly #snapshots: RepoSnapshots;
 
