@@ -17,7 +17,7 @@ import {
   StoreError,
 } from "../../src/storage/store.ts";
 import { DEFAULT_R2_PART_MIB } from "../../src/proxy/settings.ts";
-import { fixedSizeParts, type Part } from "./fixed_parts.ts";
+import { fixedSizeParts, type Part } from "../../src/storage/fixed_parts.ts";
 import type {
   R2Bucket,
   R2MultipartUpload,

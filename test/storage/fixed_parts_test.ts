@@ -1,5 +1,5 @@
-import { assertEquals, assertRejects } from "../../support/assert.ts";
-import { fixedSizeParts, type Part, PartSizeError } from "../../../edge/cloudflare/fixed_parts.ts";
+import { assertEquals, assertRejects } from "../support/assert.ts";
+import { fixedSizeParts, type Part, PartSizeError } from "../../src/storage/fixed_parts.ts";
 
 /** A stream emitting `chunks` one by one, recording whether it was cancelled. */
 function chunked(

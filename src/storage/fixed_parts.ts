@@ -1,7 +1,8 @@
 /**
- * Re-chunks a byte stream into fixed-size parts, as R2 multipart uploads require (every part
- * but the last has the same size). Pulls from the source only when the consumer asks for the
- * next part, so at most one part is held in memory at a time.
+ * Re-chunks a byte stream into fixed-size parts, as multipart uploads to object storage require
+ * (R2's: every part but the last has the same size). Pulls from the source only when the consumer
+ * asks for the next part, so at most one part is held in memory at a time. Runtime-free: Web
+ * Streams only.
  */
 
 /** One re-chunked part of a stream. */
