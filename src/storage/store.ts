@@ -1,6 +1,6 @@
 /**
  * The pack store: where snapshot packs and manifests live. Implementations: the filesystem
- * (embedded default, `edge/deno/fs_store.ts`), R2 (`edge/cloudflare/r2_store.ts`), and memory (unit tests only).
+ * (embedded default, `edge/deno/fs_store.ts`), R2 (`edge/cloudflare/r2_store.ts`).
  *
  * Keys are `/`-separated relative paths made of `[A-Za-z0-9._-]` segments.
  */
