@@ -25,6 +25,18 @@ Deno.test("fuzz: 100,000 mutated requests through app.fetch: no crash, hang, 5xx
   assert(report.originCalls > 0, "some inputs reached the origin");
 });
 
+/** A protocol-v2 `git-upload-pack` POST of `body` to the fuzz world's repository. */
+function uploadPackRequest(body: Uint8Array): Request {
+  return new Request("http://edge.test/r.git/git-upload-pack", {
+    method: "POST",
+    headers: {
+      "git-protocol": "version=2",
+      "content-type": "application/x-git-upload-pack-request",
+    },
+    body: body as Uint8Array<ArrayBuffer>,
+  });
+}
+
 // Found by the fuzz (seed 1000424 of its first version): a fetch with `include-tag` makes the edge
 // ask the origin for its tags first; an origin that cut that answer short (its upload-pack dies
 // on an object format it does not know) made the edge answer 500 with "internal error".
@@ -39,16 +51,7 @@ Deno.test("fuzz regression: a tag listing the origin cuts short is a 502, not a 
     "done\n",
     "flush",
   ]);
-  const res = await world.app.fetch(
-    new Request("http://edge.test/r.git/git-upload-pack", {
-      method: "POST",
-      headers: {
-        "git-protocol": "version=2",
-        "content-type": "application/x-git-upload-pack-request",
-      },
-      body: body as Uint8Array<ArrayBuffer>,
-    }),
-  );
+  const res = await world.app.fetch(uploadPackRequest(body));
   const text = await res.text();
   assertEquals(res.status, 502, text);
   assert(text.includes("cut short"), text);
@@ -80,16 +83,7 @@ Deno.test("fuzz regression: a fetch naming a second command or going on after it
   ];
   for (const [name, pkts, message] of cases) {
     const before = world.originCalls();
-    const res = await world.app.fetch(
-      new Request("http://edge.test/r.git/git-upload-pack", {
-        method: "POST",
-        headers: {
-          "git-protocol": "version=2",
-          "content-type": "application/x-git-upload-pack-request",
-        },
-        body: encodePkts(pkts) as Uint8Array<ArrayBuffer>,
-      }),
-    );
+    const res = await world.app.fetch(uploadPackRequest(encodePkts(pkts)));
     const text = await res.text();
     assertEquals(res.status, 400, `${name}: ${text}`);
     assert(message.test(text), `${name}: ${text}`);

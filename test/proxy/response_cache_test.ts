@@ -10,6 +10,7 @@ import { serveLoopback } from "../support/http_server.ts";
 import { createApp } from "../../src/proxy/app.ts";
 import { DEFAULT_EDGE_CONFIG, type SnapshotCoordinator } from "../../src/proxy/deps.ts";
 import { assert, assertEquals } from "../support/assert.ts";
+import { URI_CLONE } from "./edge_suite.ts";
 
 const pack = (band: number, text: string) => {
   const b = utf8(text);
@@ -122,16 +123,7 @@ Deno.test("a response-cache hit schedules no snapshot build; only the miss the o
   const server = serveLoopback((req) => app.fetch(req));
   try {
     const clone = (name: string) =>
-      git([
-        "-c",
-        "fetch.uriProtocols=http",
-        "-c",
-        "protocol.version=2",
-        "clone",
-        "-q",
-        `${server.url}/r.git`,
-        `${dir.path}/${name}`,
-      ]);
+      git([...URI_CLONE, `${server.url}/r.git`, `${dir.path}/${name}`]);
     await clone("miss");
     await Promise.all(background);
     assertEquals(scheduled.length, 1, "the miss schedules one build");
