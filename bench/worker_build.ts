@@ -8,6 +8,16 @@
  * URI from each edge, and each clone must equal a direct clone.
  *
  *   deno run -A bench/worker_build.ts [--repo big|git] [--chunks N] [--part-mib N] [--heap-mib N]
+ *                                     [--no-deno]
+ *
+ * The control (always run, after the Worker): a trivial Worker without gitedge code
+ * (bench/r2_control_worker.ts) in its own workerd, started the same way, writes the same bytes into
+ * the same local R2 binding the way the build does (segments of one part each, the index columns,
+ * each snapshot pack as a multipart upload reading the segments back, then deletes), one request
+ * per build step, sampled the same way. workerd's growth minus the control's is what the build
+ * itself costs. Miniflare 4 keeps local R2 on disk whatever `r2Persist` says (its "memory" mode is
+ * a temporary directory): blobs as files, metadata in SQLite, served by an R2 simulator Worker in
+ * the same workerd process.
  *
  * workerd runs with V8's heap capped at `--heap-mib` (default 128, the platform's isolate limit)
  * per isolate, so a build whose live memory did not fit would die instead of passing.
@@ -17,7 +27,7 @@
  * v2.0.0 (165k objects, 54 MB), from $GITEDGE_GIT_BUNDLE (default /work/shared/data/…).
  * Writes bench/out/worker_build.json.
  */
-import { startWorkerEdge } from "../test/edge/cloudflare/worker_harness.ts";
+import { startWorker, startWorkerEdge } from "../test/edge/cloudflare/worker_harness.ts";
 import { makeBigRepo } from "../test/support/big_repo.ts";
 import { assertSameClone } from "../test/support/fixtures.ts";
 import { git, tempDir } from "../test/support/git.ts";
@@ -33,6 +43,7 @@ const REPO = flag("repo", "big");
 const CHUNKS = Number(flag("chunks", "4"));
 const PART_MIB = Number(flag("part-mib", "8"));
 const HEAP_MIB = Number(flag("heap-mib", "128"));
+const DENO = !Deno.args.includes("--no-deno");
 const BUNDLE = Deno.env.get("GITEDGE_GIT_BUNDLE") ?? "/work/shared/data/git-v2.0.0.bundle";
 
 /** One process's figures, read from /proc. */
@@ -80,10 +91,11 @@ interface BuildFigures {
   invocations: number | null;
   maxSubrequests: number | null;
   packs: number;
+  packBytes: number[];
 }
 
-/** Warms `repo` through the edge at `url` (process `pid`), sampling the process meanwhile. */
-async function measuredWarm(edge: string, url: string, pid: number): Promise<BuildFigures> {
+/** Runs `work` while sampling process `pid` every 100 ms: its growth over idle, peak fds, CPU. */
+async function measured<T>(pid: number, work: () => Promise<T>) {
   await new Promise((r) => setTimeout(r, 1000));
   const idle = sample(pid);
   let peakRss = idle.rssMiB;
@@ -95,28 +107,47 @@ async function measuredWarm(edge: string, url: string, pid: number): Promise<Bui
   }, 100);
   const t0 = performance.now();
   try {
-    const res = await fetch(`${url}/_edge/warm/repo.git`, { method: "POST" });
-    const text = await res.text();
-    if (!res.ok) throw new Error(`warming through ${edge} failed (${res.status}): ${text}`);
+    const result = await work();
     const wallSeconds = (performance.now() - t0) / 1000;
     const end = sample(pid);
-    const { snapshot } = JSON.parse(text);
-    if (snapshot.state !== "ready") throw new Error(`${edge}: ${text}`);
     return {
-      edge,
+      result,
       idleRssMiB: idle.rssMiB,
       peakRssMiB: Math.max(peakRss, end.rssMiB),
       growthMiB: Math.max(peakRss, end.rssMiB) - idle.rssMiB,
       peakFds: Math.max(peakFds, end.fds),
       cpuSeconds: end.cpuSeconds - idle.cpuSeconds,
       wallSeconds,
-      invocations: snapshot.lastBuild?.invocations ?? null,
-      maxSubrequests: snapshot.lastBuild?.maxSubrequests ?? null,
-      packs: snapshot.packs.length,
     };
   } finally {
     clearInterval(timer);
   }
+}
+
+/** Warms `repo` through the edge at `url` (process `pid`), sampling the process meanwhile. */
+async function measuredWarm(edge: string, url: string, pid: number): Promise<BuildFigures> {
+  const m = await measured(pid, async () => {
+    const res = await fetch(`${url}/_edge/warm/repo.git`, { method: "POST" });
+    const text = await res.text();
+    if (!res.ok) throw new Error(`warming through ${edge} failed (${res.status}): ${text}`);
+    const { snapshot } = JSON.parse(text);
+    if (snapshot.state !== "ready") throw new Error(`${edge}: ${text}`);
+    return snapshot;
+  });
+  const snapshot = m.result;
+  return {
+    edge,
+    idleRssMiB: m.idleRssMiB,
+    peakRssMiB: m.peakRssMiB,
+    growthMiB: m.growthMiB,
+    peakFds: m.peakFds,
+    cpuSeconds: m.cpuSeconds,
+    wallSeconds: m.wallSeconds,
+    invocations: snapshot.lastBuild?.invocations ?? null,
+    maxSubrequests: snapshot.lastBuild?.maxSubrequests ?? null,
+    packs: snapshot.packs.length,
+    packBytes: snapshot.packs.map((p: { bytes: number }) => p.bytes),
+  };
 }
 
 await using origin = await startOrigin();
@@ -159,7 +190,7 @@ async function cloneByUri(edge: string, url: string): Promise<void> {
   await Deno.remove(dest, { recursive: true });
 }
 
-{
+if (DENO) {
   const deno = await startEdgeProcess(origin.url, `${work.path}/store`, [
     "--chunks",
     String(CHUNKS),
@@ -184,6 +215,45 @@ async function cloneByUri(edge: string, url: string): Promise<void> {
   if (pid === undefined) throw new Error("workerd process not found");
   results.push(await measuredWarm("workerd", worker.url, pid));
   await cloneByUri("workerd", worker.url);
+}
+
+/**
+ * The control: a trivial Worker (bench/r2_control_worker.ts, no gitedge code) in its own workerd,
+ * started the same way (same heap cap, same R2 persistence), moving the same bytes through the
+ * same R2 binding the way the build does, step by step, sampled the same way.
+ */
+const packFiles: number[] = [];
+for (const entry of Deno.readDirSync(`${origin.root}/repo.git/objects/pack`)) {
+  if (entry.name.endsWith(".pack")) {
+    packFiles.push(Deno.statSync(`${origin.root}/repo.git/objects/pack/${entry.name}`).size);
+  }
+}
+const originPackBytes = packFiles.reduce((a, b) => a + b, 0);
+const built = results.find((r) => r.edge === "workerd")!;
+let control: Omit<BuildFigures, "invocations" | "maxSubrequests" | "packs" | "packBytes">;
+{
+  const before = new Set(childWorkerd());
+  await using worker = await startWorker({
+    entry: "bench/r2_control_worker.ts",
+    r2Buckets: ["PACKS"],
+    persistDir: `${work.path}/control`,
+  });
+  const pid = childWorkerd().find((p) => !before.has(p));
+  if (pid === undefined) throw new Error("workerd process not found");
+  const step = async (path: string) => {
+    const res = await fetch(`${worker.url}${path}`, { method: "POST" });
+    const text = await res.text();
+    if (!res.ok) throw new Error(`control ${path} failed (${res.status}): ${text}`);
+  };
+  const m = await measured(pid, async () => {
+    const part = PART_MIB * 1024 * 1024;
+    await step(`/fetch?bytes=${originPackBytes}&part=${part}&objects=${objects}`);
+    for (let k = 0; k < built.packBytes.length; k++) {
+      await step(`/split?pack=${k}&sizes=${built.packBytes.join(",")}`);
+    }
+    await step("/publish");
+  });
+  control = { ...m, edge: "control" };
 }
 
 const row = (cells: string[]) =>
@@ -216,17 +286,55 @@ for (const r of results) {
     r.maxSubrequests === null ? "-" : String(r.maxSubrequests),
   ]));
 }
-const [d, w] = results;
+console.log(row([
+  "control",
+  `${control.growthMiB.toFixed(0)} MiB`,
+  `${control.peakRssMiB.toFixed(0)} MiB`,
+  String(control.peakFds),
+  control.cpuSeconds.toFixed(1),
+  control.wallSeconds.toFixed(1),
+  String(built.packs + 2),
+  "-",
+]));
+const w = results.find((r) => r.edge === "workerd")!;
+const d = results.find((r) => r.edge === "deno");
 console.log(
-  `workerd / deno: wall ${(w.wallSeconds / d.wallSeconds).toFixed(2)}x, CPU ${
-    (w.cpuSeconds / d.cpuSeconds).toFixed(2)
-  }x; clone by URI ${clones.deno.toFixed(1)} s (deno) vs ${clones.workerd.toFixed(1)} s (workerd)`,
+  `control: a Worker without gitedge writing ${(originPackBytes / 1e6).toFixed(0)} MB of ` +
+    `${PART_MIB} MiB segments, the index columns, ${built.packs} multipart packs of ` +
+    `${(built.packBytes.reduce((a, b) => a + b, 0) / 1e6).toFixed(0)} MB, reading the segments ` +
+    `back per pack, then deleting them`,
 );
+console.log(
+  `workerd RSS growth: gitedge build ${w.growthMiB.toFixed(0)} MiB, control ${
+    control.growthMiB.toFixed(0)
+  } MiB, difference (the build's own) ${(w.growthMiB - control.growthMiB).toFixed(0)} MiB; ` +
+    `peak fds ${w.peakFds} vs ${control.peakFds}; load ${
+      (await Deno.readTextFile("/proc/loadavg")).split(" ").slice(0, 3).join(" ")
+    }`,
+);
+if (d) {
+  console.log(
+    `workerd / deno: wall ${(w.wallSeconds / d.wallSeconds).toFixed(2)}x, CPU ${
+      (w.cpuSeconds / d.cpuSeconds).toFixed(2)
+    }x; clone by URI ${clones.deno.toFixed(1)} s (deno) vs ${
+      clones.workerd.toFixed(1)
+    } s (workerd)`,
+  );
+}
 await Deno.mkdir("bench/out", { recursive: true });
 await Deno.writeTextFile(
   "bench/out/worker_build.json",
   JSON.stringify(
-    { repo: REPO, objects, packMB, chunks: CHUNKS, heapMiB: HEAP_MIB, results, clones },
+    {
+      repo: REPO,
+      objects,
+      packMB,
+      chunks: CHUNKS,
+      heapMiB: HEAP_MIB,
+      results,
+      control,
+      clones,
+    },
     null,
     2,
   ) + "\n",
