@@ -1,6 +1,8 @@
 /**
  * Warm clones of a real repository against their floor, in one run: git's history to v2.0.0
- * (`/work/shared/data/git-v2.0.0.bundle`, 165k objects) behind a warm edge. Competitors, bare
+ * (`/work/shared/data/git-v2.0.0.bundle`, 165k objects), or with `--repo big` the generated
+ * repository of git.git's class (848,812 objects, test/support/big_repo.ts, from the fixture
+ * cache), behind a warm edge. Competitors, bare
  * clones, rounds interleaved:
  *   - direct `git clone` from the origin;
  *   - stock git through the edge with packfile URIs (it indexes the packs one after another);
@@ -10,7 +12,9 @@
  * (`git rev-list --objects --all`); and the sequential floor (packs indexed one after another,
  * as stock git does, plus the walk). Also the bytes the origin sent per clone.
  *
- *   deno run -A bench/warm_floor.ts [--runs 1] [--chunks 4] [--bundle PATH]
+ *   deno run -A bench/warm_floor.ts [--runs 1] [--chunks 4] [--bundle PATH] [--repo git|big]
+ *
+ * Each figure is printed with the load average when it ended (other work may share the machine).
  */
 import { git, tempDir } from "../test/support/git.ts";
 import { spawnOrigin } from "./origin_process.ts";
@@ -18,6 +22,7 @@ import { cloneJson } from "../test/client/cli_process.ts";
 import { repoId } from "../src/proxy/repo.ts";
 import type { Manifest } from "../src/proxy/deps.ts";
 import { startEdgeProcess } from "./edge_process.ts";
+import { copyBigRepoInto } from "../test/support/big_repo.ts";
 
 function flag(name: string, fallback: string): string {
   const i = Deno.args.indexOf(`--${name}`);
@@ -26,6 +31,7 @@ function flag(name: string, fallback: string): string {
 const RUNS = Number(flag("runs", "1"));
 const CHUNKS = flag("chunks", "4");
 const BUNDLE = flag("bundle", "/work/shared/data/git-v2.0.0.bundle");
+const REPO = flag("repo", "git");
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 async function timed(fn: () => Promise<unknown>): Promise<number> {
@@ -37,15 +43,31 @@ async function timed(fn: () => Promise<unknown>): Promise<number> {
 await using work = await tempDir("gitedge-floor-");
 const root = `${work.path}/origin`;
 await Deno.mkdir(root);
-await git(["clone", "-q", "--bare", BUNDLE, `${root}/git.git`]);
-await git(["symbolic-ref", "HEAD", "refs/heads/master"], { cwd: `${root}/git.git` });
+if (REPO === "big") {
+  console.log("git.git-sized repository from the fixture cache (first run: generating)…");
+  await git(["init", "-q", "--bare", "--initial-branch=main", `${root}/git.git`]);
+  await copyBigRepoInto(`${root}/git.git`);
+} else {
+  await git(["clone", "-q", "--bare", BUNDLE, `${root}/git.git`]);
+  await git(["symbolic-ref", "HEAD", "refs/heads/master"], { cwd: `${root}/git.git` });
+}
+const counts = await git(["count-objects", "-v"], { cwd: `${root}/git.git` });
+const OBJECTS = Number(/in-pack: (\d+)/.exec(counts)![1]);
+const PACK_MB = Number(/size-pack: (\d+)/.exec(counts)![1]) * 1024 / 1e6;
+const NAME = REPO === "big" ? "the generated git.git-sized repository" : "git v2.0.0";
+console.log(`repository: ${NAME}, ${OBJECTS} objects, ${PACK_MB.toFixed(0)} MB of packs`);
+const loadavg = async () =>
+  (await Deno.readTextFile("/proc/loadavg")).split(" ").slice(0, 3).join(" ");
 const origin = await spawnOrigin(root);
 const store = `${work.path}/store`;
 const edge = await startEdgeProcess(origin.url, store, ["--chunks", CHUNKS]);
 try {
-  const res = await fetch(`${edge.url}/_edge/warm/git.git`, { method: "POST" });
-  if (!res.ok) throw new Error(`warm failed: ${await res.text()}`);
-  await res.body?.cancel();
+  const warmSeconds = await timed(async () => {
+    const res = await fetch(`${edge.url}/_edge/warm/git.git`, { method: "POST" });
+    if (!res.ok) throw new Error(`warm failed: ${await res.text()}`);
+    await res.body?.cancel();
+  });
+  console.log(`snapshot build (Deno server): ${warmSeconds.toFixed(1)} s; load ${await loadavg()}`);
   const id = repoId(`${origin.url}/git.git`);
   const manifest = JSON.parse(
     await Deno.readTextFile(`${store}/repos/${id}/manifest.json`),
@@ -121,7 +143,7 @@ try {
       const s = await run();
       (wall[label] ??= []).push(s);
       (bytes[label] ??= []).push((await origin.stats()).bytesOut);
-      console.log(`  run ${r + 1} ${label}: ${s.toFixed(2)} s`);
+      console.log(`  run ${r + 1} ${label}: ${s.toFixed(2)} s; load ${await loadavg()}`);
     }
     const p = await floor(true);
     const q = await floor(false);
@@ -133,11 +155,10 @@ try {
     console.log(
       `  run ${r + 1} floor: index-pack all at once ${p.indexing.toFixed(2)} s, one by one ${
         q.indexing.toFixed(2)
-      } s, rev-list --objects ${p.walk.toFixed(2)} s`,
+      } s, rev-list --objects ${p.walk.toFixed(2)} s; load ${await loadavg()}`,
     );
   }
-  const load = (await Deno.readTextFile("/proc/loadavg")).split(" ").slice(0, 3).join(" ");
-  console.log(`\nwarm clones of git v2.0.0 (bare), ${RUNS} run(s), medians; load ${load}`);
+  console.log(`\nwarm clones of ${NAME} (bare), ${RUNS} run(s), medians; load ${await loadavg()}`);
   const direct = median(wall["direct git clone"]);
   const fp = median(floors.parallel), fs = median(floors.sequential);
   console.log(
@@ -155,8 +176,10 @@ try {
     const f = label.startsWith("stock") ? fs : fp;
     console.log(
       `${label.padEnd(20)} ${w.toFixed(2)} s  vs direct ${(direct / w).toFixed(2)}x  vs its floor ${
-        ((w / f - 1) * 100).toFixed(0)
-      }% over  origin bytes ${(median(bytes[label]) / 1e6).toFixed(3)} MB`,
+        (w / f).toFixed(2)
+      }x (${((w / f - 1) * 100).toFixed(0)}% over)  origin bytes ${
+        (median(bytes[label]) / 1e6).toFixed(3)
+      } MB (${(median(bytes[label]) / median(bytes["direct git clone"]) * 100).toFixed(3)}%)`,
     );
   }
 } finally {

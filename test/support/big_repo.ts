@@ -109,12 +109,20 @@ export async function makeBigRepo(
   name: string,
   spec: BigRepoSpec = GIT_SIZED,
 ): Promise<FixtureInfo> {
+  const bare = await origin.createBare(name);
+  await copyBigRepoInto(bare, spec);
+  return { name, bare, url: origin.repoUrl(name), refs: await refsOf(bare) };
+}
+
+/**
+ * Fills the empty bare repository `bare` (default branch `main`) with `spec`'s content from the
+ * fixture cache, for benches that run their own origin.
+ */
+export async function copyBigRepoInto(bare: string, spec: BigRepoSpec = GIT_SIZED): Promise<void> {
   const cached = await cachedBare(
     cacheKey({ kind: "big-repo", spec, compression: 1 }),
     // Level 1 keeps the text (most objects) small, as a served repository's pack would be.
     (dir) => runFastImport(dir, bigRepoStream(spec), { compression: 1 }),
   );
-  const bare = await origin.createBare(name);
   await copyCachedInto(cached, bare);
-  return { name, bare, url: origin.repoUrl(name), refs: await refsOf(bare) };
 }
