@@ -98,7 +98,14 @@ try {
     ],
     [
       "gitedge clone -j8",
-      () => cloneJson(["--bare", "--jobs", "8", `${edge.url}/git.git`, dir()], Deno.cwd()),
+      async () => {
+        const summary = await cloneJson(
+          ["--bare", "--jobs", "8", `${edge.url}/git.git`, dir()],
+          Deno.cwd(),
+        );
+        // When each of the clone's steps ended: where its time beyond the floor goes.
+        console.log(`  gitedge clone phases (s since start): ${JSON.stringify(summary.phases)}`);
+      },
     ],
   ].map(([label, run]) => [label as string, () => timed(run as () => Promise<unknown>)]);
 
