@@ -200,7 +200,8 @@ class BackendSet {
   /** Registers a started backend; kills it at once if the origin is already stopping. */
   add(backend: Backend): void {
     this.running.add(backend);
-    backend.child.status.finally(() => this.running.delete(backend));
+    // Kept until its stderr is read too: a test's end must not leave that read pending.
+    backend.settled.finally(() => this.running.delete(backend));
     if (this.closed) backend.kill();
   }
 
@@ -209,7 +210,7 @@ class BackendSet {
     this.closed = true;
     const backends = [...this.running];
     for (const backend of backends) backend.kill();
-    await Promise.all(backends.map((b) => b.child.status));
+    await Promise.all(backends.map((b) => b.settled));
   }
 }
 
@@ -323,6 +324,8 @@ interface Backend {
   kill(): void;
   /** Resolves when the backend exited cleanly; rejects with {@link BackendError} otherwise. */
   finish(): Promise<void>;
+  /** Settles once the process has exited and its stderr has been read to the end. */
+  settled: Promise<unknown>;
 }
 
 /** A bundle file from {@link publishBundle}, whole (git's bundle download does not ask for ranges). */
@@ -355,6 +358,7 @@ function spawnBackend(req: Request, env: Record<string, string>, bin: string): B
   let killed = false;
   return {
     child,
+    settled: Promise.allSettled([child.status, stderr]),
     kill() {
       killed = true;
       try {
