@@ -16,7 +16,7 @@ import {
 } from "../../src/proxy/repo_snapshots.ts";
 import { repoId } from "../../src/proxy/repo.ts";
 import { FsPackStore } from "../../edge/deno/fs_store.ts";
-import type { ByteRange, PackStore } from "../../src/storage/store.ts";
+import { ForwardingStore } from "../support/forwarding_store.ts";
 import { git, tempDir } from "../support/git.ts";
 import { startOrigin } from "../support/origin.ts";
 import { makeRepo } from "../support/fixtures.ts";
@@ -25,28 +25,15 @@ import { AlarmStorage } from "../support/alarm_storage.ts";
 const noAuth = { headers: {} };
 
 /** A store whose writes fail while `failPuts` > 0 (a step dying half-way). */
-class FlakyStore implements PackStore {
+class FlakyStore extends ForwardingStore {
   failPuts = 0;
-  constructor(readonly inner: PackStore) {}
-  async put(key: string, body: ReadableStream<Uint8Array>) {
+  override async put(key: string, body: ReadableStream<Uint8Array>) {
     if (this.failPuts > 0) {
       this.failPuts--;
       await body.cancel();
       throw new Error(`injected failure writing ${key}`);
     }
     return await this.inner.put(key, body);
-  }
-  get(key: string, range?: ByteRange) {
-    return this.inner.get(key, range);
-  }
-  head(key: string) {
-    return this.inner.head(key);
-  }
-  delete(key: string) {
-    return this.inner.delete(key);
-  }
-  list(prefix: string) {
-    return this.inner.list(prefix);
   }
 }
 

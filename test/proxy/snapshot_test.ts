@@ -8,6 +8,7 @@ import { repoId } from "../../src/proxy/repo.ts";
 import type { RepoRef } from "../../src/proxy/deps.ts";
 import { FsPackStore } from "../../edge/deno/fs_store.ts";
 import type { ByteRange, PackStore } from "../../src/storage/store.ts";
+import { ForwardingStore } from "../support/forwarding_store.ts";
 import { git, tempDir } from "../support/git.ts";
 import { startOrigin } from "../support/origin.ts";
 import { startRelay } from "../support/relay.ts";
@@ -155,26 +156,16 @@ Deno.test("a corrupt or truncated pack from the origin fails the build and publi
 });
 
 /** The filesystem store, counting reads of each build's temporary segments. */
-class SegmentCountingStore implements PackStore {
+class SegmentCountingStore extends ForwardingStore {
   segmentReads = 0;
   segmentWrites = 0;
-  constructor(readonly inner: PackStore) {}
-  put(key: string, body: ReadableStream<Uint8Array>) {
+  override put(key: string, body: ReadableStream<Uint8Array>) {
     if (/\/segment-\d+$/.test(key)) this.segmentWrites++;
     return this.inner.put(key, body);
   }
-  get(key: string, range?: ByteRange) {
+  override get(key: string, range?: ByteRange) {
     if (/\/segment-\d+$/.test(key)) this.segmentReads++;
     return this.inner.get(key, range);
-  }
-  head(key: string) {
-    return this.inner.head(key);
-  }
-  delete(key: string) {
-    return this.inner.delete(key);
-  }
-  list(prefix: string) {
-    return this.inner.list(prefix);
   }
 }
 
