@@ -22,7 +22,7 @@ import { InProcessCoordinator } from "../../src/proxy/in_process_coordinator.ts"
 import { Metrics } from "../../src/proxy/metrics.ts";
 import { SnapshotBuilder } from "../../src/proxy/snapshot.ts";
 import { FsPackStore } from "../../edge/deno/fs_store.ts";
-import { decodePkts, encodePkt, encodePkts, pktBytes } from "../../src/git/pktline.ts";
+import { concat, decodePkts, encodePkt, encodePkts, pktBytes } from "../../src/git/pktline.ts";
 import { SeededRandom } from "../support/random.ts";
 import { startOrigin } from "../support/origin.ts";
 import { makeRepo } from "../support/fixtures.ts";
@@ -187,22 +187,11 @@ function splitRequests(raw: Uint8Array): Uint8Array[] {
   for (const p of decodePkts(raw)) {
     cur.push(pktBytes(p));
     if (p.type === "flush") {
-      out.push(concatAll(cur));
+      out.push(concat(cur));
       cur = [];
     }
   }
-  if (cur.length) out.push(concatAll(cur));
-  return out;
-}
-
-function concatAll(parts: Uint8Array[]): Uint8Array {
-  const n = parts.reduce((s, p) => s + p.length, 0);
-  const out = new Uint8Array(n);
-  let o = 0;
-  for (const p of parts) {
-    out.set(p, o);
-    o += p.length;
-  }
+  if (cur.length) out.push(concat(cur));
   return out;
 }
 
@@ -275,7 +264,7 @@ function mutatedBody(r: SeededRandom, corpus: Corpus): { kind: string; body: Uin
       const filler = r.bytes(r.int(2) === 0 ? 16 : 65_600);
       return {
         kind: "oversize",
-        body: concatAll([b.subarray(0, at), enc.encode(len), filler, b.subarray(at)]),
+        body: concat([b.subarray(0, at), enc.encode(len), filler, b.subarray(at)]),
       };
     }
     case 4: { // the request's packets in another order
@@ -284,13 +273,13 @@ function mutatedBody(r: SeededRandom, corpus: Corpus): { kind: string; body: Uin
         const j = r.int(i + 1);
         [pkts[i], pkts[j]] = [pkts[j], pkts[i]];
       }
-      return { kind: "reorder", body: concatAll(pkts) };
+      return { kind: "reorder", body: concat(pkts) };
     }
     case 5: { // duplicate or unknown command lines
       const pkts = decodePkts(b).map(pktBytes);
       const line = encodePkt(`command=${command(r)}${r.int(2) ? "\n" : ""}`);
       pkts.splice(r.int(pkts.length + 1), 0, line);
-      return { kind: "command", body: concatAll(pkts) };
+      return { kind: "command", body: concat(pkts) };
     }
     case 6: { // many wants within the cap, mostly malformed
       const count = 1 + r.int(r.int(10) === 0 ? 20_000 : 300);
@@ -343,21 +332,21 @@ function mutatedBody(r: SeededRandom, corpus: Corpus): { kind: string; body: Uin
     case 8: // random bytes
       return { kind: "random", body: r.bytes(r.int(300)) };
     case 9: { // a pack where a request should be, or a pack-ish tail after one
-      const pack = concatAll([
+      const pack = concat([
         enc.encode("PACK"),
         new Uint8Array([0, 0, 0, 2, 0, 0, 0, 9]),
         r.bytes(r.int(200)),
       ]);
       return {
         kind: "pack",
-        body: r.int(2) ? pack : concatAll([b.subarray(0, r.int(b.length)), pack]),
+        body: r.int(2) ? pack : concat([b.subarray(0, r.int(b.length)), pack]),
       };
     }
     case 10: { // two requests spliced
       const other = pick(r, corpus.requests);
       return {
         kind: "splice",
-        body: concatAll([b.subarray(0, r.int(b.length + 1)), other.subarray(r.int(other.length))]),
+        body: concat([b.subarray(0, r.int(b.length + 1)), other.subarray(r.int(other.length))]),
       };
     }
     default: { // a line with bytes outside the text git writes
@@ -370,7 +359,7 @@ function mutatedBody(r: SeededRandom, corpus: Corpus): { kind: string; body: Uin
       ];
       return {
         kind: "odd-line",
-        body: concatAll([encodePkt(pick(r, bad)), b.subarray(r.int(b.length))]),
+        body: concat([encodePkt(pick(r, bad)), b.subarray(r.int(b.length))]),
       };
     }
   }

@@ -1,6 +1,7 @@
 /** Parsing the output of a CGI program (RFC 3875 §6): a header block, a blank line, the body. */
 
 import { prefixed } from "../../src/proxy/streams.ts";
+import { concat } from "../../src/git/pktline.ts";
 
 /** The CGI program's output ended or grew too large before its header block was complete. */
 export class CgiHeaderError extends Error {
@@ -37,7 +38,7 @@ export async function readCgiResponse(stdout: ReadableStream<Uint8Array>): Promi
         `output ended after ${buffered.byteLength} bytes without a header block`,
       );
     }
-    buffered = concat(buffered, value);
+    buffered = concat([buffered, value]);
     split = findBlankLine(buffered);
     if (split === null && buffered.byteLength > MAX_HEADER_BYTES) {
       await reader.cancel();
@@ -83,12 +84,4 @@ function findBlankLine(buf: Uint8Array): { headerEnd: number; bodyStart: number 
     if (buf[i + 1] === 0x0d && buf[i + 2] === 0x0a) return { headerEnd: i, bodyStart: i + 3 };
   }
   return null;
-}
-
-function concat(a: Uint8Array, b: Uint8Array): Uint8Array {
-  if (a.byteLength === 0) return b;
-  const out = new Uint8Array(a.byteLength + b.byteLength);
-  out.set(a, 0);
-  out.set(b, a.byteLength);
-  return out;
 }
