@@ -43,8 +43,8 @@ export interface CommandRequest {
  * delimiter and argument lines, flush.
  *
  * @returns `null` when the stream ends cleanly before the request starts.
- * @throws {ProtocolError} `"bad-request"` for a missing or repeated `command=` line, a
- * second delimiter, or a request cut off before its flush.
+ * @throws {ProtocolError} `"bad-request"` for a missing or repeated `command=` line (also among
+ * the arguments), a second delimiter, or a request cut off before its flush.
  */
 export async function readCommandRequest(reader: PktLineReader): Promise<CommandRequest | null> {
   const head = await reader.peek();
@@ -69,7 +69,7 @@ export async function readCommandRequest(reader: PktLineReader): Promise<Command
     for (;;) {
       pkt = await reader.read();
       if (pkt === null || pkt.type !== "data") break;
-      request.args.push(pktText(pkt));
+      request.args.push(argumentLine(pktText(pkt)));
     }
   }
   if (pkt === null) {
@@ -117,6 +117,22 @@ function commandOf(line: string, found: string | undefined): string | null {
   return name;
 }
 
+/**
+ * `line` as an argument. No command takes a `command=` argument (git's upload-pack dies on one),
+ * so one among the arguments is a second command.
+ *
+ * @throws {ProtocolError} `"bad-request"` for a `command=` line.
+ */
+function argumentLine(line: string): string {
+  if (line.startsWith("command=")) {
+    throw new ProtocolError(
+      "bad-request",
+      `request names a second command ("${line.trimEnd()}") among its arguments`,
+    );
+  }
+  return line;
+}
+
 /** The error for a request with no `command=` line, naming how it starts. */
 function noCommand(first: Pkt | undefined): ProtocolError {
   const got = first?.type === "data" ? `"${pktText(first)}"` : describePkt(first);
@@ -142,7 +158,8 @@ export function parseCommandRequest(input: Uint8Array | readonly Pkt[]): Command
     const pkt = pkts[i];
     if (i === at) continue;
     if (pkt.type === "data") {
-      target.push(pktText(pkt));
+      const line = pktText(pkt);
+      target.push(target === request.args ? argumentLine(line) : line);
     } else if (pkt.type === "delim" && target === request.capabilities) {
       target = request.args;
     } else if (pkt.type === "flush" && i === pkts.length - 1) {

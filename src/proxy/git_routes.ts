@@ -171,14 +171,6 @@ async function uploadPack(
       }
       sent = firstRequest(concat(chunks));
     }
-    // git's upload-pack dies on a command line among the arguments: answer for it, clearly.
-    const second = req.args.find((arg) => arg.startsWith("command="));
-    if (second !== undefined) {
-      throw new ClientRequestError(
-        `request names a second command ("${second.trimEnd()}") among its arguments`,
-        400,
-      );
-    }
   } finally {
     // Whatever is left of the body (all of it after an error) is not needed.
     await reader.cancel().catch(() => {});

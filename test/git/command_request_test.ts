@@ -74,6 +74,7 @@ Deno.test("command requests: delimiter and newlines like git, malformed requests
     encodePkts(["command=fetch", "delim", "a", "delim", "flush"]),
     encodePkts(["command=fetch", "delim", "want"]),
     encodePkts(["command=fetch", "response-end"]),
+    encodePkts(["command=fetch", "delim", "want x\n", "command=ls-refs\n", "flush"]),
   ];
   for (const b of bad) {
     const err = assertThrows(() => parseCommandRequest(b), ProtocolError);
