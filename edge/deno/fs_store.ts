@@ -19,6 +19,11 @@ export class FsPackStore implements PackStore {
     return `${this.root}/${key}`;
   }
 
+  /** The file that holds `key` (whole: tools like `git index-pack` may read it in place). */
+  pathOf(key: string): string {
+    return this.#path(key);
+  }
+
   async put(key: string, body: ReadableStream<Uint8Array>): Promise<{ size: number }> {
     const path = this.#path(key);
     const dir = path.slice(0, path.lastIndexOf("/"));

@@ -1,5 +1,6 @@
 /** `gitedge serve`: run the edge on Deno with the filesystem store. */
 import { startDenoEdge } from "./server.ts";
+import { GitMissingError } from "./pack_index_builder.ts";
 import {
   type GivenSetting,
   resolveSettings,
@@ -53,7 +54,14 @@ export async function serveMain(args: string[]): Promise<number> {
     console.error(`gitedge serve: ${err.message}\n\n${HELP}`);
     return 2;
   }
-  const edge = await startDenoEdge(settings);
+  let edge;
+  try {
+    edge = await startDenoEdge(settings);
+  } catch (err) {
+    if (!(err instanceof GitMissingError)) throw err;
+    console.error(`gitedge serve: ${err.message}`);
+    return 2;
+  }
   console.log(`gitedge: listening on ${edge.url} (store ${settings.store})`);
   const stopped = Promise.withResolvers<void>();
   const onSignal = () => stopped.resolve();

@@ -10,6 +10,7 @@ import { Metrics } from "../../src/proxy/metrics.ts";
 import { SnapshotBuilder } from "../../src/proxy/snapshot.ts";
 import { FsPackStore } from "./fs_store.ts";
 import { loadSigningKey } from "./signing_key.ts";
+import { gitPackIndexBuilder, requireGit } from "./pack_index_builder.ts";
 import { Front } from "./front.ts";
 
 export interface DenoEdgeOptions {
@@ -47,7 +48,15 @@ export async function startDenoEdge(opts: DenoEdgeOptions): Promise<RunningEdge>
   const metrics = new Metrics();
   const clock = { now: () => Date.now() };
   const originFetch = (req: Request) => fetch(req);
-  const builder = new SnapshotBuilder({ store, originFetch, clock, chunks: config.chunks });
+  // With pack indexes on, git must be there: refuse to start rather than fail every build.
+  if (config.packIndexes) await requireGit();
+  const builder = new SnapshotBuilder({
+    store,
+    originFetch,
+    clock,
+    chunks: config.chunks,
+    ...(config.packIndexes ? { buildIndex: gitPackIndexBuilder(store) } : {}),
+  });
   const onBuildError = opts.onBuildError ??
     ((path, err) => console.error(`gitedge: snapshot build for ${path} failed:`, err));
   const coordinator = new InProcessCoordinator({

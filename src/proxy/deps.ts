@@ -35,6 +35,19 @@ export interface SnapshotPack {
    * not advertised again until rebuilt. Absent in manifests written before versions existed.
    */
   version?: string;
+  /**
+   * The pack's `.idx` (version 2), kept beside it in the store when the edge builds indexes
+   * (`--pack-indexes`): a snapshot naming an index is published only after the index is stored.
+   */
+  index?: PackIndexRef;
+}
+
+/** A snapshot pack's index in the store. */
+export interface PackIndexRef {
+  key: string;
+  size: number;
+  /** The store's version of the index when it was published (as {@link SnapshotPack.version}). */
+  version?: string;
 }
 
 /** A published snapshot: written last, after every pack it names. */
@@ -146,6 +159,12 @@ export interface EdgeConfig {
    * with each failure in a row up to 64 times (`/_edge/warm` does not wait); 0 turns it off.
    */
   buildBackoffSeconds?: number;
+  /**
+   * Keep a `.idx` beside each snapshot pack and serve it (`<pack>.idx`, same signature) to
+   * clients that opt in to trusting the edge's indexes. Only runtimes that can build indexes
+   * (the Deno server, with `git`) offer it. Default off.
+   */
+  packIndexes?: boolean;
 }
 
 /** The defaults every runtime starts from (the Deno server's flags, the Worker's vars). */

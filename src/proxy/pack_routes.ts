@@ -1,11 +1,12 @@
 /**
  * Serving snapshot packs: `GET|HEAD /_edge/packs/<repo id>/<file>?exp=…&sig=…`, byte for byte from
- * the store, with Range and immutable caching. Only signed, unexpired URLs are served.
+ * the store, with Range and immutable caching. Only signed, unexpired URLs are served. With
+ * `packIndexes` on, `<name>.idx` serves the pack's index the same way, under the pack's signature.
  */
 import type { ProxyContext } from "./context.ts";
 import { countingStream } from "./metrics.ts";
 import { packKey } from "./snapshot.ts";
-import { verifyPackUrl } from "./pack_urls.ts";
+import { isIndexFile, verifyPackUrl } from "./pack_urls.ts";
 
 export interface ParsedRange {
   offset: number;
@@ -52,13 +53,16 @@ export async function handlePackGet(
   const verdict = await verifyPackUrl(ctx.signer, id, file, params, now);
   if (!verdict.ok) return text(verdict.status, verdict.message);
   const exp = verdict.expires;
+  const index = isIndexFile(file);
+  // Indexes are served only while the operator has them on (a store may keep older ones).
+  if (index && !ctx.deps.config.packIndexes) return text(404, "this edge serves no pack indexes");
   const key = packKey(id, file);
   const info = await ctx.deps.store.head(key);
-  if (!info) return text(404, "pack not found");
+  if (!info) return text(404, index ? "no index for this pack" : "pack not found");
   const headers = new Headers({
-    "content-type": "application/x-git-packfile",
+    "content-type": index ? "application/octet-stream" : "application/x-git-packfile",
     "accept-ranges": "bytes",
-    "etag": `"${file.replace(/\.pack$/, "")}"`,
+    "etag": index ? `"${file}"` : `"${file.replace(/\.pack$/, "")}"`,
     "cache-control": `private, max-age=${Math.max(0, exp - now)}, immutable`,
   });
   const range = parseRange(request.headers.get("range"), info.size);

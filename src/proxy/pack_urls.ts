@@ -2,6 +2,9 @@
  * Pack URLs, in one place: the route the app serves snapshot packs on
  * (`/_edge/packs/<repo id>/<file>?exp=…&sig=…`), building a signed, expiring URL for a pack handed
  * out in a `packfile-uris` section, and verifying one when it comes back.
+ *
+ * A pack's index, where the edge keeps one (`--pack-indexes`), is served at the pack's URL with
+ * the path's `.pack` replaced by `.idx`, query kept: the pack's signature authorises both.
  */
 import { expiryFor, type UrlSigner } from "./signing.ts";
 
@@ -9,7 +12,7 @@ import { expiryFor, type UrlSigner } from "./signing.ts";
 export const PACK_ROUTE = "/_edge/packs/:id/:file";
 
 const ID = /^[0-9a-f]{32}$/;
-const FILE = /^[0-9a-z-]+\.pack$/;
+const FILE = /^[0-9a-z-]+\.(pack|idx)$/;
 
 /** The path of pack `file` of the repository with id `repoId`. */
 export function packPath(repoId: string, file: string): string {
@@ -40,10 +43,21 @@ export type PackUrlVerdict =
   | { ok: true; expires: number }
   | { ok: false; status: 403 | 404; message: string };
 
+/** Whether `file` (a route's `:file`) names a pack's index rather than a pack. */
+export function isIndexFile(file: string): boolean {
+  return file.endsWith(".idx");
+}
+
+/** The pack whose index is `file` (`x.idx` to `x.pack`); a pack's own name unchanged. */
+export function packFileOf(file: string): string {
+  return isIndexFile(file) ? `${file.slice(0, -".idx".length)}.pack` : file;
+}
+
 /**
  * Whether the pack URL with route parameters `id` and `file` and query `params` may be served at
  * `nowSeconds`: 404 for a path that names no pack, 403 for a signature that is missing, invalid,
- * for another path or expiry, or expired.
+ * for another path or expiry, or expired. An index (`x.idx`) is authorised by its pack's
+ * (`x.pack`) signature.
  */
 export async function verifyPackUrl(
   signer: UrlSigner,
@@ -55,7 +69,7 @@ export async function verifyPackUrl(
   if (!ID.test(id) || !FILE.test(file)) return { ok: false, status: 404, message: "no such pack" };
   const exp = Number(params.get("exp"));
   const sig = params.get("sig") ?? "";
-  if (!(await signer.verify(packPath(id, file), exp, sig, nowSeconds))) {
+  if (!(await signer.verify(packPath(id, packFileOf(file)), exp, sig, nowSeconds))) {
     return { ok: false, status: 403, message: "pack URL signature is invalid or expired" };
   }
   return { ok: true, expires: exp };

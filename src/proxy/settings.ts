@@ -75,6 +75,14 @@ export function parseScheme(text: string): "https" | "http" {
   return text;
 }
 
+/** Parses `on` or `off` (also `true`/`false`, `1`/`0`, `yes`/`no`). */
+export function parseOnOff(text: string): boolean {
+  const t = text.trim().toLowerCase();
+  if (["on", "true", "1", "yes"].includes(t)) return true;
+  if (["off", "false", "0", "no"].includes(t)) return false;
+  throw new ConfigValueError("on or off", text);
+}
+
 /** Where settings come from: `gitedge serve` (flags, environment), Worker vars, or code. */
 export type Front = "serve" | "worker" | "config";
 
@@ -332,6 +340,19 @@ export const SETTINGS: readonly Setting[] = [
     help: "Size of the cache of answers to fetches without `have` (shallow, partial and " +
       "single-commit clones) in the store (0: off).",
   }),
+  {
+    key: "packIndexes",
+    edge: true,
+    flag: "--pack-indexes",
+    arg: "on/off",
+    env: "GITEDGE_PACK_INDEXES",
+    defaultText: "off",
+    help: "Keep each snapshot pack's `.idx` (built with `git index-pack`, which must be " +
+      "installed) and serve it to clients that ask (`gitedge clone --trust-edge-index`): they " +
+      "then check checksums instead of indexing. Only for fleets that trust their own edge. " +
+      "Not on Workers.",
+    parse: parseOnOff,
+  },
   text({
     key: "adminToken",
     edge: true,

@@ -8,7 +8,15 @@
  * so a crash leaves no manifest that names a missing pack. Unreferenced packs are deleted only
  * after a grace period, so URIs already handed out keep working.
  */
-import type { Clock, Manifest, OriginAuth, OriginFetch, RepoRef, SnapshotPack } from "./deps.ts";
+import type {
+  Clock,
+  Manifest,
+  OriginAuth,
+  OriginFetch,
+  PackIndexRef,
+  RepoRef,
+  SnapshotPack,
+} from "./deps.ts";
 import type { PackStore } from "../storage/store.ts";
 import { getBytes, putBytes } from "../storage/store.ts";
 import { PackEntryIndex } from "../git/pack_index.ts";
@@ -41,6 +49,28 @@ export interface SnapshotBuilderDeps {
    * (the last one shorter), each written once and read back once per snapshot pack.
    */
   segmentBytes?: number;
+  /**
+   * When set, every pack of a published snapshot has its `.idx` beside it in the store, written
+   * by this before the manifest names it (`--pack-indexes`; runtimes that cannot index leave it
+   * unset).
+   */
+  buildIndex?: PackIndexBuilder;
+}
+
+/**
+ * Writes the version-2 `.idx` of the stored pack `packKey` into the store under `indexKey`
+ * (visible only once complete, like `PackStore.put`), or throws. Runtime-specific: the Deno server
+ * runs `git index-pack` on the stored file (edge/deno/pack_index_builder.ts).
+ */
+export type PackIndexBuilder = (
+  packKey: string,
+  indexKey: string,
+  objectFormat: ObjectFormat,
+) => Promise<void>;
+
+/** Where the `.idx` of the pack stored under `packKey` lives: `.pack` replaced by `.idx`. */
+export function indexKeyOf(packKey: string): string {
+  return packKey.replace(/\.pack$/, ".idx");
 }
 
 /**
@@ -145,7 +175,13 @@ function isManifest(m: unknown): m is Manifest {
     return typeof p === "object" && p !== null && typeof q.hash === "string" &&
       isObjectId(q.hash) && typeof q.key === "string" &&
       Number.isSafeInteger(q.size) && Number.isSafeInteger(q.objects) &&
-      (q.version === undefined || typeof q.version === "string");
+      (q.version === undefined || typeof q.version === "string") &&
+      (q.index === undefined || isIndexRef(q.index));
+  };
+  const isIndexRef = (i: unknown) => {
+    const q = i as Record<string, unknown>;
+    return typeof i === "object" && i !== null && typeof q.key === "string" &&
+      Number.isSafeInteger(q.size) && (q.version === undefined || typeof q.version === "string");
   };
   return r.version === 1 && typeof r.originUrl === "string" && typeof r.tips === "object" &&
     r.tips !== null && Object.values(r.tips).every((v) => typeof v === "string") &&
@@ -155,9 +191,11 @@ function isManifest(m: unknown): m is Manifest {
 }
 
 export class SnapshotBuilder {
-  readonly #deps: Required<SnapshotBuilderDeps>;
+  readonly #deps: Required<Omit<SnapshotBuilderDeps, "buildIndex">>;
+  readonly #buildIndex: PackIndexBuilder | undefined;
 
   constructor(deps: SnapshotBuilderDeps) {
+    this.#buildIndex = deps.buildIndex;
     this.#deps = {
       maxLayers: 8,
       graceMs: 2 * 3600_000,
@@ -265,11 +303,39 @@ export class SnapshotBuilder {
   }
 
   /**
+   * `pack` with its index: the one it has when still in the store as recorded, else one built now
+   * (one pack at a time: `git index-pack` uses every core).
+   */
+  async #withIndex(
+    pack: SnapshotPack,
+    format: ObjectFormat,
+    buildIndex: PackIndexBuilder,
+  ): Promise<SnapshotPack> {
+    const { store } = this.#deps;
+    if (pack.index) {
+      const info = await store.head(pack.index.key);
+      if (info && info.size === pack.index.size && info.version === pack.index.version) return pack;
+    }
+    const key = indexKeyOf(pack.key);
+    await buildIndex(pack.key, key, format);
+    const info = await store.head(key);
+    // Version 2 with SHA-1: 8-byte header, 1 KiB fanout, 28 bytes per object, 2 trailers.
+    if (!info || info.size < 1072 + pack.objects * 28) {
+      throw new SnapshotBuildError(`the index of ${pack.key} is not in the store as written`);
+    }
+    const index: PackIndexRef = { key, size: info.size };
+    if (info.version !== undefined) index.version = info.version;
+    return { ...pack, index };
+  }
+
+  /**
    * Deletes packs of `repo` that `manifest` does not name and that are older than the grace
    * period, and incomplete writes as old (left by a crash during a build).
    */
   async collectGarbage(repo: RepoRef, manifest: Manifest): Promise<number> {
-    const keep = new Set(manifestPacks(manifest).map((p) => p.key));
+    const keep = new Set(
+      manifestPacks(manifest).flatMap((p) => p.index ? [p.key, p.index.key] : [p.key]),
+    );
     const cutoff = this.#deps.clock.now() - this.#deps.graceMs;
     const { store } = this.#deps;
     let deleted = await store.sweepIncomplete?.(`repos/${repo.id}/`, cutoff) ?? 0;
@@ -483,10 +549,25 @@ export class SnapshotBuilder {
 
   /** Publishes the manifest (packs first, manifest last), then removes what is no longer needed. */
   async #publish(state: BuildState): Promise<Manifest> {
-    const layers = [...state.baseLayers];
+    let layers = [...state.baseLayers];
     // Each pack was hashed on its way into the store (scanned, then written by the split); its
     // store version now lets every later fetch notice, cheaply, that it was rewritten since.
     if (state.written.length > 0) layers.push(await this.#stamped(state.written));
+    // With indexes on, every pack gets its index before the manifest names it (packs of older
+    // layers built without indexes too).
+    if (this.#buildIndex) {
+      const format = state.origin.format;
+      const indexed: SnapshotPack[][] = [];
+      for (const layer of layers) {
+        const packs: SnapshotPack[] = [];
+        for (const pack of layer) packs.push(await this.#withIndex(pack, format, this.#buildIndex));
+        indexed.push(packs);
+      }
+      layers = indexed;
+    } else {
+      // Indexes turned off: the manifest stops naming them, and they go with unreferenced packs.
+      layers = layers.map((layer) => layer.map(({ index: _, ...pack }) => pack));
+    }
     const manifest: Manifest = {
       version: 1,
       originUrl: state.repo.originUrl,

@@ -71,7 +71,7 @@ Deno.test("pack URLs: a path that names no pack is 404 before any signature chec
     const [id, file] of [
       [ID.slice(1), "pack-1.pack"],
       [ID.toUpperCase(), "pack-1.pack"],
-      [ID, "pack-1.idx"],
+      [ID, "pack-1.rev"],
       [ID, "..pack"],
       [ID, "Pack-1.pack"],
     ]
@@ -81,5 +81,32 @@ Deno.test("pack URLs: a path that names no pack is 404 before any signature chec
       status: 404,
       message: "no such pack",
     }, `${id}/${file}`);
+  }
+});
+
+Deno.test("pack URLs: a pack's index is authorised by the pack's own signature, same expiry", async () => {
+  const url = await signedPackUrl(signer, "https://edge.test", ID, KEY, NOW, TTL);
+  const idx = url.replace(/\.pack\?/, ".idx?");
+  const verdict = await verdictAt(idx, NOW);
+  assert(verdict.ok, "the index URL verifies with the pack's signature");
+  assertEquals(await verdictAt(idx, verdict.expires + 1), {
+    ok: false,
+    status: 403,
+    message: "pack URL signature is invalid or expired",
+  });
+  // Another pack's signature does not open this pack's index.
+  const other = await signedPackUrl(
+    signer,
+    "https://edge.test",
+    ID,
+    `repos/${ID}/packs/pack-99.pack`,
+    NOW,
+    TTL,
+  );
+  const foreign = idx.replace(/\?.*$/, other.slice(other.indexOf("?")));
+  assertEquals((await verdictAt(foreign, NOW)).ok, false, "another pack's signature");
+  for (const file of ["pack-1234abcd.rev", "pack-1234abcd.idx.pack", "pack-1234abcd.IDX"]) {
+    const bad = idx.replace("pack-1234abcd.idx", file);
+    assertEquals((await verdictAt(bad, NOW)).ok, false, file);
   }
 });

@@ -7,6 +7,7 @@ import { OriginUnreachableError } from "../../src/proxy/origin.ts";
 import { repoId } from "../../src/proxy/repo.ts";
 import type { RepoRef } from "../../src/proxy/deps.ts";
 import { FsPackStore } from "../../edge/deno/fs_store.ts";
+import { gitPackIndexBuilder } from "../../edge/deno/pack_index_builder.ts";
 import type { ByteRange, PackStore } from "../../src/storage/store.ts";
 import { ForwardingStore } from "../support/forwarding_store.ts";
 import { git, tempDir } from "../support/git.ts";
@@ -213,4 +214,56 @@ Deno.test("a build in one invocation reads the origin's pack back once for all i
   })).trim().split("\n").sort();
   const got = await objectsOf(`${dir.path}/store`, packs.map((p) => p.key), `${dir.path}/scratch`);
   assertEquals([...got].sort(), want, "snapshot objects equal the origin's");
+});
+
+Deno.test("pack indexes: a refresh indexes its own packs and keeps the older layer's; a failed index publishes nothing; turned off, the manifest names none", async () => {
+  await using origin = await startOrigin();
+  await using dir = await tempDir();
+  await makeRepo(origin, "r.git", { commits: 6, binaryBytes: 200_000 });
+  const store = new FsPackStore(`${dir.path}/store`);
+  const clock = { now: () => Date.now() };
+  const built: string[] = [];
+  let fail = false;
+  const indexing = new SnapshotBuilder({
+    store,
+    originFetch: (r) => fetch(r),
+    clock,
+    chunks: 2,
+    minSplitBytes: 1,
+    buildIndex: async (packKey, indexKey, format) => {
+      built.push(packKey);
+      if (fail) throw new Error("index-pack died");
+      await gitPackIndexBuilder(store)(packKey, indexKey, format);
+    },
+  });
+  const originUrl = origin.repoUrl("r.git");
+  const repo: RepoRef = { id: repoId(originUrl), originUrl, path: "r.git" };
+  const m1 = await indexing.build(repo, noAuth, null);
+  assertEquals(built, manifestPacks(m1).map((p) => p.key), "each pack indexed once");
+  for (const p of manifestPacks(m1)) {
+    assertEquals((await store.head(p.index!.key))?.size, p.index!.size, `${p.key}'s index`);
+  }
+
+  await addCommits(origin, "r.git", { commits: 2 });
+  built.length = 0;
+  const m2 = await indexing.build(repo, noAuth, m1);
+  assertEquals(m2.layers[0], m1.layers[0], "the older layer and its indexes kept");
+  assertEquals(built, m2.layers[1].map((p) => p.key), "only the new layer's packs indexed");
+
+  await addCommits(origin, "r.git", { commits: 1 });
+  fail = true;
+  let failed = false;
+  await indexing.build(repo, noAuth, m2).catch(() => failed = true);
+  assert(failed, "a failed index fails the build");
+  assertEquals((await readManifest(store, repo))?.builtAt, m2.builtAt, "nothing published");
+
+  const plain = new SnapshotBuilder({
+    store,
+    originFetch: (r) => fetch(r),
+    clock,
+    chunks: 2,
+    minSplitBytes: 1,
+  });
+  const m3 = await plain.build(repo, noAuth, m2);
+  assert(manifestPacks(m3).every((p) => p.index === undefined), "indexes off: none named");
 });

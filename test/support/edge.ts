@@ -24,6 +24,8 @@ export interface EdgeUnderTestOptions {
   responseCacheBytes?: number;
   /** Base URL put in packfile URIs instead of the edge's own (e.g. a relay in front of it). */
   publicUrl?: string;
+  /** See `EdgeConfig.packIndexes` (the Deno server only). */
+  packIndexes?: boolean;
 }
 
 export interface EdgeUnderTest extends AsyncDisposable {
@@ -76,6 +78,7 @@ export function edgeConfigFor(opts: EdgeUnderTestOptions): Partial<EdgeConfig> {
       ? { responseCacheBytes: opts.responseCacheBytes }
       : {}),
     ...(opts.publicUrl ? { publicUrl: opts.publicUrl } : {}),
+    ...(opts.packIndexes ? { packIndexes: true } : {}),
   };
 }
 
