@@ -14,6 +14,7 @@ export type {
   RetryEvent,
   StartEvent,
 } from "./src/client/progress.ts";
+export { EdgeIndexError, indexUrlOf } from "./src/client/edge_index.ts";
 export { runPool } from "./src/client/pool.ts";
 export type { PoolOptions, PoolTask } from "./src/client/pool.ts";
 export { clone, defaultDirectory } from "./src/client/clone.ts";

@@ -6,7 +6,9 @@
  * clones, rounds interleaved:
  *   - direct `git clone` from the origin;
  *   - stock git through the edge with packfile URIs (it indexes the packs one after another);
- *   - `gitedge clone --jobs 8`.
+ *   - `gitedge clone --jobs 8`;
+ *   - `gitedge clone --jobs 8 --trust-edge-index` (the edge runs with `--pack-indexes on`: it
+ *     keeps each pack's `.idx`, and this client checks checksums instead of running index-pack).
  * The floor, measured in the same run on the same snapshot packs (copied from the edge's store):
  * `git index-pack` of every pack at once (every core busy) plus the connectivity walk
  * (`git rev-list --objects --all`); and the sequential floor (packs indexed one after another,
@@ -15,6 +17,7 @@
  *   deno run -A bench/warm_floor.ts [--runs 1] [--chunks 4] [--bundle PATH] [--repo git|big]
  *
  * Each figure is printed with the load average when it ended (other work may share the machine).
+ * The edge's index build time is the time from the last snapshot pack written to the last index.
  */
 import { git, tempDir } from "../test/support/git.ts";
 import { spawnOrigin } from "./origin_process.ts";
@@ -60,7 +63,12 @@ const loadavg = async () =>
   (await Deno.readTextFile("/proc/loadavg")).split(" ").slice(0, 3).join(" ");
 const origin = await spawnOrigin(root);
 const store = `${work.path}/store`;
-const edge = await startEdgeProcess(origin.url, store, ["--chunks", CHUNKS]);
+const edge = await startEdgeProcess(origin.url, store, [
+  "--chunks",
+  CHUNKS,
+  "--pack-indexes",
+  "on",
+]);
 try {
   const warmSeconds = await timed(async () => {
     const res = await fetch(`${edge.url}/_edge/warm/git.git`, { method: "POST" });
@@ -73,6 +81,14 @@ try {
     await Deno.readTextFile(`${store}/repos/${id}/manifest.json`),
   ) as Manifest;
   const packs = manifest.layers.flat();
+  const mtime = async (key: string) => (await Deno.stat(`${store}/${key}`)).mtime!.getTime();
+  const packsWritten = Math.max(...await Promise.all(packs.map((p) => mtime(p.key))));
+  const indexesWritten = Math.max(...await Promise.all(packs.map((p) => mtime(p.index!.key))));
+  console.log(
+    `  of which the edge's pack indexes (git index-pack, one pack after another): ${
+      ((indexesWritten - packsWritten) / 1000).toFixed(1)
+    } s`,
+  );
   console.log(
     `snapshot: ${packs.length} packs, ${
       packs.map((p) => (p.size / 1e6).toFixed(1)).join(" + ")
@@ -105,6 +121,20 @@ try {
         );
         // When each of the clone's steps ended: where its time beyond the floor goes.
         console.log(`  gitedge clone phases (s since start): ${JSON.stringify(summary.phases)}`);
+      },
+    ],
+    [
+      "gitedge -j8 trusted",
+      async () => {
+        const summary = await cloneJson(
+          ["--bare", "--jobs", "8", "--trust-edge-index", `${edge.url}/git.git`, dir()],
+          Deno.cwd(),
+        );
+        const trusted = (summary.packs as { edgeIndex?: boolean }[]).filter((p) => p.edgeIndex);
+        if (trusted.length !== packs.length) {
+          throw new Error(`only ${trusted.length} of ${packs.length} packs came with an index`);
+        }
+        console.log(`  trusted clone phases (s since start): ${JSON.stringify(summary.phases)}`);
       },
     ],
   ].map(([label, run]) => [label as string, () => timed(run as () => Promise<unknown>)]);
@@ -189,6 +219,13 @@ try {
       } MB (${(median(bytes[label]) / median(bytes["direct git clone"]) * 100).toFixed(3)}%)`,
     );
   }
+  const usual = median(wall["gitedge clone -j8"]);
+  const trusted = median(wall["gitedge -j8 trusted"]);
+  console.log(
+    `--trust-edge-index: ${(usual / trusted).toFixed(2)}x faster than gitedge clone -j8 ` +
+      `(${trusted.toFixed(2)} s vs ${usual.toFixed(2)} s), ${(trusted / fp).toFixed(2)}x its ` +
+      `index-pack floor`,
+  );
 } finally {
   await edge.stop();
   await origin.stop();

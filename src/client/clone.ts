@@ -49,6 +49,8 @@ export interface CloneOptions {
   fetch?: typeof fetch;
   credentialHelper?: CredentialHelper;
   signal?: AbortSignal;
+  /** Take the edge's `.idx` of each URI pack where it has one, checked, instead of index-pack. */
+  trustEdgeIndex?: boolean;
 }
 
 /** What a clone transferred. */
@@ -210,6 +212,7 @@ function fetchUriPacks(
     signal: options.signal,
     fetch: options.fetch,
     onProgress: options.progress ? (e) => options.progress?.packEvent(e) : undefined,
+    trustEdgeIndex: options.trustEdgeIndex,
     headersFor: (uri: string): Record<string, string> =>
       authorization && URL.parse(uri)?.origin === origin ? { authorization } : {},
   });

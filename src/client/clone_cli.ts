@@ -15,6 +15,7 @@ import {
   VerificationError,
 } from "./errors.ts";
 import { ProgressView } from "./progress_view.ts";
+import { EdgeIndexError } from "./edge_index.ts";
 import { redactUrl } from "./redact.ts";
 
 /** Exit codes of `gitedge clone` (a stable interface). */
@@ -31,6 +32,11 @@ options:
   --bare          make a bare repository (refs/heads/* mirror the remote's branches)
   --branch <b>    check out <b> instead of the remote's HEAD (-b <b> also works)
   --json          print one JSON summary on stdout (bytesInline, bytesByUri, seconds, packs)
+  --trust-edge-index
+                  for packs whose edge keeps their index (gitedge serve --pack-indexes on):
+                  download the index and check checksums instead of running git index-pack.
+                  Only for an edge you run yourself: an object may then not hash to its name
+                  (git fsck finds it). Packs without an index are indexed as usual.
   -h, --help      show this help
 
 credentials: GITEDGE_AUTHORIZATION (a full Authorization header value), user:password in the
@@ -53,6 +59,7 @@ export interface CloneArgs {
   branch?: string;
   json: boolean;
   help: boolean;
+  trustEdgeIndex: boolean;
 }
 
 /** Parses `gitedge clone` arguments; throws {@link UsageError} on anything it does not accept. */
@@ -62,6 +69,7 @@ export function parseCloneArgs(args: readonly string[]): CloneArgs {
     bare: false,
     json: false,
     help: false,
+    trustEdgeIndex: false,
   };
   const positional: string[] = [];
   for (let i = 0; i < args.length; i++) {
@@ -84,6 +92,9 @@ export function parseCloneArgs(args: readonly string[]): CloneArgs {
         break;
       case "--json":
         parsed.json = true;
+        break;
+      case "--trust-edge-index":
+        parsed.trustEdgeIndex = true;
         break;
       case "--jobs":
       case "-j": {
@@ -149,6 +160,7 @@ export async function cloneMain(args: string[]): Promise<number> {
       progress: view ?? undefined,
       serverProgress: view !== null,
       signal: interrupt.signal,
+      trustEdgeIndex: options.trustEdgeIndex,
     });
     view?.finish();
     if (options.json) console.log(JSON.stringify(jsonSummary(summary)));
@@ -176,6 +188,7 @@ export function jsonSummary(summary: CloneSummary) {
       bytes: p.bytes,
       seconds: round(p.seconds),
       retries: p.retries,
+      ...(p.edgeIndex ? { edgeIndex: true } : {}),
     })),
   };
 }
@@ -185,7 +198,7 @@ export function exitCodeFor(error: unknown): number {
   if (error instanceof UsageError) return EXIT.usage;
   if (
     error instanceof VerificationError || error instanceof IndexPackError ||
-    error instanceof ConnectivityError
+    error instanceof ConnectivityError || error instanceof EdgeIndexError
   ) return EXIT.verification;
   if (error instanceof PackfileDownloadError) {
     const cause = error.lastCause;

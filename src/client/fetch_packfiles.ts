@@ -6,6 +6,7 @@ import { isObjectId } from "../git/object_id.ts";
 import type { PackfileUri } from "../git/packfile_uris.ts";
 import { downloadPackfile, type PackfileResult } from "./packfile_download.ts";
 import { runPool } from "./pool.ts";
+import { downloadWithEdgeIndex } from "./edge_index.ts";
 import type { ProgressEvent } from "./progress.ts";
 
 /** Options for {@link fetchPackfiles}. */
@@ -32,6 +33,8 @@ export interface FetchPackfilesOptions {
   signal?: AbortSignal;
   /** The fetch implementation (defaults to the global one). */
   fetch?: typeof fetch;
+  /** Install with the edge's `.idx` where it has one, checked, instead of index-pack (opt-in). */
+  trustEdgeIndex?: boolean;
 }
 
 /** Default parallelism cap when `jobs` is 0 or absent. */
@@ -59,9 +62,8 @@ export async function fetchPackfiles(
     onProgress: options.onProgress ?? (() => {}),
     fetch: options.fetch ?? fetch,
   };
-  const tasks = uris.map((entry) => (signal: AbortSignal) =>
-    downloadPackfile(entry, settings, signal)
-  );
+  const download = options.trustEdgeIndex ? downloadWithEdgeIndex : downloadPackfile;
+  const tasks = uris.map((entry) => (signal: AbortSignal) => download(entry, settings, signal));
   return await runPool(tasks, {
     concurrency: resolveJobs(options.jobs, uris.length),
     signal: options.signal,

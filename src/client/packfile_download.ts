@@ -32,6 +32,8 @@ export interface PackfileResult {
   retries: number;
   /** Path of the installed `pack-<hash>.pack`. */
   packPath: string;
+  /** Installed with the edge's index instead of `git index-pack` (`--trust-edge-index`). */
+  edgeIndex?: boolean;
 }
 
 /** Fully resolved settings for {@link downloadPackfile}. */

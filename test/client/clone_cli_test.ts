@@ -18,12 +18,14 @@ Deno.test("parseCloneArgs accepts the documented flags in any order", () => {
       bare: true,
       json: true,
       help: false,
+      trustEdgeIndex: false,
       branch: "dev",
       url: "https://h/x.git",
       directory: "dir",
     },
   );
   assertEquals(parseCloneArgs(["--jobs=0", "-b", "main", "http://h/y"]).branch, "main");
+  assertEquals(parseCloneArgs(["--trust-edge-index", "http://h/y"]).trustEdgeIndex, true);
   assertEquals(parseCloneArgs(["--help"]).help, true);
 });
 
