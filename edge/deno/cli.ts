@@ -9,15 +9,30 @@ commands:
 
 Run 'gitedge <command> --help' for a command's options.`;
 
+/**
+ * Each command's module, loaded only when that command runs. The specifiers are deliberately not
+ * string literals: `deno run` builds (loads and parses) the module graph of every literal
+ * `import()` before the program starts, so `gitedge clone` would load the whole server stack
+ * (the proxy, hono from npm) on each start. Resolved against this file, so any working directory
+ * works.
+ */
+export const COMMAND_MODULES = {
+  serve: new URL("./serve_cli.ts", import.meta.url).href,
+  clone: new URL("../../src/client/clone_cli.ts", import.meta.url).href,
+} as const;
+
+type ServeModule = typeof import("./serve_cli.ts");
+type CloneModule = typeof import("../../src/client/clone_cli.ts");
+
 export async function main(args: string[]): Promise<number> {
   const [command, ...rest] = args;
   switch (command) {
     case "serve": {
-      const { serveMain } = await import("./serve_cli.ts");
+      const { serveMain }: ServeModule = await import(COMMAND_MODULES.serve);
       return await serveMain(rest);
     }
     case "clone": {
-      const { cloneMain } = await import("../../src/client/clone_cli.ts");
+      const { cloneMain }: CloneModule = await import(COMMAND_MODULES.clone);
       return await cloneMain(rest);
     }
     case undefined:
