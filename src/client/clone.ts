@@ -104,13 +104,18 @@ async function cloneInto(
   );
   const http = new SmartHttpClient({ credentials, fetch: options.fetch, signal: options.signal });
   options.progress?.phase("Connecting");
-  const session = await UploadPackSession.connect(http);
+  // ls-refs goes out with the capability request (see connectListingRefs).
+  const { session, refs: listed } = await UploadPackSession.connectListingRefs(http, [
+    "refs/heads/",
+    "refs/tags/",
+    "HEAD",
+  ]);
   mark("connect");
   const format = `--object-format=${session.objectFormat}`;
   // `git init` runs during ls-refs; both settle before anything fails (the directory may go).
   const [refs] = await settleAll(
     [
-      session.lsRefs(["refs/heads/", "refs/tags/", "HEAD"]),
+      listed,
       runGit(["init", "-q", format, ...(bare ? ["--bare"] : []), directory]),
     ] as const,
   );

@@ -45,7 +45,7 @@ export class SmartHttpClient {
    */
   async advertisement(): Promise<ReadableStream<Uint8Array>> {
     const url = `${this.#base}/info/refs?service=${SERVICE}`;
-    const response = await this.#send(url, { method: "GET" });
+    const response = await this.#send(url, true, { method: "GET" });
     const suffix = `/info/refs?service=${SERVICE}`;
     if (response.redirected && response.url.endsWith(suffix)) {
       this.#base = response.url.slice(0, -suffix.length);
@@ -54,10 +54,17 @@ export class SmartHttpClient {
     return bodyOf(response, url);
   }
 
-  /** Sends one command request (already serialized pkt-lines) and returns the response body. */
-  async command(request: Uint8Array<ArrayBuffer>): Promise<ReadableStream<Uint8Array>> {
+  /**
+   * Sends one command request (already serialized pkt-lines) and returns the response body. With
+   * `renew: false` a 401 fails at once instead of asking for new credentials (for a request sent
+   * ahead of the advertisement, which asks for them itself).
+   */
+  async command(
+    request: Uint8Array<ArrayBuffer>,
+    options: { renew?: boolean } = {},
+  ): Promise<ReadableStream<Uint8Array>> {
     const url = `${this.#base}/${SERVICE}`;
-    const response = await this.#send(url, {
+    const response = await this.#send(url, options.renew ?? true, {
       method: "POST",
       body: request,
       headers: {
@@ -69,8 +76,8 @@ export class SmartHttpClient {
     return bodyOf(response, url);
   }
 
-  /** Sends with protocol and auth headers; after a 401 renews credentials and tries again. */
-  async #send(url: string, init: RequestInit): Promise<Response> {
+  /** Sends with protocol and auth headers; after a 401 renews credentials (if `renew`) and retries. */
+  async #send(url: string, renew: boolean, init: RequestInit): Promise<Response> {
     while (true) {
       const headers = new Headers(init.headers);
       headers.set("git-protocol", "version=2");
@@ -86,7 +93,7 @@ export class SmartHttpClient {
       }
       if (response.status === 401) {
         await response.body?.cancel();
-        if (await this.#credentials.renew()) continue;
+        if (renew && await this.#credentials.renew()) continue;
         throw new AuthenticationError(url);
       }
       if (!response.ok) {

@@ -15,6 +15,7 @@ import { emptyFetchArgs, serializeFetchArgs } from "../git/fetch_request.ts";
 import { readFetchResponse } from "../git/fetch_response.ts";
 import { type LsRefsLine, parseLsRefsLine, serializeLsRefsArgs } from "../git/ls_refs.ts";
 import { type PackfileUri, parsePackfileUriLine } from "../git/packfile_uris.ts";
+import { settleAll } from "./pool.ts";
 import type { SmartHttpClient } from "./smart_http.ts";
 
 /** A ref as `ls-refs` reports it (`oid` null for an unborn HEAD). */
@@ -22,6 +23,12 @@ export type RemoteRef = LsRefsLine;
 
 /** Protocols we accept packfile URIs for, in preference order. */
 export const URI_PROTOCOLS = ["https", "http"];
+
+/** What git (2.31 and later) advertises for a SHA-1 repository, as far as `ls-refs` cares. */
+const ASSUMED_CAPABILITIES = [
+  { key: "ls-refs", value: "unborn" },
+  { key: "object-format", value: "sha1" },
+];
 
 /** Options for {@link UploadPackSession.fetch}. */
 export interface FetchRequestOptions {
@@ -68,8 +75,49 @@ export class UploadPackSession {
     return capabilityValue(this.advertisement, "object-format") || "sha1";
   }
 
+  /**
+   * Reads the capability advertisement with an `ls-refs` for `prefixes` already on its way: one
+   * round trip sooner than {@link connect} then {@link lsRefs}. The early request assumes what
+   * git advertises for a SHA-1 repository (protocol v2, `ls-refs=unborn`, `object-format=sha1`),
+   * and its answer is used only when the advertisement makes {@link lsRefs} send that same request,
+   * byte for byte, to the same URL; otherwise, or when it failed (a 401 included: only the
+   * advertisement asks for credentials), it is dropped and `ls-refs` is sent again. A server that
+   * does not speak v2 fails as with {@link connect}. `refs` settles once the refs are known.
+   */
+  static async connectListingRefs(
+    http: SmartHttpClient,
+    prefixes: string[],
+  ): Promise<{ session: UploadPackSession; refs: Promise<RemoteRef[]> }> {
+    const base = http.baseUrl;
+    const assumed = new UploadPackSession(http, { capabilities: ASSUMED_CAPABILITIES });
+    const earlyRequest = assumed.#lsRefsRequest(prefixes);
+    const early = http.command(earlyRequest, { renew: false }).then(readLsRefs).catch(() => null);
+    let session: UploadPackSession;
+    try {
+      session = await UploadPackSession.connect(http);
+    } catch (error) {
+      await early;
+      throw error;
+    }
+    const refs = (async () => {
+      const same = http.baseUrl === base &&
+        capabilityValue(session.advertisement, "ls-refs") !== undefined &&
+        sameBytes(session.#lsRefsRequest(prefixes), earlyRequest);
+      if (!same) {
+        // Asked again at once; the early answer is still read to its end (and dropped).
+        return (await settleAll([early, session.lsRefs(prefixes)] as const))[1];
+      }
+      return await early ?? await session.lsRefs(prefixes);
+    })();
+    return { session, refs };
+  }
+
   /** Lists refs under `prefixes` with symref targets and peeled tags (and unborn HEAD). */
   async lsRefs(prefixes: string[]): Promise<RemoteRef[]> {
+    return readLsRefs(await this.http.command(this.#lsRefsRequest(prefixes)));
+  }
+
+  #lsRefsRequest(prefixes: string[]): Uint8Array<ArrayBuffer> {
     const lsRefs = capabilityValue(this.advertisement, "ls-refs");
     if (lsRefs === undefined) throw new ProtocolError("no-ls-refs", "server lacks ls-refs");
     const args = serializeLsRefsArgs({
@@ -79,21 +127,7 @@ export class UploadPackSession {
       refPrefixes: prefixes,
       other: [],
     });
-    const body = await this.http.command(this.#request("ls-refs", args));
-    const reader = new PktLineReader(body);
-    try {
-      const refs: RemoteRef[] = [];
-      for (;;) {
-        const pkt = await reader.read();
-        if (pkt?.type === "flush") return refs;
-        if (pkt?.type !== "data") {
-          throw new ProtocolError("bad-ls-refs", `ls-refs ended with ${pkt?.type ?? "EOF"}`);
-        }
-        refs.push(parseLsRefsLine(pktText(pkt)));
-      }
-    } finally {
-      await reader.cancel();
-    }
+    return this.#request("ls-refs", args);
   }
 
   /** Asks for `wants` with no haves (a clone) and returns the URIs and the inline pack. */
@@ -142,4 +176,26 @@ export class UploadPackSession {
     if (format !== undefined) capabilities.push(`object-format=${format}`);
     return serializeCommandRequest({ command, capabilities, args }) as Uint8Array<ArrayBuffer>;
   }
+}
+
+/** Reads an `ls-refs` answer up to its flush and releases the body. */
+async function readLsRefs(body: ReadableStream<Uint8Array>): Promise<RemoteRef[]> {
+  const reader = new PktLineReader(body);
+  try {
+    const refs: RemoteRef[] = [];
+    for (;;) {
+      const pkt = await reader.read();
+      if (pkt?.type === "flush") return refs;
+      if (pkt?.type !== "data") {
+        throw new ProtocolError("bad-ls-refs", `ls-refs ended with ${pkt?.type ?? "EOF"}`);
+      }
+      refs.push(parseLsRefsLine(pktText(pkt)));
+    }
+  } finally {
+    await reader.cancel();
+  }
+}
+
+function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
+  return a.byteLength === b.byteLength && a.every((byte, i) => byte === b[i]);
 }

@@ -2,15 +2,17 @@ import { assert, assertEquals, assertRejects } from "../support/assert.ts";
 import { clone } from "../../src/client/clone.ts";
 import { exitCodeFor } from "../../src/client/clone_cli.ts";
 import { AuthenticationError, CloneError } from "../../src/client/errors.ts";
+import { ProtocolError } from "../../src/git/errors.ts";
 import { git, GIT_ENV, gitBytes, tempDir } from "../support/git.ts";
 import { startOrigin } from "../support/origin.ts";
 import { assertSameClone } from "../support/fixtures.ts";
 import { startFileServer } from "../support/relay.ts";
+import { serveLoopback } from "../support/http_server.ts";
 import { SeededRandom } from "../support/random.ts";
 
 /** A work repository with two branches, an annotated and a lightweight tag, pushed to `bare`. */
-async function seedRepo(work: string, bare: string): Promise<void> {
-  await git(["init", "-q", "--initial-branch=main", work]);
+async function seedRepo(work: string, bare: string, objectFormat = "sha1"): Promise<void> {
+  await git(["init", "-q", "--initial-branch=main", `--object-format=${objectFormat}`, work]);
   const commit = async (file: string, text: string, message: string) => {
     await Deno.writeTextFile(`${work}/${file}`, text);
     await git(["add", file], { cwd: work });
@@ -265,6 +267,89 @@ Deno.test("clone of an empty repository, into a non-empty directory, and --branc
     CloneError,
   );
   assertEquals(await exists(`${dir.path}/t3`), false);
+});
+
+/**
+ * A loopback front for `origin` that logs each request as `GET info/refs` or `POST <command>` and
+ * each advertisement answer as `answered info/refs`. With `holdAdvertisement`, the advertisement's
+ * answer waits until an `ls-refs` request has arrived (at most 3 s); with `v0`, the `Git-Protocol`
+ * header is dropped, so the origin answers as a server without protocol v2.
+ */
+function startFront(origin: string, opts: { holdAdvertisement?: boolean; v0?: boolean } = {}) {
+  const log: string[] = [];
+  const lsRefsArrived = Promise.withResolvers<void>();
+  const server = serveLoopback(async (req) => {
+    const url = new URL(req.url);
+    const headers = new Headers(req.headers);
+    if (opts.v0) headers.delete("git-protocol");
+    const body = req.body ? new Uint8Array(await req.arrayBuffer()) : undefined;
+    const command = body ? /command=([a-z-]+)/.exec(new TextDecoder().decode(body))?.[1] : "";
+    const advertisement = url.pathname.endsWith("/info/refs");
+    log.push(advertisement ? "GET info/refs" : `POST ${command}`);
+    if (command === "ls-refs") lsRefsArrived.resolve();
+    let answer: Response;
+    let bytes: ArrayBuffer;
+    try {
+      answer = await fetch(`${origin}${url.pathname}${url.search}`, {
+        method: req.method,
+        headers,
+        body,
+      });
+      bytes = await answer.arrayBuffer();
+    } catch (error) {
+      return new Response(`front: ${error}\n`, { status: 502 });
+    }
+    if (advertisement && opts.holdAdvertisement) {
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const late = new Promise<void>((resolve) => timer = setTimeout(resolve, 3000));
+      await Promise.race([lsRefsArrived.promise, late]);
+      clearTimeout(timer);
+    }
+    if (advertisement) log.push("answered info/refs");
+    return new Response(bytes, { status: answer.status, headers: answer.headers });
+  });
+  return { url: server.url, log, [Symbol.asyncDispose]: server.stop };
+}
+
+Deno.test("clone sends ls-refs along with the capability request, and equals git clone", async () => {
+  await using dir = await tempDir();
+  await using origin = await startOrigin();
+  const bare = await origin.createBare("app.git");
+  await seedRepo(`${dir.path}/work`, bare);
+  await using front = startFront(origin.url, { holdAdvertisement: true });
+  const url = `${front.url}/app.git`;
+
+  await clone({ url, directory: `${dir.path}/ours` });
+  const at = (entry: string) => front.log.indexOf(entry);
+  assert(at("POST ls-refs") >= 0 && at("POST ls-refs") < at("answered info/refs"), `${front.log}`);
+  assertEquals(origin.stats.commands["ls-refs"], 1, "the early ls-refs answer was used");
+  await git(["clone", "-q", origin.repoUrl("app.git"), `${dir.path}/theirs`]);
+  await git(["remote", "set-url", "origin", url], { cwd: `${dir.path}/theirs` });
+  await assertSameAsGitClone(`${dir.path}/ours`, `${dir.path}/theirs`);
+});
+
+Deno.test("the early ls-refs is asked again when the advertisement differs (SHA-256), and a server without v2 fails as before", async () => {
+  await using dir = await tempDir();
+  await using origin = await startOrigin();
+  const bare = await origin.createBare("sha256.git", { objectFormat: "sha256" });
+  await seedRepo(`${dir.path}/work`, bare, "sha256");
+  const url = origin.repoUrl("sha256.git");
+  await clone({ url, directory: `${dir.path}/ours` });
+  assertEquals(origin.stats.commands["ls-refs"], 2, "sent early, then again for object-format");
+  await git(["clone", "-q", url, `${dir.path}/theirs`]);
+  await assertSameAsGitClone(`${dir.path}/ours`, `${dir.path}/theirs`);
+
+  await using v0 = startFront(origin.url, { v0: true });
+  const error = await assertRejects(
+    () => clone({ url: `${v0.url}/sha256.git`, directory: `${dir.path}/v0` }),
+    ProtocolError,
+  );
+  assert(error.message.includes("version 2"), error.message);
+  assert(
+    v0.log.includes("POST ls-refs"),
+    "the early ls-refs went out (and its failure is dropped)",
+  );
+  assertEquals(await exists(`${dir.path}/v0`), false, "the failed clone removed its directory");
 });
 
 async function exists(path: string): Promise<boolean> {
