@@ -7,6 +7,7 @@ import type { SnapshotStatus } from "../../../src/proxy/deps.ts";
 import { assertSameClone, makeRepo } from "../../support/fixtures.ts";
 import { git, spawnGit, tempDir } from "../../support/git.ts";
 import { startOrigin } from "../../support/origin.ts";
+import { startRelay } from "../../support/relay.ts";
 import { listBucket, MINIFLARE_LEAKS, startWorkerEdge } from "./worker_harness.ts";
 
 /** Clones `url` into `dest` with `-c` options; returns git's stderr (trace output included). */
@@ -149,7 +150,7 @@ Deno.test({
       if (s.pending && s.pending.packsWritten >= 1) break;
       await new Promise((r) => setTimeout(r, 20));
     }
-    await first.stop();
+    await first.kill();
     await warm;
   }
   // A new workerd over the same storage: the armed alarm carries the build on.
@@ -171,6 +172,69 @@ Deno.test({
 
   const dest = `${dir.path}/clone`;
   const trace = await cloneTraced(`${second.url}/team/steps.git`, dest, [
+    "fetch.uriProtocols=http",
+  ]);
+  assertEquals(trace.split("run_command: git http-fetch ").length - 1, 3, "three packs by URI");
+  await git(["clone", "-q", repo.url, `${dir.path}/direct`]);
+  await assertSameClone(`${dir.path}/direct`, dest);
+});
+
+// Opts out of the sanitizers: Miniflare leaks on dispose (see MINIFLARE_LEAKS).
+Deno.test({
+  name: "a Worker build killed inside its fetch step starts over and publishes nothing partial",
+  ...MINIFLARE_LEAKS,
+}, async () => {
+  await using origin = await startOrigin();
+  const repo = await makeRepo(origin, "team/cut.git", { commits: 12, binaryBytes: 12 << 20 });
+  // The origin's pack arrives at 4 MB/s, so the fetch step is still running when segments exist.
+  await using slow = await startRelay(origin.url, { bytesPerSecond: 4_000_000 });
+  await using dir = await tempDir();
+  const options = {
+    config: { origin: slow.url, chunks: 3 },
+    vars: { R2_PART_MIB: "5" },
+    persistDir: `${dir.path}/state`,
+  };
+  const status = async (url: string) =>
+    (await edgeJson(`${url}/_edge/status/team/cut.git`)).snapshot;
+  const temporary = async (worker: Parameters<typeof listBucket>[0]) =>
+    (await listBucket(worker, "repos/")).filter((k) => k.includes("/tmp/"));
+
+  {
+    await using first = await startWorkerEdge(options);
+    const warm = fetch(`${first.url}/_edge/warm/team/cut.git`, { method: "POST" })
+      .then((res) => res.body?.cancel(), () => {});
+    for (let i = 0; (await temporary(first)).length === 0; i++) {
+      assert(i < 1500, "a segment of the origin's pack reaches R2");
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    const during = await status(first.url);
+    assertEquals(during.pending ?? null, null, "still inside the first invocation's fetch step");
+    // A hard kill: no catch block inside the Worker gets to clean up.
+    await first.kill();
+    await warm;
+  }
+  await using second = await startWorkerEdge(options);
+  assert((await temporary(second)).length > 0, "the kill left the fetch step's segments behind");
+  const before = await status(second.url);
+  assert(before.state !== "ready", `nothing published: ${JSON.stringify(before)}`);
+  assertEquals(before.pending ?? null, null, "no step was recorded, so none is carried on");
+
+  const warm = await fetch(`${second.url}/_edge/warm/team/cut.git`, { method: "POST" });
+  assertEquals(warm.status, 200, await warm.text());
+  let after = await status(second.url);
+  for (let i = 0; after.state !== "ready"; i++) {
+    assert(i < 3000, `the new build publishes: ${JSON.stringify(after)}`);
+    await new Promise((r) => setTimeout(r, 20));
+    after = await status(second.url);
+  }
+  assertEquals(after.lastError, null);
+  assertEquals(after.packs.length, 3);
+  assertEquals(await temporary(second), [], "the killed build's segments were removed");
+  const packKeys = (await listBucket(second, "repos/")).filter((k) => k.endsWith(".pack"));
+  assertEquals(packKeys.length, 3, `only the published packs: ${packKeys.join(" ")}`);
+
+  const dest = `${dir.path}/clone`;
+  const trace = await cloneTraced(`${second.url}/team/cut.git`, dest, [
     "fetch.uriProtocols=http",
   ]);
   assertEquals(trace.split("run_command: git http-fetch ").length - 1, 3, "three packs by URI");

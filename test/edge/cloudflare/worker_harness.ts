@@ -84,6 +84,11 @@ export interface RunningWorker extends AsyncDisposable {
   miniflare: Miniflare;
   /** Disposes workerd and the bundle; idempotent. */
   stop(): Promise<void>;
+  /**
+   * SIGKILLs the workerd process serving `url` (no cleanup runs inside the Worker: a crash or an
+   * eviction), then disposes the rest like {@link stop}.
+   */
+  kill(): Promise<void>;
 }
 
 /** Bundles and starts a Worker on 127.0.0.1 with a free port. */
@@ -131,10 +136,19 @@ export async function startWorker(opts: StartWorkerOptions): Promise<RunningWork
     let stopped: Promise<void> | null = null;
     const stop = () =>
       stopped ??= miniflare.dispose().finally(() => Deno.remove(dir, { recursive: true }));
+    const kill = async () => {
+      const pid = await listeningPid(Number(ready.port));
+      if (pid === undefined) throw new Error(`no workerd process listens on ${ready.origin}`);
+      Deno.kill(pid, "SIGKILL");
+      await stop().catch(
+        () => {/* workerd is gone: disposing it may fail, the bundle is removed */},
+      );
+    };
     return {
       url: ready.origin,
       miniflare,
       stop,
+      kill,
       [Symbol.asyncDispose]: stop,
     };
   } catch (error) {
@@ -265,4 +279,37 @@ export async function listBucket(worker: RunningWorker, prefix: string): Promise
  */
 export async function packsBucket(worker: RunningWorker): Promise<R2Bucket> {
   return await worker.miniflare.getR2Bucket("PACKS") as unknown as R2Bucket;
+}
+
+/** The workerd process listening on TCP `port` (from /proc: the socket's inode among its fds). */
+async function listeningPid(port: number): Promise<number | undefined> {
+  const inodes = new Set<string>();
+  for (const table of ["/proc/net/tcp", "/proc/net/tcp6"]) {
+    const text = await Deno.readTextFile(table).catch(() => "");
+    for (const line of text.split("\n").slice(1)) {
+      const fields = line.trim().split(/\s+/);
+      // local address `HEXIP:HEXPORT`, state 0A = LISTEN, inode in column 10
+      if (fields.length > 9 && fields[3] === "0A" && fields[1].endsWith(`:${hex4(port)}`)) {
+        inodes.add(`socket:[${fields[9]}]`);
+      }
+    }
+  }
+  for await (const proc of Deno.readDir("/proc")) {
+    if (!/^\d+$/.test(proc.name)) continue;
+    const comm = await Deno.readTextFile(`/proc/${proc.name}/comm`).catch(() => "");
+    if (comm.trim() !== "workerd") continue;
+    try {
+      for await (const fd of Deno.readDir(`/proc/${proc.name}/fd`)) {
+        const target = await Deno.readLink(`/proc/${proc.name}/fd/${fd.name}`).catch(() => "");
+        if (inodes.has(target)) return Number(proc.name);
+      }
+    } catch {
+      // the process exited meanwhile
+    }
+  }
+  return undefined;
+}
+
+function hex4(port: number): string {
+  return port.toString(16).toUpperCase().padStart(4, "0");
 }
