@@ -186,8 +186,11 @@ Deno.test({
 }, async () => {
   await using origin = await startOrigin();
   const repo = await makeRepo(origin, "team/cut.git", { commits: 12, binaryBytes: 12 << 20 });
-  // The origin's pack arrives at 4 MB/s, so the fetch step is still running when segments exist.
-  await using slow = await startRelay(origin.url, { bytesPerSecond: 4_000_000 });
+  // The origin's pack stops after 6 MiB (a whole segment, R2_PART_MIB is 5) until the kill, so the
+  // fetch step is still running whatever the machine's load.
+  await using slow = await startRelay(origin.url, {
+    faults: { "*": { kind: "stall", afterBytes: 6 << 20, ms: 600_000, times: 1_000 } },
+  });
   await using dir = await tempDir();
   const options = {
     config: { origin: slow.url, chunks: 3 },
@@ -213,6 +216,7 @@ Deno.test({
     await first.kill();
     await warm;
   }
+  slow.setFaults({});
   await using second = await startWorkerEdge(options);
   assert((await temporary(second)).length > 0, "the kill left the fetch step's segments behind");
   const before = await status(second.url);
