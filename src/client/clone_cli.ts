@@ -6,6 +6,7 @@ import {
   AuthenticationError,
   CloneError,
   ConnectivityError,
+  EdgeIndexError,
   HttpStatusError,
   IndexPackError,
   NetworkError,
@@ -15,7 +16,6 @@ import {
   VerificationError,
 } from "./errors.ts";
 import { ProgressView } from "./progress_view.ts";
-import { EdgeIndexError } from "./edge_index.ts";
 import { redactUrl } from "./redact.ts";
 
 /** Exit codes of `gitedge clone` (a stable interface). */

@@ -17,22 +17,15 @@
  */
 import { createHash } from "node:crypto";
 import type { PackfileUri } from "../git/packfile_uris.ts";
-import { VerificationError } from "./errors.ts";
+import { EdgeIndexError, VerificationError } from "./errors.ts";
 import { IdleWatchdog } from "./idle_watchdog.ts";
 import {
   downloadPackfile,
   type DownloadSettings,
   type PackfileResult,
 } from "./packfile_download.ts";
-import { redactUrl } from "./redact.ts";
 
-/** The index the edge sent does not fit its pack (or the pack is not the announced one). */
-export class EdgeIndexError extends Error {
-  override name = "EdgeIndexError";
-  constructor(readonly uri: string, detail: string) {
-    super(`the pack index the edge sent for ${redactUrl(uri)} was refused: ${detail}`);
-  }
-}
+export { EdgeIndexError } from "./errors.ts";
 
 /** The URL of the index of the pack at `packUri`: the path's `.pack` becomes `.idx`, query kept. */
 export function indexUrlOf(packUri: string): string | null {

@@ -50,6 +50,18 @@ export class IndexPackError extends Error {
   }
 }
 
+/**
+ * The index the edge sent does not fit its pack (or the pack is not the announced one). Lives here,
+ * not in `edge_index.ts`, so that naming it does not load that module (and `node:crypto`, ~25 ms
+ * of each CLI start).
+ */
+export class EdgeIndexError extends Error {
+  override name = "EdgeIndexError";
+  constructor(readonly uri: string, detail: string) {
+    super(`the pack index the edge sent for ${redactUrl(uri)} was refused: ${detail}`);
+  }
+}
+
 /** A pack was indexed but its checksum is not the one the server advertised. */
 export class VerificationError extends Error {
   override name = "VerificationError";

@@ -6,7 +6,6 @@ import { isObjectId } from "../git/object_id.ts";
 import type { PackfileUri } from "../git/packfile_uris.ts";
 import { downloadPackfile, type PackfileResult } from "./packfile_download.ts";
 import { runPool } from "./pool.ts";
-import { downloadWithEdgeIndex } from "./edge_index.ts";
 import type { ProgressEvent } from "./progress.ts";
 
 /** Options for {@link fetchPackfiles}. */
@@ -62,7 +61,10 @@ export async function fetchPackfiles(
     onProgress: options.onProgress ?? (() => {}),
     fetch: options.fetch ?? fetch,
   };
-  const download = options.trustEdgeIndex ? downloadWithEdgeIndex : downloadPackfile;
+  // Loaded only when asked for: it brings node:crypto, whose start-up costs every clone ~25 ms.
+  const download = options.trustEdgeIndex
+    ? (await import("./edge_index.ts")).downloadWithEdgeIndex
+    : downloadPackfile;
   const tasks = uris.map((entry) => (signal: AbortSignal) => download(entry, settings, signal));
   return await runPool(tasks, {
     concurrency: resolveJobs(options.jobs, uris.length),
