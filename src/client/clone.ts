@@ -15,7 +15,13 @@ import type { PackfileUri } from "../git/packfile_uris.ts";
 import type { PackfileResult } from "./packfile_download.ts";
 import type { ProgressEvent } from "./progress.ts";
 import { SmartHttpClient } from "./smart_http.ts";
-import { checkConnectivity, detachHead, prepareRepository, writeRefs } from "./repo_setup.ts";
+import {
+  checkConnectivity,
+  checkOut,
+  detachHead,
+  prepareRepository,
+  writeRefs,
+} from "./repo_setup.ts";
 import { UploadPackSession } from "./upload_pack.ts";
 
 export { defaultDirectory } from "./clone_target.ts";
@@ -133,15 +139,17 @@ async function cloneInto(
       return h;
     }),
   ]);
-  // The connectivity check and writing refs/checkout are independent; a failure of either
-  // fails the clone (and the directory is removed).
+  // The connectivity check, writing refs and the checkout (of a commit, not of HEAD) are
+  // independent: all three run at once; a failure of any fails the clone (the directory goes).
   const finish = async () => {
-    await writeRefs(gitDir, refs, bare, checkout);
-    if (checkout.ref === null && checkout.oid !== null) await detachHead(gitDir, checkout.oid);
-    if (!bare && checkout.oid !== null) {
-      options.progress?.phase("Checking out");
-      await runGit(["reset", "-q", "--hard"], { cwd: directory });
-    }
+    const checkingOut = !bare && checkout.oid !== null;
+    if (checkingOut) options.progress?.phase("Checking out");
+    await settleAll<[void, void]>([
+      writeRefs(gitDir, refs, bare, checkout).then(async () => {
+        if (checkout.ref === null && checkout.oid !== null) await detachHead(gitDir, checkout.oid);
+      }),
+      checkingOut ? checkOut(directory, checkout.oid!) : Promise.resolve(),
+    ]);
     mark("finish");
   };
   if (wants.length > 0) options.progress?.phase("Checking connectivity");

@@ -70,6 +70,17 @@ export async function detachHead(gitDir: string, oid: string): Promise<void> {
   await runGit(["update-ref", "--no-deref", "HEAD", oid], { gitDir });
 }
 
+/**
+ * Fills the index and work tree of the repository at `directory` from commit `oid`, refs left
+ * alone (so it runs alongside writing them). Parallel checkout (`checkout.workers`, one per core)
+ * for trees of at least `checkout.thresholdForParallelism` (100) files, as git clone could.
+ */
+export async function checkOut(directory: string, oid: string): Promise<void> {
+  await runGit(["-c", "checkout.workers=0", "read-tree", "-u", "--reset", oid], {
+    cwd: directory,
+  });
+}
+
 /** `remote.origin.url`, plus git's default fetch refspec for non-bare clones. */
 async function configureRemote(gitDir: string, url: string, bare: boolean): Promise<void> {
   await runGit(["config", "remote.origin.url", url], { gitDir });
