@@ -60,6 +60,8 @@ interface Timing {
   reported?: number;
   /** The CLI's step end times (`--json` `phases`); absent for stock git. */
   phases?: Record<string, number>;
+  /** Seconds from the CLI's runtime start to its clone's start (`--json` `startedAt`). */
+  startedAt?: number;
 }
 
 /** The benchmark found a client not doing what it is measured for. */
@@ -97,7 +99,12 @@ function gitedge(jobs: number): Competitor {
           `gitedge fetched ${summary.packs.length} URIs, expected ${packs}`,
         );
       }
-      return { wall: elapsed, reported: summary.seconds, phases: summary.phases };
+      return {
+        wall: elapsed,
+        reported: summary.seconds,
+        phases: summary.phases,
+        startedAt: summary.startedAt,
+      };
     },
   };
 }
@@ -112,7 +119,10 @@ export interface ScenarioResult {
   packSizes: number[];
   /** The relay's cap, if any. */
   bytesPerSecond?: number;
-  /** Per gitedge jobs count: median end time of each clone step, plus `process` (start-up). */
+  /**
+   * Per gitedge jobs count: median end time of each clone step, plus `process` (the process's wall
+   * time outside the clone) and `startup` (of that, the runtime's start to the clone's).
+   */
   phases: Record<number, Record<string, number>>;
 }
 
@@ -175,6 +185,7 @@ async function runScenario(scenario: EdgeScenario, runs: number): Promise<Scenar
       const table: Record<string, number> = {};
       for (const name of names) table[name] = medianOf(timings[i].map((t) => t.phases![name]));
       table.process = medianOf(timings[i].map((t) => t.wall - (t.reported ?? t.wall)));
+      table.startup = medianOf(timings[i].map((t) => t.startedAt ?? NaN));
       phases[c.jobs] = table;
     });
     return {
@@ -265,12 +276,12 @@ if (import.meta.main) {
   console.log("\ngitedge clone steps: median end time of each, s since the clone started");
   for (const r of results) {
     for (const [jobs, table] of Object.entries(r.phases)) {
-      const steps = Object.entries(table).filter(([k]) => k !== "process")
+      const steps = Object.entries(table).filter(([k]) => k !== "process" && k !== "startup")
         .sort((a, b) => a[1] - b[1]).map(([k, v]) => `${k} ${v.toFixed(3)}`).join(", ");
       console.log(
         `${r.rows[0].scenario}, jobs ${jobs}: ${steps}; process start-up and exit ${
           table.process.toFixed(3)
-        }`,
+        } (runtime start to clone start ${table.startup.toFixed(3)})`,
       );
     }
   }

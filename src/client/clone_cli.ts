@@ -150,6 +150,8 @@ export async function cloneMain(args: string[]): Promise<number> {
   const onInterrupt = () => interrupt.abort(new CloneError("interrupted"));
   Deno.addSignalListener("SIGINT", onInterrupt);
   try {
+    // Seconds from the runtime's time origin to here: Deno's start-up and module loading.
+    const startedAt = performance.now() / 1000;
     const summary = await clone({
       url: options.url,
       directory: options.directory,
@@ -163,7 +165,7 @@ export async function cloneMain(args: string[]): Promise<number> {
       trustEdgeIndex: options.trustEdgeIndex,
     });
     view?.finish();
-    if (options.json) console.log(JSON.stringify(jsonSummary(summary)));
+    if (options.json) console.log(JSON.stringify(jsonSummary(summary, startedAt)));
     else if (view) console.error(`Cloned into '${summary.directory}'.`);
     return EXIT.ok;
   } catch (error) {
@@ -175,13 +177,17 @@ export async function cloneMain(args: string[]): Promise<number> {
   }
 }
 
-/** The `--json` document. */
-export function jsonSummary(summary: CloneSummary) {
+/**
+ * The `--json` document; `startedAt` (when given) is the seconds from the runtime's time origin to
+ * the clone's start: Deno's own start-up and module loading.
+ */
+export function jsonSummary(summary: CloneSummary, startedAt?: number) {
   return {
     directory: summary.directory,
     bytesInline: summary.bytesInline,
     bytesByUri: summary.bytesByUri,
     seconds: round(summary.seconds),
+    ...(startedAt === undefined ? {} : { startedAt: round(startedAt) }),
     phases: summary.phases,
     packs: summary.packs.map((p) => ({
       hash: p.hash,

@@ -29,6 +29,8 @@ export interface CloneJson {
   bytesInline: number;
   bytesByUri: number;
   seconds: number;
+  /** Seconds from the Deno runtime's start to the clone's (start-up and module loading). */
+  startedAt?: number;
   /** When each step of the clone ended, seconds since it started (see `CloneSummary.phases`). */
   phases?: Record<string, number>;
   packs: { hash: string; bytes: number; seconds: number; retries: number }[];
