@@ -8,7 +8,9 @@
  *   - stock git through the edge with packfile URIs (it indexes the packs one after another);
  *   - `gitedge clone --jobs 8`;
  *   - `gitedge clone --jobs 8 --trust-edge-index` (the edge runs with `--pack-indexes on`: it
- *     keeps each pack's `.idx`, and this client checks checksums instead of running index-pack).
+ *     keeps each pack's `.idx`, and this client checks checksums instead of running index-pack);
+ *   - `gitedge clone --jobs 8` with its connectivity check as one walk (`GITEDGE_CONNECTIVITY_WALKS=1`, git's way)
+ *     instead of one per core.
  * The floor, measured in the same run on the same snapshot packs (copied from the edge's store):
  * `git index-pack` of every pack at once (every core busy) plus the connectivity walk
  * (`git rev-list --objects --all`); and the sequential floor (packs indexed one after another,
@@ -16,7 +18,8 @@
  *
  *   deno run -A bench/warm_floor.ts [--runs 1] [--chunks 4] [--bundle PATH] [--repo git|big]
  *
- * Each figure is printed with the load average when it ended (other work may share the machine).
+ * Each figure is printed with the load average when it ended (other work may share the machine),
+ * and each clone with the CPU seconds of the client (with its gits) and of the edge serving it.
  * The edge's index build time is the time from the last snapshot pack written to the last index.
  */
 import { git, tempDir } from "../test/support/git.ts";
@@ -59,6 +62,12 @@ const OBJECTS = Number(/in-pack: (\d+)/.exec(counts)![1]);
 const PACK_MB = Number(/size-pack: (\d+)/.exec(counts)![1]) * 1024 / 1e6;
 const NAME = REPO === "big" ? "the generated git.git-sized repository" : "git v2.0.0";
 console.log(`repository: ${NAME}, ${OBJECTS} objects, ${PACK_MB.toFixed(0)} MB of packs`);
+/** User + system CPU seconds of this process's reaped children (the clients and their gits). */
+const childCpu = async () => {
+  const stat = await Deno.readTextFile("/proc/self/stat");
+  const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return (Number(f[13]) + Number(f[14])) / 100;
+};
 const loadavg = async () =>
   (await Deno.readTextFile("/proc/loadavg")).split(" ").slice(0, 3).join(" ");
 const origin = await spawnOrigin(root);
@@ -137,6 +146,22 @@ try {
         console.log(`  trusted clone phases (s since start): ${JSON.stringify(summary.phases)}`);
       },
     ],
+    [
+      // The connectivity check as one walk (git's way), against the default (one per core).
+      "gitedge clone, 1 walk",
+      async () => {
+        Deno.env.set("GITEDGE_CONNECTIVITY_WALKS", "1");
+        try {
+          const summary = await cloneJson(
+            ["--bare", "--jobs", "8", `${edge.url}/git.git`, dir()],
+            Deno.cwd(),
+          );
+          console.log(`  1-walk clone phases (s since start): ${JSON.stringify(summary.phases)}`);
+        } finally {
+          Deno.env.delete("GITEDGE_CONNECTIVITY_WALKS");
+        }
+      },
+    ],
   ].map(([label, run]) => [label as string, () => timed(run as () => Promise<unknown>)]);
 
   /** The floor: index the snapshot packs (all at once, or one by one), then the walk. */
@@ -149,6 +174,7 @@ try {
       return file;
     }));
     const index = (f: string) => git(["index-pack", f], { cwd: repo });
+    const cpu0 = await childCpu();
     const indexing = await timed(async () => {
       if (parallel) await Promise.all(files.map(index));
       else for (const f of files) await index(f);
@@ -158,14 +184,16 @@ try {
       cwd: repo,
       stdin: new TextEncoder().encode(refs.join("\n") + "\n"),
     });
+    const indexCpu = await childCpu() - cpu0;
     const walk = await timed(() =>
       git(["rev-list", "--objects", "--all", "--quiet"], { cwd: repo })
     );
-    return { indexing, walk };
+    return { indexing, walk, indexCpu };
   };
 
   const wall: Record<string, number[]> = {};
   const bytes: Record<string, number[]> = {};
+  const cpu: Record<string, number[]> = {};
   const floors = {
     parallel: [] as number[],
     sequential: [] as number[],
@@ -177,10 +205,17 @@ try {
     const order = r % 2 === 0 ? competitors : [...competitors].reverse();
     for (const [label, run] of order) {
       await origin.reset();
+      const [client0, edge0] = [await childCpu(), await edge.cpuSeconds()];
       const s = await run();
+      const client = await childCpu() - client0, edgeCpu = await edge.cpuSeconds() - edge0;
       (wall[label] ??= []).push(s);
+      (cpu[label] ??= []).push(client);
       (bytes[label] ??= []).push((await origin.stats()).bytesOut);
-      console.log(`  run ${r + 1} ${label}: ${s.toFixed(2)} s; load ${await loadavg()}`);
+      console.log(
+        `  run ${r + 1} ${label}: ${s.toFixed(2)} s; CPU: client and its gits ${
+          client.toFixed(2)
+        } s, edge ${edgeCpu.toFixed(2)} s; load ${await loadavg()}`,
+      );
     }
     const p = await floor(true);
     const q = await floor(false);
@@ -192,7 +227,9 @@ try {
     console.log(
       `  run ${r + 1} floor: index-pack all at once ${p.indexing.toFixed(2)} s, one by one ${
         q.indexing.toFixed(2)
-      } s, rev-list --objects ${p.walk.toFixed(2)} s; load ${await loadavg()}`,
+      } s, rev-list --objects ${p.walk.toFixed(2)} s; index-pack CPU ${
+        p.indexCpu.toFixed(2)
+      } s; load ${await loadavg()}`,
     );
   }
   console.log(`\nwarm clones of ${NAME} (bare), ${RUNS} run(s), medians; load ${await loadavg()}`);
@@ -216,7 +253,9 @@ try {
         (w / f).toFixed(2)
       }x (${((w / f - 1) * 100).toFixed(0)}% over)  origin bytes ${
         (median(bytes[label]) / 1e6).toFixed(3)
-      } MB (${(median(bytes[label]) / median(bytes["direct git clone"]) * 100).toFixed(3)}%)`,
+      } MB (${(median(bytes[label]) / median(bytes["direct git clone"]) * 100).toFixed(3)}%)  CPU ${
+        median(cpu[label]).toFixed(2)
+      } s`,
     );
   }
   const usual = median(wall["gitedge clone -j8"]);

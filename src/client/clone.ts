@@ -15,13 +15,8 @@ import type { PackfileUri } from "../git/packfile_uris.ts";
 import type { PackfileResult } from "./packfile_download.ts";
 import type { ProgressEvent } from "./progress.ts";
 import { SmartHttpClient } from "./smart_http.ts";
-import {
-  checkConnectivity,
-  checkOut,
-  detachHead,
-  prepareRepository,
-  writeRefs,
-} from "./repo_setup.ts";
+import { checkConnectivity } from "./connectivity.ts";
+import { checkOut, detachHead, prepareRepository, writeRefs } from "./repo_setup.ts";
 import { UploadPackSession } from "./upload_pack.ts";
 
 export { defaultDirectory } from "./clone_target.ts";
@@ -155,7 +150,8 @@ async function cloneInto(
   if (wants.length > 0) options.progress?.phase("Checking connectivity");
   await settleAll<[void, void]>([
     wants.length > 0
-      ? checkConnectivity(gitDir, wants).then(() => mark("connectivity"))
+      ? checkConnectivity(gitDir, wants, { packBytes: received.bytesInline + received.bytesByUri })
+        .then(() => mark("connectivity"))
       : Promise.resolve(),
     finish(),
   ]);

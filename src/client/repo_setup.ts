@@ -1,24 +1,10 @@
 /**
- * Finishing a cloned repository the way `git clone` does: the connectivity check, remote-tracking
- * refs and tags, the `origin` remote, HEAD and `origin/HEAD`.
+ * Finishing a cloned repository the way `git clone` does: remote-tracking refs and tags, the
+ * `origin` remote, HEAD and `origin/HEAD` (the connectivity check is in `connectivity.ts`).
  */
 import type { Checkout } from "./checkout.ts";
-import { ConnectivityError, GitProcessError } from "./errors.ts";
 import { runGit } from "./git_command.ts";
 import type { RemoteRef } from "./upload_pack.ts";
-
-/** Every wanted object and everything it reaches must be present. */
-export async function checkConnectivity(gitDir: string, wants: string[]): Promise<void> {
-  try {
-    await runGit(["rev-list", "--objects", "--quiet", "--stdin"], {
-      gitDir,
-      stdin: wants.join("\n") + "\n",
-    });
-  } catch (error) {
-    if (error instanceof GitProcessError) throw new ConnectivityError(error.stderr);
-    throw error;
-  }
-}
 
 /**
  * Branches as remote-tracking refs (or as local branches when bare), tags as tags, and the local
