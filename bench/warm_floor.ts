@@ -249,7 +249,7 @@ try {
     const w = median(wall[label]);
     const f = label.startsWith("stock") ? fs : fp;
     console.log(
-      `${label.padEnd(20)} ${w.toFixed(2)} s  vs direct ${(direct / w).toFixed(2)}x  vs its floor ${
+      `${label.padEnd(21)} ${w.toFixed(2)} s  vs direct ${(direct / w).toFixed(2)}x  vs its floor ${
         (w / f).toFixed(2)
       }x (${((w / f - 1) * 100).toFixed(0)}% over)  origin bytes ${
         (median(bytes[label]) / 1e6).toFixed(3)
