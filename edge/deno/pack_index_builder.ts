@@ -31,12 +31,35 @@ export async function requireGit(git = "git"): Promise<void> {
   );
 }
 
+/** Options of {@link gitPackIndexBuilder}. */
+export interface GitPackIndexOptions {
+  /** The git to run (default `git` from `PATH`). */
+  git?: string;
+  /**
+   * How long one index may take: this many ms plus {@link PER_MIB_MS} per MiB of pack (default
+   * 60 s). Beyond, index-pack is killed and the build fails, rather than holding the
+   * repository's single build forever.
+   */
+  timeoutMs?: number;
+}
+
+/** Time allowed per MiB of pack on top of the base timeout (index-pack does ≈ 20 MiB/s here). */
+export const PER_MIB_MS = 1000;
+
 /** The index builder for packs of `store`. */
-export function gitPackIndexBuilder(store: FsPackStore, git = "git"): PackIndexBuilder {
+export function gitPackIndexBuilder(
+  store: FsPackStore,
+  opts: GitPackIndexOptions = {},
+): PackIndexBuilder {
+  const git = opts.git ?? "git";
+  const baseMs = opts.timeoutMs ?? 60_000;
   return async (packKey, indexKey, objectFormat) => {
     const dir = await Deno.makeTempDir({ prefix: "gitedge-idx-" });
     try {
       const idx = `${dir}/pack.idx`;
+      const size = (await store.head(packKey))?.size ?? 0;
+      const limitMs = baseMs + PER_MIB_MS * Math.ceil(size / (1 << 20));
+      const signal = AbortSignal.timeout(limitMs);
       const { success, stderr } = await new Deno.Command(git, {
         // No repository needed: index-pack reads the pack file and writes only `-o`
         // (`--no-rev-index`: no `.rev` beside the stored pack).
@@ -53,7 +76,11 @@ export function gitPackIndexBuilder(store: FsPackStore, git = "git"): PackIndexB
         stdin: "null",
         stdout: "null",
         stderr: "piped",
+        signal,
       }).output();
+      if (signal.aborted) {
+        throw new Error(`git index-pack of ${packKey} took over ${limitMs} ms; killed`);
+      }
       if (!success) {
         const message = new TextDecoder().decode(stderr).trim();
         throw new Error(`git index-pack of ${packKey} failed: ${message}`);
