@@ -20,6 +20,22 @@ async function cloneTraced(url: string, dest: string, config: string[] = []): Pr
   return stderr;
 }
 
+/**
+ * Stock git clones `edgeUrl` with packfile URIs into `work`/clone, fetching `packs` of them by URI,
+ * and the clone equals a direct clone of `originUrl`.
+ */
+async function assertClonesByUri(
+  edgeUrl: string,
+  originUrl: string,
+  work: string,
+  packs: number,
+): Promise<void> {
+  const trace = await cloneTraced(edgeUrl, `${work}/clone`, ["fetch.uriProtocols=http"]);
+  assertEquals(trace.split("run_command: git http-fetch ").length - 1, packs, "packs by URI");
+  await git(["clone", "-q", originUrl, `${work}/direct`]);
+  await assertSameClone(`${work}/direct`, `${work}/clone`);
+}
+
 /** The fulfilled values; throws the first rejection. */
 function valuesOf<T>(results: PromiseSettledResult<T>[]): T[] {
   return results.map((r) => {
@@ -170,13 +186,7 @@ Deno.test({
   const keys = await listBucket(second, "repos/");
   assertEquals(keys.filter((k) => k.includes("/tmp/")), [], "temporary objects removed");
 
-  const dest = `${dir.path}/clone`;
-  const trace = await cloneTraced(`${second.url}/team/steps.git`, dest, [
-    "fetch.uriProtocols=http",
-  ]);
-  assertEquals(trace.split("run_command: git http-fetch ").length - 1, 3, "three packs by URI");
-  await git(["clone", "-q", repo.url, `${dir.path}/direct`]);
-  await assertSameClone(`${dir.path}/direct`, dest);
+  await assertClonesByUri(`${second.url}/team/steps.git`, repo.url, dir.path, 3);
 });
 
 // Opts out of the sanitizers: Miniflare leaks on dispose (see MINIFLARE_LEAKS).
@@ -237,11 +247,5 @@ Deno.test({
   const packKeys = (await listBucket(second, "repos/")).filter((k) => k.endsWith(".pack"));
   assertEquals(packKeys.length, 3, `only the published packs: ${packKeys.join(" ")}`);
 
-  const dest = `${dir.path}/clone`;
-  const trace = await cloneTraced(`${second.url}/team/cut.git`, dest, [
-    "fetch.uriProtocols=http",
-  ]);
-  assertEquals(trace.split("run_command: git http-fetch ").length - 1, 3, "three packs by URI");
-  await git(["clone", "-q", repo.url, `${dir.path}/direct`]);
-  await assertSameClone(`${dir.path}/direct`, dest);
+  await assertClonesByUri(`${second.url}/team/cut.git`, repo.url, dir.path, 3);
 });
