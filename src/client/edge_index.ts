@@ -16,9 +16,11 @@
  * {@link EdgeIndexError} naming the URI, and nothing stays staged.
  */
 import { createHash } from "node:crypto";
+import { concat } from "../git/pktline.ts";
 import type { PackfileUri } from "../git/packfile_uris.ts";
 import { EdgeIndexError, VerificationError } from "./errors.ts";
 import { IdleWatchdog } from "./idle_watchdog.ts";
+import { removeIfPresent } from "./index_pack.ts";
 import {
   downloadPackfile,
   type DownloadSettings,
@@ -195,7 +197,7 @@ async function stagePack(
         hasher.update(chunk.subarray(0, chunk.byteLength - hashBytes));
         tail = chunk.slice(chunk.byteLength - hashBytes);
       } else {
-        const joined = concat(tail, chunk);
+        const joined = concat([tail, chunk]);
         const cut = Math.max(0, joined.byteLength - hashBytes);
         hasher.update(joined.subarray(0, cut));
         tail = joined.slice(cut);
@@ -297,19 +299,7 @@ function compare(bytes: Uint8Array, a: number, b: number, length: number): numbe
   return 0;
 }
 
-function concat(a: Uint8Array, b: Uint8Array): Uint8Array {
-  const out = new Uint8Array(a.byteLength + b.byteLength);
-  out.set(a);
-  out.set(b, a.byteLength);
-  return out;
-}
-
+/** Lower-case hex (kept here: an npm import would load npm resolution into every clone's start). */
 function toHex(bytes: Uint8Array): string {
   return Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
-}
-
-async function removeIfPresent(path: string): Promise<void> {
-  await Deno.remove(path).catch((error) => {
-    if (!(error instanceof Deno.errors.NotFound)) throw error;
-  });
 }

@@ -152,7 +152,7 @@ export class PackIndexer {
 }
 
 /** Removes a file, treating "already gone" as success. */
-async function removeIfPresent(path: string): Promise<void> {
+export async function removeIfPresent(path: string): Promise<void> {
   try {
     await Deno.remove(path);
   } catch (error) {
