@@ -1,6 +1,6 @@
 /**
  * The seed patch's scenarios (`fetch.packfileURIThreads`) through the real edge, whole clones end
- * to end (the seed itself is not run here, so its own figures are not comparable and not quoted):
+ * to end:
  *
  *   - "2 MB/s, 8×1 MiB": a repository of 8 MiB of random blobs, warmed into 8 snapshot packs;
  *     clients clone through a relay capped at 2 MB/s per connection, which is also the edge's
@@ -8,11 +8,16 @@
  *     `git -c fetch.uriProtocols=http clone`, `gitedge clone --jobs 1|2|4|8`.
  *   - "unthrottled, 8×16 MiB": 128 MiB in 8 packs, straight from the edge; stock git, jobs 1, 8.
  *
+ * With `--seed-git PATH` (a git built with the seed patch: `bench/seed_git.sh` builds one and
+ * prints its path), that git is a competitor too, in both scenarios, side by side in the same
+ * rounds: `git -c fetch.uriProtocols=http -c fetch.packfileURIThreads=1|8 clone`, checked like
+ * stock git (its GIT_TRACE must show one `http-fetch` per snapshot pack).
+ *
  * Every competitor runs as its own process (git, or the gitedge CLI under `deno run`, so CLI
  * start-up counts) and makes a full clone with checkout. Runs are interleaved round by round;
  * the table shows medians of `--runs` (3). The origin, edge and relay share this process.
  *
- * Usage: deno run --allow-all bench/edge_uris.ts [--runs 3] [--quick]
+ * Usage: deno run --allow-all bench/edge_uris.ts [--runs 3] [--quick] [--seed-git PATH]
  */
 import { type BenchRow, formatTable } from "./parallel_uris.ts";
 import { cloneJson } from "../test/client/cli_process.ts";
@@ -69,9 +74,13 @@ export class BenchInvariantError extends Error {
   override name = "BenchInvariantError";
 }
 
+const STOCK = "stock git";
+const OURS = "gitedge clone";
+const SEED = "seed git";
+
 function stockGit(): Competitor {
   return {
-    label: "stock git",
+    label: STOCK,
     jobs: null,
     async clone(url, dir, packs) {
       const started = performance.now();
@@ -86,9 +95,28 @@ function stockGit(): Competitor {
   };
 }
 
+/** git built with the seed patch at `bin`, downloading the URI packs in `threads` threads. */
+function seedGit(bin: string, threads: number): Competitor {
+  return {
+    label: SEED,
+    jobs: threads,
+    async clone(url, dir, packs) {
+      const config = ["-c", `fetch.packfileURIThreads=${threads}`];
+      const started = performance.now();
+      const trace = await tracedGit([...config, ...URI_CLONE, url, dir], { bin });
+      const elapsed = (performance.now() - started) / 1000;
+      const fetched = urisFetched(trace).length;
+      if (fetched !== packs) {
+        throw new BenchInvariantError(`seed git fetched ${fetched} URIs, expected ${packs}`);
+      }
+      return { wall: elapsed };
+    },
+  };
+}
+
 function gitedge(jobs: number): Competitor {
   return {
-    label: "gitedge clone",
+    label: OURS,
     jobs,
     async clone(url, dir, packs) {
       const started = performance.now();
@@ -128,18 +156,25 @@ export interface ScenarioResult {
 
 /** Runs every scenario (each with its own origin, edge and relay). */
 export async function runEdgeBench(
-  options: { runs?: number; quick?: boolean } = {},
+  options: { runs?: number; quick?: boolean; seedGit?: string } = {},
 ): Promise<ScenarioResult[]> {
   const runs = options.runs ?? 3;
   const results: ScenarioResult[] = [];
   for (const scenario of SCENARIOS) {
     const sized = options.quick ? { ...scenario, binaryBytes: scenario.binaryBytes / 4 } : scenario;
-    results.push(await runScenario(sized, runs));
+    results.push(await runScenario(sized, runs, options.seedGit));
   }
   return results;
 }
 
-async function runScenario(scenario: EdgeScenario, runs: number): Promise<ScenarioResult> {
+/** The seed's thread counts run next to ours (its own benchmark's 1 and 8). */
+const SEED_THREADS = [1, 8];
+
+async function runScenario(
+  scenario: EdgeScenario,
+  runs: number,
+  seedBin?: string,
+): Promise<ScenarioResult> {
   const root = await Deno.makeTempDir({ prefix: "gitedge-bench-edge-" });
   try {
     await using origin = await startOrigin();
@@ -164,7 +199,11 @@ async function runScenario(scenario: EdgeScenario, runs: number): Promise<Scenar
     const packSizes = (snapshot.packs as { bytes: number }[]).map((p) => p.bytes);
     const url = `${relay?.url ?? edge.url}/bench.git`;
 
-    const competitors = [stockGit(), ...scenario.jobs.map(gitedge)];
+    const competitors = [
+      stockGit(),
+      ...scenario.jobs.map(gitedge),
+      ...(seedBin === undefined ? [] : SEED_THREADS.map((t) => seedGit(seedBin, t))),
+    ];
     const timings = competitors.map((): Timing[] => []);
     let n = 0;
     for (let round = 0; round < runs; round++) {
@@ -176,11 +215,11 @@ async function runScenario(scenario: EdgeScenario, runs: number): Promise<Scenar
     }
     const wall = competitors.map((c, i) => ({ c, seconds: timings[i].map((t) => t.wall) }));
     const reported = competitors.flatMap((c, i) =>
-      c.jobs === null ? [] : [{ c, seconds: timings[i].map((t) => t.reported ?? NaN) }]
+      c.label !== OURS ? [] : [{ c, seconds: timings[i].map((t) => t.reported ?? NaN) }]
     );
     const phases: Record<number, Record<string, number>> = {};
     competitors.forEach((c, i) => {
-      if (c.jobs === null) return;
+      if (c.label !== OURS || c.jobs === null) return;
       const names = Object.keys(timings[i][0].phases ?? {});
       const table: Record<string, number> = {};
       for (const name of names) table[name] = medianOf(timings[i].map((t) => t.phases![name]));
@@ -200,10 +239,10 @@ async function runScenario(scenario: EdgeScenario, runs: number): Promise<Scenar
   }
 }
 
-/** Table rows with medians and speedups against the jobs-1 row. */
+/** Table rows with medians and speedups against gitedge's jobs-1 row. */
 function toRows(scenario: string, measured: { c: Competitor; seconds: number[] }[]): BenchRow[] {
   const medians = measured.map((m) => medianOf(m.seconds));
-  const base = medians[measured.findIndex((m) => m.c.jobs === 1)];
+  const base = medians[measured.findIndex((m) => m.c.label === OURS && m.c.jobs === 1)];
   return measured.map((m, i) => ({
     scenario,
     label: m.c.label,
@@ -233,29 +272,53 @@ function medianOf(values: number[]): number {
   return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
 }
 
-/** Lines with the ratios the seed reports: jobs 8 vs jobs 1, and jobs 8 vs stock git. */
+/**
+ * Lines with the ratios the seed reports: jobs 8 vs jobs 1, and jobs 8 vs stock git; the same for
+ * the seed's git (8 threads vs 1, vs stock git) when it ran, and our jobs 8 against its 8 threads.
+ */
 export function formatRatios(rows: BenchRow[]): string {
   const lines: string[] = [];
   for (const scenario of new Set(rows.map((r) => r.scenario))) {
-    const of = (pick: (r: BenchRow) => boolean) =>
-      rows.find((r) => r.scenario === scenario && pick(r))?.median;
-    const j1 = of((r) => r.jobs === 1);
-    const j8 = of((r) => r.jobs === 8);
-    const stock = of((r) => r.label === "stock git");
+    const of = (label: string, jobs: number | null) =>
+      rows.find((r) => r.scenario === scenario && r.label === label && r.jobs === jobs)?.median;
+    const j1 = of(OURS, 1);
+    const j8 = of(OURS, 8);
+    const stock = of(STOCK, null);
     if (j1 === undefined || j8 === undefined || stock === undefined) continue;
     lines.push(
       `${scenario}: jobs 8 vs jobs 1 ${(j1 / j8).toFixed(2)}x; ` +
         `jobs 8 vs stock git ${(stock / j8).toFixed(2)}x`,
     );
+    const s1 = of(SEED, 1);
+    const s8 = of(SEED, 8);
+    if (s1 === undefined || s8 === undefined) continue;
+    lines.push(
+      `${scenario}: seed git 8 threads vs its 1 thread ${(s1 / s8).toFixed(2)}x; ` +
+        `vs stock git ${(stock / s8).toFixed(2)}x; ` +
+        `gitedge jobs 8 vs seed git 8 threads ${(s8 / j8).toFixed(2)}x`,
+    );
   }
   return lines.join("\n");
 }
 
+/** The value of `--name VALUE` or `--name=VALUE`, if given. */
+function flagValue(args: string[], name: string): string | undefined {
+  const inline = args.find((a) => a.startsWith(`${name}=`));
+  if (inline !== undefined) return inline.slice(name.length + 1);
+  const at = args.indexOf(name);
+  return at >= 0 ? args[at + 1] : undefined;
+}
+
 if (import.meta.main) {
-  const at = Deno.args.indexOf("--runs");
-  const runs = at >= 0 ? Number(Deno.args[at + 1]) : 3;
+  const runs = Number(flagValue(Deno.args, "--runs") ?? 3);
+  const seedGit = flagValue(Deno.args, "--seed-git");
+  if (seedGit !== undefined) {
+    const version = await new Deno.Command(seedGit, { args: ["--version"] }).output();
+    if (!version.success) throw new Error(`--seed-git ${seedGit}: \`--version\` failed`);
+    console.log(`seed git: ${seedGit}, ${new TextDecoder().decode(version.stdout).trim()}`);
+  }
   const before = Deno.loadavg();
-  const results = await runEdgeBench({ runs, quick: Deno.args.includes("--quick") });
+  const results = await runEdgeBench({ runs, quick: Deno.args.includes("--quick"), seedGit });
   const after = Deno.loadavg();
   for (const r of results) {
     const name = r.rows[0].scenario;
