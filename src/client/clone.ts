@@ -12,7 +12,7 @@ import { settleAll } from "./pool.ts";
 import { runGit } from "./git_command.ts";
 import { indexInlinePack } from "./inline_pack.ts";
 import type { PackfileUri } from "../git/packfile_uris.ts";
-import type { PackfileResult } from "./packfile_download.ts";
+import type { PackfileResult, SpoolMode } from "./packfile_download.ts";
 import type { ProgressEvent } from "./progress.ts";
 import { SmartHttpClient } from "./smart_http.ts";
 import { checkConnectivity } from "./connectivity.ts";
@@ -52,6 +52,8 @@ export interface CloneOptions {
   signal?: AbortSignal;
   /** Take the edge's `.idx` of each URI pack where it has one, checked, instead of index-pack. */
   trustEdgeIndex?: boolean;
+  /** Where URI packs go while they download (see {@link SpoolMode}; default "auto"). */
+  spool?: SpoolMode;
 }
 
 /** What a clone transferred. */
@@ -222,6 +224,7 @@ function fetchUriPacks(
     fetch: options.fetch,
     onProgress: options.progress ? (e) => options.progress?.packEvent(e) : undefined,
     trustEdgeIndex: options.trustEdgeIndex,
+    spool: options.spool,
     headersFor: (uri: string): Record<string, string> =>
       authorization && URL.parse(uri)?.origin === origin ? { authorization } : {},
   });

@@ -1,10 +1,15 @@
 /**
- * Parallel packfile-URI downloads: every URI streams into its own `git index-pack`, at most
- * `jobs` at a time, with resumable retries. The first URI that cannot be fetched aborts the rest.
+ * Parallel packfile-URI downloads: every URI goes into its own `git index-pack` (streamed, or
+ * from a staged file on a fast link), at most `jobs` at a time, with resumable retries. The first URI that cannot be fetched aborts the rest.
  */
 import { isObjectId } from "../git/object_id.ts";
 import type { PackfileUri } from "../git/packfile_uris.ts";
-import { downloadPackfile, type PackfileResult } from "./packfile_download.ts";
+import {
+  downloadPackfile,
+  type PackfileResult,
+  SPOOL_MODES,
+  type SpoolMode,
+} from "./packfile_download.ts";
 import { runPool } from "./pool.ts";
 import type { ProgressEvent } from "./progress.ts";
 
@@ -26,6 +31,11 @@ export interface FetchPackfilesOptions {
   headersFor?: (uri: string) => Record<string, string>;
   /** Extra `git index-pack` arguments (e.g. `--strict`). */
   indexPackArgs?: string[];
+  /**
+   * Whether a pack goes to a file first and is indexed once complete ("always"), streams into
+   * index-pack ("never"), or either by the link's speed ("auto", the default).
+   */
+  spool?: SpoolMode;
   /** Receives progress events; called synchronously, so keep it cheap. */
   onProgress?: (event: ProgressEvent) => void;
   /** Aborts every download (already installed packs stay). */
@@ -58,6 +68,7 @@ export async function fetchPackfiles(
     backoffMs: nonNegative(options.backoffMs, 250, "backoffMs"),
     headersFor: (uri: string) => ({ ...options.headers, ...options.headersFor?.(uri) }),
     indexPackArgs: options.indexPackArgs ?? [],
+    spool: spoolMode(options.spool),
     onProgress: options.onProgress ?? (() => {}),
     fetch: options.fetch ?? fetch,
   };
@@ -90,6 +101,14 @@ function validateEntry(hash: string, uri: string): void {
   if (protocol !== "http:" && protocol !== "https:") {
     throw new TypeError(`packfile URI must be http(s), got ${JSON.stringify(uri)}`);
   }
+}
+
+function spoolMode(value: SpoolMode | undefined): SpoolMode {
+  if (value === undefined) return "auto";
+  if (!SPOOL_MODES.includes(value)) {
+    throw new RangeError(`spool must be one of ${SPOOL_MODES.join(", ")}, got ${value}`);
+  }
+  return value;
 }
 
 function nonNegative(value: number | undefined, fallback: number, name: string): number {

@@ -7,6 +7,50 @@
 import { isObjectId } from "../git/object_id.ts";
 import { IndexPackError } from "./errors.ts";
 
+/**
+ * Where a downloaded pack goes until it is checked: {@link PackIndexer} (streamed into
+ * index-pack) and `PackSpool` (a file first, indexed once complete) both stage it and install it
+ * the same way.
+ */
+export interface PackSink {
+  /** Takes the next bytes of the pack; resolves once they are taken (backpressure). */
+  write(chunk: Uint8Array): Promise<void>;
+  /** Ends the input, indexes, and resolves with the pack's checksum (hex); nothing installed. */
+  finish(): Promise<string>;
+  /** Moves the staged pack and index into place; returns the pack's final path. */
+  install(): Promise<string>;
+  /** Stops any index-pack, waits for it and removes anything staged. Idempotent. */
+  discard(): Promise<void>;
+}
+
+/** Where a pack and its index are staged before they are installed. */
+export interface StagedFiles {
+  packDir: string;
+  pack: string;
+  idx: string;
+}
+
+/** A staged pack's file names, unique in `objects/pack`. */
+export function stagedPaths(gitDir: string): StagedFiles {
+  const packDir = `${gitDir}/objects/pack`;
+  const stem = `${packDir}/tmp_gitedge_${crypto.randomUUID()}`;
+  return { packDir, pack: `${stem}.pack`, idx: `${stem}.idx` };
+}
+
+/**
+ * Renames a staged pack and index to `pack-<hash>.pack` / `.idx`, index last (as git does, so
+ * readers never see an index without its pack). Returns the final pack path.
+ */
+export async function installStaged(
+  staged: StagedFiles,
+  hash: string,
+): Promise<string> {
+  const packPath = `${staged.packDir}/pack-${hash}.pack`;
+  await Deno.rename(staged.pack, packPath);
+  await Deno.rename(staged.idx, `${staged.packDir}/pack-${hash}.idx`);
+  return packPath;
+}
+
 /** Options for {@link PackIndexer.start}. */
 export interface PackIndexerOptions {
   /** The repository's git directory (`GIT_DIR`). */
@@ -18,30 +62,25 @@ export interface PackIndexerOptions {
 type State = "running" | "indexed" | "installed" | "discarded";
 
 /** One running `git index-pack --stdin` fed by the caller. */
-export class PackIndexer {
+export class PackIndexer implements PackSink {
   readonly #child: Deno.ChildProcess;
   readonly #writer: WritableStreamDefaultWriter<Uint8Array>;
   readonly #stdout: Promise<string>;
   readonly #stderr: Promise<string>;
-  readonly #packDir: string;
-  readonly #stagedPack: string;
-  readonly #stagedIdx: string;
+  readonly #staged: StagedFiles;
   #exited = false;
   #state: State = "running";
   #hash: string | null = null;
 
   private constructor(options: PackIndexerOptions) {
-    this.#packDir = `${options.gitDir}/objects/pack`;
-    const stem = `${this.#packDir}/tmp_gitedge_${crypto.randomUUID()}`;
-    this.#stagedPack = `${stem}.pack`;
-    this.#stagedIdx = `${stem}.idx`;
+    this.#staged = stagedPaths(options.gitDir);
     const args = [
       "index-pack",
       "--stdin",
       ...(options.args ?? []),
       "-o",
-      this.#stagedIdx,
-      this.#stagedPack,
+      this.#staged.idx,
+      this.#staged.pack,
     ];
     this.#child = new Deno.Command("git", {
       args,
@@ -105,11 +144,9 @@ export class PackIndexer {
    */
   async install(): Promise<string> {
     this.#expect("indexed");
-    const packPath = `${this.#packDir}/pack-${this.#hash}.pack`;
-    const idxPath = `${this.#packDir}/pack-${this.#hash}.idx`;
+    let packPath: string;
     try {
-      await Deno.rename(this.#stagedPack, packPath);
-      await Deno.rename(this.#stagedIdx, idxPath);
+      packPath = await installStaged(this.#staged, this.#hash!);
     } catch (error) {
       await this.discard();
       throw error;
@@ -133,7 +170,7 @@ export class PackIndexer {
     await this.#writer.abort().catch(() => {/* the pipe is already broken: nothing to abort */});
     await this.#child.status;
     await Promise.all([this.#stdout, this.#stderr]);
-    await Promise.all([removeIfPresent(this.#stagedPack), removeIfPresent(this.#stagedIdx)]);
+    await Promise.all([removeIfPresent(this.#staged.pack), removeIfPresent(this.#staged.idx)]);
   }
 
   /** Reaps the child, removes staged files and builds the error describing why it stopped. */

@@ -1,8 +1,8 @@
 /**
- * Downloading one packfile URI into a repository: the body streams into `git index-pack`, broken
- * transfers resume with `Range` into the same index-pack, anything that cannot continue starts
- * over with a fresh one, and the pack is installed only when its checksum matches the advertised
- * hash.
+ * Downloading one packfile URI into a repository: the body goes to a staged file or streams into
+ * `git index-pack` (see {@link SpoolMode}), broken transfers resume with `Range` into the same
+ * file or index-pack, anything that cannot continue starts over, and the pack is installed only
+ * when its checksum matches the advertised hash.
  */
 import type { PackfileUri } from "../git/packfile_uris.ts";
 import { backoffDelay, sleep } from "./backoff.ts";
@@ -16,7 +16,8 @@ import {
   VerificationError,
 } from "./errors.ts";
 import { IdleWatchdog } from "./idle_watchdog.ts";
-import { PackIndexer } from "./index_pack.ts";
+import { PackIndexer, type PackSink } from "./index_pack.ts";
+import { PackSpool } from "./pack_spool.ts";
 import type { ProgressEvent } from "./progress.ts";
 import { planResponse } from "./ranged_response.ts";
 
@@ -34,7 +35,32 @@ export interface PackfileResult {
   packPath: string;
   /** Installed with the edge's index instead of `git index-pack` (`--trust-edge-index`). */
   edgeIndex?: boolean;
+  /** Spooled to a file and indexed once complete, instead of streamed into index-pack. */
+  spooled?: boolean;
 }
+
+/**
+ * Where a pack's bytes go while it downloads:
+ * - "never" (spool): they stream into `git index-pack --stdin`, so indexing overlaps the
+ *   transfer (best on a slow link, where the CPU would otherwise wait);
+ * - "always": into a staged file, indexed by `git index-pack <file>` once complete (best on a
+ *   fast link, where the CPU is the limit: no pipe ping-pong, the pack is not written twice);
+ * - "auto": spooled for the first {@link SPOOL_PROBE_MS} of the body, then still spooled if it
+ *   came at {@link SPOOL_MIN_RATE} or faster (or ended), else handed to a streaming index-pack.
+ */
+export type SpoolMode = "auto" | "always" | "never";
+
+/** The spool modes, for parsing flags. */
+export const SPOOL_MODES: readonly SpoolMode[] = ["auto", "always", "never"];
+
+/** Where this download's bytes go now: "probe" is "auto" before it has chosen. */
+type Route = "probe" | "spool" | "stream";
+
+/** How long "auto" watches a body before choosing (from its headers' arrival). */
+export const SPOOL_PROBE_MS = 250;
+
+/** The per-connection rate (bytes/s) at or above which "auto" keeps spooling: 32 MiB/s. */
+export const SPOOL_MIN_RATE = 32 * 1024 * 1024;
 
 /** Fully resolved settings for {@link downloadPackfile}. */
 export interface DownloadSettings {
@@ -45,6 +71,7 @@ export interface DownloadSettings {
   /** Request headers for a URI. */
   headersFor: (uri: string) => Record<string, string>;
   indexPackArgs: string[];
+  spool: SpoolMode;
   onProgress: (event: ProgressEvent) => void;
   fetch: typeof fetch;
 }
@@ -63,15 +90,26 @@ export function downloadPackfile(
 }
 
 class PackfileDownload {
-  #indexer: PackIndexer | null = null;
+  #sink: PackSink | null = null;
   #received = 0;
   #total: number | undefined;
+  /** `--fix-thin` needs `--stdin`, so it always streams. */
+  #mode: Route;
+  /** When "auto" started watching, and the bytes received by then. */
+  #probe: { at: number; received: number } | null = null;
 
   constructor(
     readonly entry: PackfileUri,
     readonly settings: DownloadSettings,
     readonly signal: AbortSignal,
-  ) {}
+  ) {
+    const fixThin = settings.indexPackArgs.includes("--fix-thin");
+    this.#mode = fixThin || settings.spool === "never"
+      ? "stream"
+      : settings.spool === "always"
+      ? "spool"
+      : "probe";
+  }
 
   async run(): Promise<PackfileResult> {
     const started = performance.now();
@@ -82,7 +120,14 @@ class PackfileDownload {
           const packPath = await this.#attempt();
           const seconds = (performance.now() - started) / 1000;
           this.#emit({ type: "done", hash: this.entry.hash, bytes: this.#received, seconds });
-          return { ...this.entry, bytes: this.#received, seconds, retries: attempt - 1, packPath };
+          return {
+            ...this.entry,
+            bytes: this.#received,
+            seconds,
+            retries: attempt - 1,
+            packPath,
+            spooled: this.#mode === "spool",
+          };
         } catch (error) {
           if (this.signal.aborted) throw this.signal.reason;
           if (error instanceof VerificationError) throw error;
@@ -93,7 +138,7 @@ class PackfileDownload {
         }
       }
     } finally {
-      await this.#indexer?.discard();
+      await this.#sink?.discard();
     }
   }
 
@@ -127,34 +172,38 @@ class PackfileDownload {
     return headers;
   }
 
-  /** Drops any partial state and starts a fresh index-pack. */
+  /** Drops any partial state and starts a fresh spool or index-pack. */
   async #restart(): Promise<void> {
-    await this.#indexer?.discard();
-    this.#indexer = null;
+    await this.#sink?.discard();
+    this.#sink = null;
     this.#received = 0;
     this.#total = undefined;
-    this.#indexer = PackIndexer.start({
-      gitDir: this.settings.gitDir,
-      args: this.settings.indexPackArgs,
-    });
+    this.#probe = null;
+    const { gitDir, indexPackArgs: args } = this.settings;
+    this.#sink = this.#mode === "stream"
+      ? PackIndexer.start({ gitDir, args })
+      : await PackSpool.open({ gitDir, args, signal: this.signal });
   }
 
-  /** Copies the body into index-pack, one chunk at a time (each write waits for the pipe). */
+  /** Copies the body into the sink, one chunk at a time (each write waits for the pipe). */
   async #pump(body: ReadableStream<Uint8Array>, watchdog: IdleWatchdog): Promise<void> {
-    const indexer = this.#requireIndexer();
     const reader = body.getReader();
     let finished = false;
+    if (this.#mode === "probe") this.#probe ??= { at: performance.now(), received: this.#received };
     try {
       while (true) {
         const { done, value } = await reader.read();
         if (done) {
           finished = true;
+          // A body that ended while "auto" watched it was fast enough: it stays spooled.
+          if (this.#mode === "probe") this.#mode = "spool";
           return;
         }
         watchdog.touch();
-        await indexer.write(value);
+        await this.#requireSink().write(value);
         watchdog.touch();
         this.#received += value.byteLength;
+        if (this.#mode === "probe") await this.#choose();
         this.#emit({
           type: "progress",
           hash: this.entry.hash,
@@ -168,25 +217,43 @@ class PackfileDownload {
     }
   }
 
+  /** Once "auto" has watched long enough: keeps spooling on a fast link, else streams. */
+  async #choose(): Promise<void> {
+    const probe = this.#probe!;
+    const elapsed = performance.now() - probe.at;
+    if (elapsed < SPOOL_PROBE_MS) return;
+    const rate = (this.#received - probe.received) / (elapsed / 1000);
+    if (rate >= SPOOL_MIN_RATE) {
+      this.#mode = "spool";
+      return;
+    }
+    this.#mode = "stream";
+    const spool = this.#sink as PackSpool;
+    this.#sink = null;
+    this.#sink = await spool.toStream();
+  }
+
   async #verifyAndInstall(): Promise<string> {
-    const indexer = this.#requireIndexer();
-    const actual = await indexer.finish();
+    const sink = this.#requireSink();
+    const actual = await sink.finish();
     if (actual !== this.entry.hash.toLowerCase()) {
-      await indexer.discard();
-      this.#indexer = null;
+      await sink.discard();
+      this.#sink = null;
       throw new VerificationError(this.entry.uri, this.entry.hash, actual);
     }
-    const packPath = await indexer.install();
-    this.#indexer = null;
+    const packPath = await sink.install();
+    this.#sink = null;
     return packPath;
   }
 
   /** Decides between resuming and starting over, reports the retry and backs off. */
   async #waitBeforeRetry(nextAttempt: number, error: unknown): Promise<void> {
-    const resume = this.#indexer !== null && this.#received > 0 && canResumeAfter(error);
+    const sink = this.#sink;
+    const intact = sink !== null && !(sink instanceof PackSpool && sink.broken);
+    const resume = intact && this.#received > 0 && canResumeAfter(error);
     if (!resume) {
-      await this.#indexer?.discard();
-      this.#indexer = null;
+      await this.#sink?.discard();
+      this.#sink = null;
       this.#received = 0;
     }
     const delayMs = backoffDelay(nextAttempt - 1, this.settings.backoffMs);
@@ -203,9 +270,9 @@ class PackfileDownload {
     await sleep(delayMs, this.signal);
   }
 
-  #requireIndexer(): PackIndexer {
-    if (this.#indexer === null) throw new Error("internal: no index-pack for this download");
-    return this.#indexer;
+  #requireSink(): PackSink {
+    if (this.#sink === null) throw new Error("internal: no spool or index-pack for this download");
+    return this.#sink;
   }
 
   #emit(event: ProgressEvent): void {

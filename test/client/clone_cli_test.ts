@@ -19,6 +19,7 @@ Deno.test("parseCloneArgs accepts the documented flags in any order", () => {
       json: true,
       help: false,
       trustEdgeIndex: false,
+      spool: "auto",
       branch: "dev",
       url: "https://h/x.git",
       directory: "dir",
@@ -26,6 +27,8 @@ Deno.test("parseCloneArgs accepts the documented flags in any order", () => {
   );
   assertEquals(parseCloneArgs(["--jobs=0", "-b", "main", "http://h/y"]).branch, "main");
   assertEquals(parseCloneArgs(["--trust-edge-index", "http://h/y"]).trustEdgeIndex, true);
+  assertEquals(parseCloneArgs(["--spool", "never", "http://h/y"]).spool, "never");
+  assertEquals(parseCloneArgs(["--spool=always", "http://h/y"]).spool, "always");
   assertEquals(parseCloneArgs(["--help"]).help, true);
 });
 
@@ -35,6 +38,8 @@ Deno.test("parseCloneArgs rejects bad input with UsageError, without echoing cre
       [],
       ["--jobs", "x", "https://h/x"],
       ["--jobs"],
+      ["--spool", "sometimes", "https://h/x"],
+      ["--spool"],
       ["--frobnicate", "https://h/x"],
       ["https://h/x", "a", "b"],
       ["git@h:x.git"],

@@ -152,37 +152,90 @@ const transientFaults: { name: string; faults: Fault[]; resumes: boolean }[] = [
   { name: "wrong range", faults: [TRUNCATE, { kind: "wrong-range", times: 1 }], resumes: true },
 ];
 
-Deno.test("transient faults are retried and the pack still lands", async (t) => {
+Deno.test("transient faults are retried and the pack still lands, spooled or streamed", async (t) => {
   await using dir = await tempDir();
   const fx = await fixture(dir.path, 1, 96 * 1024);
   const pack = fx.packs[0];
-  for (const { name, faults, resumes } of transientFaults) {
-    await t.step(name, async () => {
-      await using server = await startFileServer({ files: fx.files });
-      server.setFaults({ [pack.path]: faults });
-      const gitDir = await initBare(`${dir.path}/${name.replace(/\W/g, "_")}.git`);
+  for (const spool of ["always", "never"] as const) {
+    for (const { name, faults, resumes } of transientFaults) {
+      await t.step(`${name}, spool ${spool}`, async () => {
+        await using server = await startFileServer({ files: fx.files });
+        server.setFaults({ [pack.path]: faults });
+        const gitDir = await initBare(`${dir.path}/${spool}_${name.replace(/\W/g, "_")}.git`);
+        const events: ProgressEvent[] = [];
+        const [result] = await fetchPackfiles([{ hash: pack.hash, uri: url(server, pack.path) }], {
+          gitDir,
+          ...FAST,
+          spool,
+          onProgress: (e) => events.push(e),
+        });
+        assertEquals(result.spooled, spool === "always");
+        assertEquals(result.retries, server.stats.log.length - 1);
+        assert(result.retries >= 1);
+        assertEquals(result.bytes, pack.size);
+        await git(["verify-pack", result.packPath.replace(/\.pack$/, ".idx")]);
+        assertEquals(await packDirEntries(gitDir), [
+          `pack-${pack.hash}.idx`,
+          `pack-${pack.hash}.pack`,
+        ]);
+        const retry = events.find((e) => e.type === "retry");
+        assert(retry?.type === "retry");
+        assertEquals(retry.resume, resumes);
+        if (resumes) {
+          // The second request continues where the first stopped.
+          assertEquals(server.stats.log[1].range, `bytes=${retry.bytes}-`);
+          assert(retry.bytes > 0);
+        }
+      });
+    }
+  }
+});
+
+Deno.test("spool auto keeps a fast download in a file and hands a slow one to a streaming index-pack", async (t) => {
+  await using dir = await tempDir();
+  const fx = await fixture(dir.path, 1, 160 * 1024);
+  const pack = fx.packs[0];
+  const cases = [
+    // Unthrottled on loopback: the body ends (or passes 32 MiB/s) within the 250 ms probe.
+    { name: "fast", bytesPerSecond: undefined, spooled: true, faults: [] },
+    // 256 KiB/s: after 250 ms the spooled bytes go to index-pack --stdin, which gets the rest.
+    { name: "slow", bytesPerSecond: 256 * 1024, spooled: false, faults: [] },
+    // Broken after the hand-over: the retry resumes into the same streaming index-pack.
+    {
+      name: "slow, broken after the hand-over",
+      bytesPerSecond: 256 * 1024,
+      spooled: false,
+      faults: [{ kind: "truncate", afterBytes: 128 * 1024, times: 1 } as Fault],
+    },
+  ];
+  for (const c of cases) {
+    await t.step(c.name, async () => {
+      await using server = await startFileServer({
+        files: fx.files,
+        bytesPerSecond: c.bytesPerSecond,
+      });
+      server.setFaults({ [pack.path]: c.faults });
+      const gitDir = await initBare(`${dir.path}/${c.name.replace(/\W/g, "_")}.git`);
       const events: ProgressEvent[] = [];
       const [result] = await fetchPackfiles([{ hash: pack.hash, uri: url(server, pack.path) }], {
         gitDir,
         ...FAST,
         onProgress: (e) => events.push(e),
       });
-      assertEquals(result.retries, server.stats.log.length - 1);
-      assert(result.retries >= 1);
+      assertEquals(result.spooled, c.spooled);
       assertEquals(result.bytes, pack.size);
+      assertEquals(result.retries, c.faults.length);
+      if (c.faults.length > 0) {
+        const retry = events.find((e) => e.type === "retry");
+        assert(retry?.type === "retry" && retry.resume, "the retry resumed");
+        assertEquals(server.stats.log[1].range, `bytes=${retry.bytes}-`);
+      }
       await git(["verify-pack", result.packPath.replace(/\.pack$/, ".idx")]);
       assertEquals(await packDirEntries(gitDir), [
         `pack-${pack.hash}.idx`,
         `pack-${pack.hash}.pack`,
       ]);
-      const retry = events.find((e) => e.type === "retry");
-      assert(retry?.type === "retry");
-      assertEquals(retry.resume, resumes);
-      if (resumes) {
-        // The second request continues where the first stopped.
-        assertEquals(server.stats.log[1].range, `bytes=${retry.bytes}-`);
-        assert(retry.bytes > 0);
-      }
+      await assertNoProcessesFor(gitDir);
     });
   }
 });

@@ -1,0 +1,215 @@
+/**
+ * A pack written to a staged file as it downloads, then indexed in place by
+ * `git index-pack <file>` once it is complete. On a fast link this beats streaming into
+ * `index-pack --stdin`: index-pack reads a pipe 4 KiB at a time, so every 4 KiB wakes the writer,
+ * and it writes the pack a second time; from a file it reads what is already in the page cache and
+ * writes only the index. On a slow link streaming wins (indexing overlaps the transfer), so a
+ * spool can hand its bytes over to a streaming {@link PackIndexer} part way ({@link toStream}).
+ */
+import { isObjectId } from "../git/object_id.ts";
+import { IndexPackError } from "./errors.ts";
+import {
+  installStaged,
+  PackIndexer,
+  type PackSink,
+  removeIfPresent,
+  type StagedFiles,
+  stagedPaths,
+} from "./index_pack.ts";
+
+/** Options for {@link PackSpool.open}. */
+export interface PackSpoolOptions {
+  /** The repository's git directory (`GIT_DIR`). */
+  gitDir: string;
+  /** Extra `index-pack` arguments (not `--fix-thin`: that needs `--stdin`). */
+  args?: string[];
+  /** Kills a running index-pack when aborted. */
+  signal?: AbortSignal;
+}
+
+type State =
+  | "writing"
+  | "broken"
+  | "indexing"
+  | "indexed"
+  | "installed"
+  | "handed-over"
+  | "discarded";
+
+/** Bytes read back per write when a spool is handed to index-pack's stdin. */
+const REPLAY_CHUNK = 256 * 1024;
+
+/** One pack staged in a file, indexed by {@link finish}. */
+export class PackSpool implements PackSink {
+  readonly #options: PackSpoolOptions;
+  readonly #staged: StagedFiles;
+  readonly #file: Deno.FsFile;
+  #state: State = "writing";
+  #hash: string | null = null;
+  #child: Deno.ChildProcess | null = null;
+  #bytes = 0;
+
+  private constructor(options: PackSpoolOptions, staged: StagedFiles, file: Deno.FsFile) {
+    this.#options = options;
+    this.#staged = staged;
+    this.#file = file;
+  }
+
+  /** Creates the staged file in `objects/pack` (which must exist). */
+  static async open(options: PackSpoolOptions): Promise<PackSpool> {
+    const staged = stagedPaths(options.gitDir);
+    const file = await Deno.open(staged.pack, { write: true, createNew: true, mode: 0o444 });
+    return new PackSpool(options, staged, file);
+  }
+
+  /** Bytes written so far. */
+  get bytes(): number {
+    return this.#bytes;
+  }
+
+  /** Whether a write failed part way: the file no longer ends at {@link bytes}, so no resume. */
+  get broken(): boolean {
+    return this.#state === "broken";
+  }
+
+  /** Appends the next bytes of the pack to the staged file. */
+  async write(chunk: Uint8Array): Promise<void> {
+    this.#expect("writing");
+    try {
+      let at = 0;
+      while (at < chunk.byteLength) at += await this.#file.write(chunk.subarray(at));
+    } catch (error) {
+      this.#state = "broken";
+      this.#file.close();
+      throw error;
+    }
+    this.#bytes += chunk.byteLength;
+  }
+
+  /**
+   * Closes the file and runs `git index-pack -o <idx> <pack>` on it. Resolves with the pack's
+   * checksum as index-pack reports it (index-pack also checks the pack's own trailer); the pack
+   * stays staged until {@link install} or {@link discard}.
+   */
+  async finish(): Promise<string> {
+    this.#expect("writing");
+    this.#state = "indexing";
+    this.#file.close();
+    const signal = this.#options.signal;
+    if (signal?.aborted) {
+      await this.discard();
+      throw signal.reason;
+    }
+    const child = new Deno.Command("git", {
+      args: [
+        "index-pack",
+        ...(this.#options.args ?? []),
+        "-o",
+        this.#staged.idx,
+        this.#staged.pack,
+      ],
+      env: { GIT_DIR: this.#options.gitDir },
+      stdin: "null",
+      stdout: "piped",
+      stderr: "piped",
+    }).spawn();
+    this.#child = child;
+    const kill = () => killQuietly(child);
+    signal?.addEventListener("abort", kill, { once: true });
+    let output: Deno.CommandOutput;
+    try {
+      output = await child.output();
+    } finally {
+      signal?.removeEventListener("abort", kill);
+      this.#child = null;
+    }
+    if (signal?.aborted || this.#state !== "indexing") {
+      await this.discard();
+      throw signal?.reason ?? new Error("PackSpool was discarded while indexing");
+    }
+    const stdout = new TextDecoder().decode(output.stdout);
+    if (!output.success) {
+      await this.discard();
+      throw new IndexPackError(output.code, new TextDecoder().decode(output.stderr));
+    }
+    // From a file (not --stdin) index-pack prints the bare checksum.
+    const match = /^(\S*)\n?$/.exec(stdout);
+    if (!match || !isObjectId(match[1])) {
+      await this.discard();
+      throw new IndexPackError(output.code, `unexpected output ${JSON.stringify(stdout)}`);
+    }
+    this.#state = "indexed";
+    this.#hash = match[1];
+    return match[1];
+  }
+
+  /** Moves the staged pack and index into place as `pack-<hash>.{pack,idx}`, index last. */
+  async install(): Promise<string> {
+    this.#expect("indexed");
+    try {
+      const packPath = await installStaged(this.#staged, this.#hash!);
+      this.#state = "installed";
+      return packPath;
+    } catch (error) {
+      await this.discard();
+      throw error;
+    }
+  }
+
+  /**
+   * Starts a streaming `index-pack --stdin`, feeds it every byte spooled so far and removes the
+   * spool; the caller goes on writing to the returned indexer. On failure both are gone.
+   */
+  async toStream(args: string[] = this.#options.args ?? []): Promise<PackIndexer> {
+    this.#expect("writing");
+    this.#state = "handed-over";
+    this.#file.close();
+    const indexer = PackIndexer.start({ gitDir: this.#options.gitDir, args });
+    try {
+      using file = await Deno.open(this.#staged.pack, { read: true });
+      const buffer = new Uint8Array(REPLAY_CHUNK);
+      while (true) {
+        const n = await file.read(buffer);
+        if (n === null) break;
+        // The indexer's pipe holds on to what it is given until written: hand it a copy.
+        await indexer.write(buffer.slice(0, n));
+      }
+    } catch (error) {
+      await indexer.discard();
+      throw error;
+    } finally {
+      await removeIfPresent(this.#staged.pack);
+    }
+    return indexer;
+  }
+
+  /** Kills index-pack if it runs and removes the staged files. Idempotent. */
+  async discard(): Promise<void> {
+    if (this.#state === "installed" || this.#state === "discarded") return;
+    const handedOver = this.#state === "handed-over";
+    const wasWriting = this.#state === "writing";
+    this.#state = "discarded";
+    if (handedOver) return;
+    if (wasWriting) this.#file.close();
+    // "broken" closed its file already; "indexing" closed it before index-pack started.
+    const child = this.#child;
+    if (child) {
+      killQuietly(child);
+      await child.status;
+    }
+    await Promise.all([removeIfPresent(this.#staged.pack), removeIfPresent(this.#staged.idx)]);
+  }
+
+  #expect(state: State): void {
+    if (this.#state !== state) throw new Error(`PackSpool is ${this.#state}, expected ${state}`);
+  }
+}
+
+/** Kills a child that may already have exited. */
+function killQuietly(child: Deno.ChildProcess): void {
+  try {
+    child.kill("SIGKILL");
+  } catch {
+    // Already exited: its status says how.
+  }
+}

@@ -1,0 +1,110 @@
+import { assert, assertEquals, assertRejects } from "../support/assert.ts";
+import { PackSpool } from "../../src/client/pack_spool.ts";
+import { IndexPackError } from "../../src/client/errors.ts";
+import { git, tempDir } from "../support/git.ts";
+import { makePackFixtures } from "../support/pack_fixtures.ts";
+
+/** A repository with `objects/pack`, and one pack of about `size` bytes to spool into it. */
+async function setUp(dir: string, size: number) {
+  const gitDir = `${dir}/dst.git`;
+  await git(["init", "-q", "--bare", gitDir]);
+  const [made] = await makePackFixtures(`${dir}/packs`, { count: 1, bytesEach: size, seed: 7 });
+  return { gitDir, hash: made.hash, bytes: await Deno.readFile(made.path) };
+}
+
+async function packDir(gitDir: string): Promise<string[]> {
+  const names: string[] = [];
+  for await (const entry of Deno.readDir(`${gitDir}/objects/pack`)) names.push(entry.name);
+  return names.sort();
+}
+
+/** Writes `bytes` in pieces of awkward sizes: 1 byte, a prime, across the header and trailer. */
+async function writeAwkwardly(spool: { write(b: Uint8Array): Promise<void> }, bytes: Uint8Array) {
+  const cuts = [1, 11, 12, 13, 4093, bytes.byteLength - 21, bytes.byteLength - 1];
+  let at = 0;
+  for (const cut of [...cuts.filter((c) => c > 0 && c < bytes.byteLength), bytes.byteLength]) {
+    if (cut <= at) continue;
+    await spool.write(bytes.subarray(at, cut));
+    at = cut;
+  }
+}
+
+Deno.test("a spooled pack is indexed from its file and installed under its checksum", async () => {
+  await using dir = await tempDir();
+  const { gitDir, hash, bytes } = await setUp(dir.path, 96 * 1024);
+  const spool = await PackSpool.open({ gitDir });
+  await writeAwkwardly(spool, bytes);
+  assertEquals(spool.bytes, bytes.byteLength);
+  assertEquals(await spool.finish(), hash);
+  const packPath = await spool.install();
+  assertEquals(packPath, `${gitDir}/objects/pack/pack-${hash}.pack`);
+  assertEquals(await packDir(gitDir), [`pack-${hash}.idx`, `pack-${hash}.pack`]);
+  assertEquals(await Deno.readFile(packPath), bytes, "the pack is the bytes written, unchanged");
+  await git(["verify-pack", packPath.replace(/\.pack$/, ".idx")]);
+});
+
+Deno.test("a spooled pack that is corrupt or cut short is index-pack's error, nothing staged", async (t) => {
+  await using dir = await tempDir();
+  const { gitDir, bytes } = await setUp(dir.path, 64 * 1024);
+  const flipped = bytes.slice();
+  flipped[bytes.byteLength >> 1] ^= 0x40;
+  for (
+    const [name, input] of [
+      ["a flipped byte", flipped],
+      ["its trailer missing", bytes.subarray(0, bytes.byteLength - 20)],
+      ["not a pack", new TextEncoder().encode("hello")],
+    ] as const
+  ) {
+    await t.step(name, async () => {
+      const spool = await PackSpool.open({ gitDir });
+      await spool.write(input);
+      const error = await assertRejects(() => spool.finish(), IndexPackError);
+      assert(error.stderr.length > 0, "index-pack's own words are kept");
+      assertEquals(await packDir(gitDir), []);
+    });
+  }
+});
+
+Deno.test("a spool handed to a streaming index-pack part way gives the same pack and leaves no file", async () => {
+  await using dir = await tempDir();
+  const { gitDir, hash, bytes } = await setUp(dir.path, 600 * 1024);
+  const spool = await PackSpool.open({ gitDir });
+  // More than one replay chunk (256 KiB) already spooled, cut inside an object.
+  const cut = 300 * 1024 + 7;
+  await spool.write(bytes.subarray(0, cut));
+  const indexer = await spool.toStream();
+  assertEquals((await packDir(gitDir)).filter((n) => n.startsWith("tmp_gitedge_")).length, 1);
+  await indexer.write(bytes.subarray(cut));
+  assertEquals(await indexer.finish(), hash);
+  await indexer.install();
+  assertEquals(await packDir(gitDir), [`pack-${hash}.idx`, `pack-${hash}.pack`]);
+  await spool.discard(); // a handed-over spool owns nothing any more
+  assertEquals(await packDir(gitDir), [`pack-${hash}.idx`, `pack-${hash}.pack`]);
+});
+
+Deno.test("aborting a spool's index-pack kills it and removes the spool", async () => {
+  await using dir = await tempDir();
+  const { gitDir, bytes } = await setUp(dir.path, 4 * 1024 * 1024);
+  const stop = new AbortController();
+  const spool = await PackSpool.open({ gitDir, signal: stop.signal });
+  await spool.write(bytes);
+  const finishing = spool.finish();
+  // index-pack has been spawned by now (finish spawns before its first await).
+  stop.abort(new Error("stopped"));
+  const error = await assertRejects(() => finishing, Error);
+  assertEquals(error.message, "stopped");
+  assertEquals(await packDir(gitDir), []);
+  await spool.discard();
+});
+
+Deno.test("a discarded spool removes its file, and a discarded spool cannot be written", async () => {
+  await using dir = await tempDir();
+  const { gitDir, bytes } = await setUp(dir.path, 16 * 1024);
+  const spool = await PackSpool.open({ gitDir });
+  await spool.write(bytes.subarray(0, 1000));
+  assertEquals((await packDir(gitDir)).length, 1);
+  await spool.discard();
+  await spool.discard();
+  assertEquals(await packDir(gitDir), []);
+  await assertRejects(() => spool.write(bytes), Error, "PackSpool is discarded");
+});
