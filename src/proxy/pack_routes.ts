@@ -4,7 +4,6 @@
  * `packIndexes` on, `<name>.idx` serves the pack's index the same way, under the pack's signature.
  */
 import type { ProxyContext } from "./context.ts";
-import { countingStream } from "./metrics.ts";
 import { packKey } from "./snapshot.ts";
 import { isIndexFile, verifyPackUrl } from "./pack_urls.ts";
 
@@ -93,8 +92,11 @@ export async function handlePackGet(
   if (request.method === "HEAD") return new Response(null, { status, headers });
   const obj = await ctx.deps.store.get(key, useRange);
   if (!obj) return text(404, "pack not found");
-  const body = obj.body.pipeThrough(countingStream(ctx.metrics, "gitedge_cache_bytes_total"));
-  return new Response(body, { status, headers });
+  // Counted as handed out, not per chunk: the store's own stream goes to the response untouched,
+  // so the runtime can send it without JavaScript on every chunk (a counting transform cost the
+  // Deno server ~20% of its CPU per pack byte).
+  ctx.metrics.inc("gitedge_cache_bytes_total", length);
+  return new Response(obj.body, { status, headers });
 }
 
 function text(status: number, message: string): Response {
