@@ -5,8 +5,11 @@
  *   - "2 MB/s, 8×1 MiB": a repository of 8 MiB of random blobs, warmed into 8 snapshot packs;
  *     clients clone through a relay capped at 2 MB/s per connection, which is also the edge's
  *     public URL (so every pack URI download is capped). Competitors: stock
- *     `git -c fetch.uriProtocols=http clone`, `gitedge clone --jobs 1|2|4|8`.
- *   - "unthrottled, 8×16 MiB": 128 MiB in 8 packs, straight from the edge; stock git, jobs 1, 8.
+ *     `git -c fetch.uriProtocols=http clone`, `gitedge clone --jobs 1|2|4|8`, and
+ *     `gitedge clone --spool never --jobs 8` (every pack streamed into index-pack, as before the
+ *     spool: "auto" must choose streaming on this link and cost nothing).
+ *   - "unthrottled, 8×16 MiB": 128 MiB in 8 packs, straight from the edge; stock git, jobs 1, 8,
+ *     and `--spool never` at jobs 1 and 8 (where "auto" must choose the spool and win).
  *
  * With `--seed-git PATH` (a git built with the seed patch: `bench/seed_git.sh` builds one and
  * prints its path), that git is a competitor too, in both scenarios, side by side in the same
@@ -38,6 +41,8 @@ interface EdgeScenario {
   /** Per-connection cap of the relay in front of the edge; no relay when absent. */
   bytesPerSecond?: number;
   jobs: number[];
+  /** Jobs counts also run with `--spool never` (streaming into index-pack). */
+  streamJobs: number[];
 }
 
 const SCENARIOS: EdgeScenario[] = [
@@ -47,8 +52,15 @@ const SCENARIOS: EdgeScenario[] = [
     chunks: 8,
     bytesPerSecond: 2_000_000,
     jobs: [1, 2, 4, 8],
+    streamJobs: [8],
   },
-  { name: "edge no cap, 8×16 MiB", binaryBytes: 128 * MiB, chunks: 8, jobs: [1, 8] },
+  {
+    name: "edge no cap, 8×16 MiB",
+    binaryBytes: 128 * MiB,
+    chunks: 8,
+    jobs: [1, 8],
+    streamJobs: [1, 8],
+  },
 ];
 
 /** One client: clones `url` into `dir`, checks it fetched `packs` URIs, returns wall seconds. */
@@ -77,6 +89,7 @@ export class BenchInvariantError extends Error {
 const STOCK = "stock git";
 const OURS = "gitedge clone";
 const SEED = "seed git";
+const STREAMED = "gitedge --spool never";
 
 function stockGit(): Competitor {
   return {
@@ -114,13 +127,14 @@ function seedGit(bin: string, threads: number): Competitor {
   };
 }
 
-function gitedge(jobs: number): Competitor {
+function gitedge(jobs: number, streamed = false): Competitor {
+  const spool = streamed ? ["--spool", "never"] : [];
   return {
-    label: OURS,
+    label: streamed ? STREAMED : OURS,
     jobs,
     async clone(url, dir, packs) {
       const started = performance.now();
-      const summary = await cloneJson(["--jobs", String(jobs), url, dir], Deno.cwd());
+      const summary = await cloneJson(["--jobs", String(jobs), ...spool, url, dir], Deno.cwd());
       const elapsed = (performance.now() - started) / 1000;
       if (summary.packs.length !== packs) {
         throw new BenchInvariantError(
@@ -201,7 +215,8 @@ async function runScenario(
 
     const competitors = [
       stockGit(),
-      ...scenario.jobs.map(gitedge),
+      ...scenario.jobs.map((jobs) => gitedge(jobs)),
+      ...scenario.streamJobs.map((jobs) => gitedge(jobs, true)),
       ...(seedBin === undefined ? [] : SEED_THREADS.map((t) => seedGit(seedBin, t))),
     ];
     const timings = competitors.map((): Timing[] => []);
@@ -289,6 +304,17 @@ export function formatRatios(rows: BenchRow[]): string {
       `${scenario}: jobs 8 vs jobs 1 ${(j1 / j8).toFixed(2)}x; ` +
         `jobs 8 vs stock git ${(stock / j8).toFixed(2)}x`,
     );
+    const streamed8 = of(STREAMED, 8);
+    if (streamed8 !== undefined) {
+      const streamed1 = of(STREAMED, 1);
+      lines.push(
+        `${scenario}: jobs 8 (--spool auto) vs jobs 8 --spool never ${
+          (streamed8 / j8).toFixed(2)
+        }x` + (streamed1 === undefined
+          ? ""
+          : `; --spool never jobs 8 vs its jobs 1 ${(streamed1 / streamed8).toFixed(2)}x`),
+      );
+    }
     const s1 = of(SEED, 1);
     const s8 = of(SEED, 8);
     if (s1 === undefined || s8 === undefined) continue;

@@ -6,7 +6,8 @@
  * clones, rounds interleaved:
  *   - direct `git clone` from the origin;
  *   - stock git through the edge with packfile URIs (it indexes the packs one after another);
- *   - `gitedge clone --jobs 8`;
+ *   - `gitedge clone --jobs 8` (packs spooled to files and indexed once complete on a fast link);
+ *   - `gitedge clone --jobs 8 --spool never` (every pack streamed into index-pack as it comes);
  *   - `gitedge clone --jobs 8 --trust-edge-index` (the edge runs with `--pack-indexes on`: it
  *     keeps each pack's `.idx`, and this client checks checksums instead of running index-pack);
  *   - `gitedge clone --jobs 8` with its connectivity check as one walk (`GITEDGE_CONNECTIVITY_WALKS=1`, git's way)
@@ -130,6 +131,16 @@ try {
         );
         // When each of the clone's steps ended: where its time beyond the floor goes.
         console.log(`  gitedge clone phases (s since start): ${JSON.stringify(summary.phases)}`);
+      },
+    ],
+    [
+      "gitedge -j8 stream",
+      async () => {
+        const summary = await cloneJson(
+          ["--bare", "--jobs", "8", "--spool", "never", `${edge.url}/git.git`, dir()],
+          Deno.cwd(),
+        );
+        console.log(`  streamed clone phases (s since start): ${JSON.stringify(summary.phases)}`);
       },
     ],
     [
