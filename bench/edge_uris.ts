@@ -18,11 +18,13 @@
  *
  * Every competitor runs as its own process (git, or the gitedge CLI under `deno run`, so CLI
  * start-up counts) and makes a full clone with checkout. Runs are interleaved round by round;
- * the table shows medians of `--runs` (3). The origin, edge and relay share this process.
+ * the table shows medians of `--runs` (3). The origin, edge and relay share this process. Each
+ * clone starts after `sync` (none pays for the write-back of the one before).
  *
  * Usage: deno run --allow-all bench/edge_uris.ts [--runs 3] [--quick] [--seed-git PATH]
  */
 import { type BenchRow, formatTable } from "./parallel_uris.ts";
+import { settleDisk } from "./stats.ts";
 import { cloneJson } from "../test/client/cli_process.ts";
 import { makeRepo } from "../test/support/fixtures.ts";
 import { denoEdgeFactory } from "../test/support/edge.ts";
@@ -224,6 +226,7 @@ async function runScenario(
     for (let round = 0; round < runs; round++) {
       for (const [i, c] of competitors.entries()) {
         const dir = `${root}/clone-${n++}`;
+        await settleDisk();
         timings[i].push(await c.clone(url, dir, packSizes.length));
         await Deno.remove(dir, { recursive: true });
       }

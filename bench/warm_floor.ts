@@ -19,6 +19,7 @@
  *
  *   deno run -A bench/warm_floor.ts [--runs 1] [--chunks 4] [--bundle PATH] [--repo git|big]
  *
+ * Every clone and floor starts after `sync`, so none pays for the write-back of the one before.
  * Each figure is printed with the load average when it ended (other work may share the machine),
  * and each clone with the CPU seconds of the client (with its gits) and of the edge serving it.
  * The edge's index build time is the time from the last snapshot pack written to the last index.
@@ -29,6 +30,7 @@ import { cloneJson } from "../test/client/cli_process.ts";
 import { repoId } from "../src/proxy/repo.ts";
 import type { Manifest } from "../src/proxy/deps.ts";
 import { startEdgeProcess } from "./edge_process.ts";
+import { settleDisk } from "./stats.ts";
 import { copyBigRepoInto } from "../test/support/big_repo.ts";
 
 function flag(name: string, fallback: string): string {
@@ -184,6 +186,7 @@ try {
       await Deno.copyFile(`${store}/${p.key}`, file);
       return file;
     }));
+    await settleDisk(); // the copies' write-back is not the floor's
     const index = (f: string) => git(["index-pack", f], { cwd: repo });
     const cpu0 = await childCpu();
     const indexing = await timed(async () => {
@@ -216,6 +219,7 @@ try {
     const order = r % 2 === 0 ? competitors : [...competitors].reverse();
     for (const [label, run] of order) {
       await origin.reset();
+      await settleDisk();
       const [client0, edge0] = [await childCpu(), await edge.cpuSeconds()];
       const s = await run();
       const client = await childCpu() - client0, edgeCpu = await edge.cpuSeconds() - edge0;
