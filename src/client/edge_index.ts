@@ -124,7 +124,7 @@ async function tryEdgeIndex(
     }
     const problem = checkIndex(idx, { ...pack, size: packSize, hashBytes });
     if (problem !== null) throw new EdgeIndexError(entry.uri, problem);
-    await Deno.writeFile(staged.idx, idx, { mode: 0o444 });
+    await writeIndex(staged.idx, idx, await settings.fsyncPacks);
     // Pack first, index last (as git does): a reader never sees an index without its pack.
     const packPath = `${packDir}/pack-${hash}.pack`;
     await Deno.rename(staged.pack, packPath);
@@ -140,6 +140,14 @@ async function tryEdgeIndex(
     await idxRes?.body?.cancel().catch(() => {});
     if (!installed) await Promise.all([removeIfPresent(staged.pack), removeIfPresent(staged.idx)]);
   }
+}
+
+/** Writes the checked index, flushed to disk when packs are (git flushes pack metadata too). */
+async function writeIndex(path: string, idx: Uint8Array, flush: boolean): Promise<void> {
+  using file = await Deno.open(path, { write: true, createNew: true, mode: 0o444 });
+  let at = 0;
+  while (at < idx.byteLength) at += await file.write(idx.subarray(at));
+  if (flush) await file.syncData();
 }
 
 /** The whole body, which must be `size` bytes. */
@@ -206,6 +214,8 @@ async function stagePack(
       watchdog.touch();
       settings.onProgress({ type: "progress", hash, bytes: received, total: size });
     }
+    // As durable as index-pack --stdin would make it (core.fsync; see fsync_config.ts).
+    if (await settings.fsyncPacks) await file.syncData();
     await writer.close();
   } catch (error) {
     await writer.abort(error).catch(() => {});

@@ -10,6 +10,7 @@ import {
   SPOOL_MODES,
   type SpoolMode,
 } from "./packfile_download.ts";
+import { readFsyncsPacks } from "./fsync_config.ts";
 import { runPool } from "./pool.ts";
 import type { ProgressEvent } from "./progress.ts";
 
@@ -69,6 +70,8 @@ export async function fetchPackfiles(
     headersFor: (uri: string) => ({ ...options.headers, ...options.headersFor?.(uri) }),
     indexPackArgs: options.indexPackArgs ?? [],
     spool: spoolMode(options.spool),
+    // Read once, while the first downloads run; a spool waits for it only when it is complete.
+    fsyncPacks: readFsyncsPacks(options.gitDir).catch(() => true),
     onProgress: options.onProgress ?? (() => {}),
     fetch: options.fetch ?? fetch,
   };

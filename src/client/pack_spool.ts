@@ -1,6 +1,7 @@
 /**
  * A pack written to a staged file as it downloads, then indexed in place by
- * `git index-pack <file>` once it is complete. On a fast link this beats streaming into
+ * `git index-pack <file>` once it is complete (and flushed to disk, as index-pack --stdin would).
+ * On a fast link this beats streaming into
  * `index-pack --stdin`: index-pack reads a pipe 4 KiB at a time, so every 4 KiB wakes the writer,
  * and it writes the pack a second time; from a file it reads what is already in the page cache and
  * writes only the index. On a slow link streaming wins (indexing overlaps the transfer), so a
@@ -25,6 +26,11 @@ export interface PackSpoolOptions {
   args?: string[];
   /** Kills a running index-pack when aborted. */
   signal?: AbortSignal;
+  /**
+   * Whether to flush the pack to disk before it is installed, as `index-pack --stdin` does unless
+   * `core.fsync` leaves packs out (see fsync_config.ts). Default: flush.
+   */
+  fsync?: boolean | Promise<boolean>;
 }
 
 type State =
@@ -94,9 +100,18 @@ export class PackSpool implements PackSink {
   async finish(): Promise<string> {
     this.#expect("writing");
     this.#state = "indexing";
-    this.#file.close();
+    // The pack reaches the disk as git's own index-pack --stdin makes sure it does (unless
+    // core.fsync leaves packs out; from a file index-pack leaves that to its caller): flushed
+    // while index-pack reads it from the page cache, and installed only once both are done.
+    const file = this.#file;
+    const flush = await (this.#options.fsync ?? true);
+    const synced = (flush ? file.syncData() : Promise.resolve()).then(
+      () => null,
+      (error: unknown) => error,
+    ).finally(() => file.close());
     const signal = this.#options.signal;
     if (signal?.aborted) {
+      await synced;
       await this.discard();
       throw signal.reason;
     }
@@ -122,6 +137,11 @@ export class PackSpool implements PackSink {
     } finally {
       signal?.removeEventListener("abort", kill);
       this.#child = null;
+    }
+    const syncError = await synced;
+    if (syncError !== null && !signal?.aborted) {
+      await this.discard();
+      throw syncError;
     }
     if (signal?.aborted || this.#state !== "indexing") {
       await this.discard();
@@ -191,7 +211,7 @@ export class PackSpool implements PackSink {
     this.#state = "discarded";
     if (handedOver) return;
     if (wasWriting) this.#file.close();
-    // "broken" closed its file already; "indexing" closed it before index-pack started.
+    // "broken" closed its file already; "indexing" closes it once flushed.
     const child = this.#child;
     if (child) {
       killQuietly(child);

@@ -72,6 +72,8 @@ export interface DownloadSettings {
   headersFor: (uri: string) => Record<string, string>;
   indexPackArgs: string[];
   spool: SpoolMode;
+  /** Whether spooled packs are flushed to disk (`core.fsync`; see fsync_config.ts). */
+  fsyncPacks: Promise<boolean>;
   onProgress: (event: ProgressEvent) => void;
   fetch: typeof fetch;
 }
@@ -182,7 +184,12 @@ class PackfileDownload {
     const { gitDir, indexPackArgs: args } = this.settings;
     this.#sink = this.#mode === "stream"
       ? PackIndexer.start({ gitDir, args })
-      : await PackSpool.open({ gitDir, args, signal: this.signal });
+      : await PackSpool.open({
+        gitDir,
+        args,
+        signal: this.signal,
+        fsync: this.settings.fsyncPacks,
+      });
   }
 
   /** Copies the body into the sink, one chunk at a time (each write waits for the pipe). */
