@@ -12,8 +12,8 @@
  * both sides and meant for fleets that run their own edge; the default stays `index-pack`.
  *
  * The index is asked for first; a 404, any other refusal or a failed transfer falls back to the
- * streaming `index-pack` download for that pack. Once both came, any mismatch is an
- * {@link EdgeIndexError} naming the URI, and nothing stays staged.
+ * usual `index-pack` download for that pack (spooled or streamed). Once both came, any mismatch
+ * is an {@link EdgeIndexError} naming the URI, and nothing stays staged.
  */
 import { createHash } from "node:crypto";
 import { concat } from "../git/pktline.ts";

@@ -1,6 +1,7 @@
 /**
  * Parallel packfile-URI downloads: every URI goes into its own `git index-pack` (streamed, or
- * from a staged file on a fast link), at most `jobs` at a time, with resumable retries. The first URI that cannot be fetched aborts the rest.
+ * from a staged file on a fast link), at most `jobs` at a time, with resumable retries. The first
+ * URI that cannot be fetched aborts the rest.
  */
 import { isObjectId } from "../git/object_id.ts";
 import type { PackfileUri } from "../git/packfile_uris.ts";

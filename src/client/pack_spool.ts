@@ -42,6 +42,9 @@ type State =
   | "handed-over"
   | "discarded";
 
+/** How many bytes spooled since the last early flush start another (see `#flushEarly`). */
+const EARLY_FLUSH_BYTES = 4 << 20;
+
 /** Bytes read back per write when a spool is handed to index-pack's stdin. */
 const REPLAY_CHUNK = 256 * 1024;
 
@@ -54,6 +57,10 @@ export class PackSpool implements PackSink {
   #hash: string | null = null;
   #child: Deno.ChildProcess | null = null;
   #bytes = 0;
+  /** Whether packs are flushed, once known; the bytes when the last early flush started. */
+  #flush: boolean | null = null;
+  #flushedAt = 0;
+  #early: Promise<unknown> | null = null;
 
   private constructor(options: PackSpoolOptions, staged: StagedFiles, file: Deno.FsFile) {
     this.#options = options;
@@ -86,10 +93,29 @@ export class PackSpool implements PackSink {
       while (at < chunk.byteLength) at += await this.#file.write(chunk.subarray(at));
     } catch (error) {
       this.#state = "broken";
+      await this.#early;
       this.#file.close();
       throw error;
     }
     this.#bytes += chunk.byteLength;
+    this.#flushEarly();
+  }
+
+  /**
+   * Starts writing back what is spooled so far, every {@link EARLY_FLUSH_BYTES}, while the rest
+   * downloads: the flush before index-pack then has only the tail left (the kernel would
+   * otherwise hold it all in the page cache until asked).
+   */
+  #flushEarly(): void {
+    if (this.#flush === null) {
+      void Promise.resolve(this.#options.fsync ?? true).then((f) => (this.#flush ??= f));
+      return;
+    }
+    if (!this.#flush || this.#early || this.#bytes - this.#flushedAt < EARLY_FLUSH_BYTES) return;
+    this.#flushedAt = this.#bytes;
+    this.#early = this.#file.syncData().catch(() => {/* the flush in finish reports */}).finally(
+      () => (this.#early = null),
+    );
   }
 
   /**
@@ -105,6 +131,7 @@ export class PackSpool implements PackSink {
     // while index-pack reads it from the page cache, and installed only once both are done.
     const file = this.#file;
     const flush = await (this.#options.fsync ?? true);
+    await this.#early;
     const synced = (flush ? file.syncData() : Promise.resolve()).then(
       () => null,
       (error: unknown) => error,
@@ -183,6 +210,7 @@ export class PackSpool implements PackSink {
   async toStream(args: string[] = this.#options.args ?? []): Promise<PackIndexer> {
     this.#expect("writing");
     this.#state = "handed-over";
+    await this.#early;
     this.#file.close();
     const indexer = PackIndexer.start({ gitDir: this.#options.gitDir, args });
     try {
@@ -210,7 +238,10 @@ export class PackSpool implements PackSink {
     const wasWriting = this.#state === "writing";
     this.#state = "discarded";
     if (handedOver) return;
-    if (wasWriting) this.#file.close();
+    if (wasWriting) {
+      await this.#early;
+      this.#file.close();
+    }
     // "broken" closed its file already; "indexing" closes it once flushed.
     const child = this.#child;
     if (child) {
