@@ -82,19 +82,38 @@ Deno.test("a spool handed to a streaming index-pack part way gives the same pack
   assertEquals(await packDir(gitDir), [`pack-${hash}.idx`, `pack-${hash}.pack`]);
 });
 
-Deno.test("aborting a spool's index-pack kills it and removes the spool", async () => {
+/** Whether a `git index-pack` for `gitDir` is running. */
+async function indexPackRunning(gitDir: string): Promise<boolean> {
+  const out = await new Deno.Command("ps", { args: ["-eo", "args"], stdout: "piped" }).output();
+  return new TextDecoder().decode(out.stdout).split("\n").some((line) =>
+    line.includes("index-pack") && line.includes(gitDir)
+  );
+}
+
+Deno.test("aborting a spool before or while index-pack runs stops it and removes the spool", async (t) => {
   await using dir = await tempDir();
-  const { gitDir, bytes } = await setUp(dir.path, 4 * 1024 * 1024);
-  const stop = new AbortController();
-  const spool = await PackSpool.open({ gitDir, signal: stop.signal });
-  await spool.write(bytes);
-  const finishing = spool.finish();
-  // index-pack has been spawned by now (finish spawns before its first await).
-  stop.abort(new Error("stopped"));
-  const error = await assertRejects(() => finishing, Error);
-  assertEquals(error.message, "stopped");
-  assertEquals(await packDir(gitDir), []);
-  await spool.discard();
+  const { gitDir, bytes } = await setUp(dir.path, 24 * 1024 * 1024);
+  for (const when of ["before index-pack starts", "while index-pack runs"]) {
+    await t.step(when, async () => {
+      const stop = new AbortController();
+      const spool = await PackSpool.open({ gitDir, signal: stop.signal, fsync: false });
+      await spool.write(bytes);
+      const finishing = spool.finish();
+      finishing.catch(() => {}); // asserted below
+      if (when === "while index-pack runs") {
+        const deadline = Date.now() + 10_000;
+        while (!(await indexPackRunning(gitDir))) {
+          assert(Date.now() < deadline, "index-pack never started");
+        }
+      }
+      stop.abort(new Error("stopped"));
+      const error = await assertRejects(() => finishing, Error);
+      assertEquals(error.message, "stopped");
+      assertEquals(await packDir(gitDir), []);
+      assertEquals(await indexPackRunning(gitDir), false, "index-pack is gone");
+      await spool.discard();
+    });
+  }
 });
 
 Deno.test("a discarded spool removes its file, and a discarded spool cannot be written", async () => {
