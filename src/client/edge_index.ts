@@ -124,7 +124,7 @@ async function tryEdgeIndex(
     }
     const problem = checkIndex(idx, { ...pack, size: packSize, hashBytes });
     if (problem !== null) throw new EdgeIndexError(entry.uri, problem);
-    await writeIndex(staged.idx, idx, await settings.fsyncPacks);
+    await writeIndex(staged.idx, idx, await settings.fsyncPacks());
     // Pack first, index last (as git does): a reader never sees an index without its pack.
     const packPath = `${packDir}/pack-${hash}.pack`;
     await Deno.rename(staged.pack, packPath);
@@ -215,7 +215,7 @@ async function stagePack(
       settings.onProgress({ type: "progress", hash, bytes: received, total: size });
     }
     // As durable as index-pack --stdin would make it (core.fsync; see fsync_config.ts).
-    if (await settings.fsyncPacks) await file.syncData();
+    if (await settings.fsyncPacks()) await file.syncData();
     await writer.close();
   } catch (error) {
     await writer.abort(error).catch(() => {});

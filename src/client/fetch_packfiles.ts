@@ -71,8 +71,8 @@ export async function fetchPackfiles(
     headersFor: (uri: string) => ({ ...options.headers, ...options.headersFor?.(uri) }),
     indexPackArgs: options.indexPackArgs ?? [],
     spool: spoolMode(options.spool),
-    // Read once, while the first downloads run; a spool waits for it only when it is complete.
-    fsyncPacks: readFsyncsPacks(options.gitDir).catch(() => true),
+    // Read once, by the first download that stages a pack (a streamed one never asks).
+    fsyncPacks: once(() => readFsyncsPacks(options.gitDir).catch(() => true)),
     onProgress: options.onProgress ?? (() => {}),
     fetch: options.fetch ?? fetch,
   };
@@ -105,6 +105,11 @@ function validateEntry(hash: string, uri: string): void {
   if (protocol !== "http:" && protocol !== "https:") {
     throw new TypeError(`packfile URI must be http(s), got ${JSON.stringify(uri)}`);
   }
+}
+
+function once<T>(make: () => T): () => T {
+  let made: { value: T } | undefined;
+  return () => (made ??= { value: make() }).value;
 }
 
 function spoolMode(value: SpoolMode | undefined): SpoolMode {

@@ -21,6 +21,8 @@ export interface PackSink {
   install(): Promise<string>;
   /** Stops any index-pack, waits for it and removes anything staged. Idempotent. */
   discard(): Promise<void>;
+  /** Whether it still takes bytes where they left off (a retry may resume with `Range`). */
+  readonly resumable: boolean;
 }
 
 /** Where a pack and its index are staged before they are installed. */
@@ -93,6 +95,11 @@ export class PackIndexer implements PackSink {
     this.#writer = this.#child.stdin.getWriter();
     this.#stdout = new Response(this.#child.stdout).text();
     this.#stderr = new Response(this.#child.stderr).text();
+  }
+
+  /** Still running: a retry may go on feeding it (index-pack errors are not resumed anyway). */
+  get resumable(): boolean {
+    return this.#state === "running";
   }
 
   /** Starts `git index-pack --stdin` for a repository whose `objects/pack` directory exists. */

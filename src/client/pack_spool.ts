@@ -57,22 +57,29 @@ export class PackSpool implements PackSink {
   #hash: string | null = null;
   #child: Deno.ChildProcess | null = null;
   #bytes = 0;
-  /** Whether packs are flushed, once known; the bytes when the last early flush started. */
-  #flush: boolean | null = null;
+  /** Whether the pack is flushed to disk; the bytes when the last early flush started. */
+  readonly #flush: boolean;
   #flushedAt = 0;
   #early: Promise<unknown> | null = null;
 
-  private constructor(options: PackSpoolOptions, staged: StagedFiles, file: Deno.FsFile) {
+  private constructor(
+    options: PackSpoolOptions,
+    staged: StagedFiles,
+    file: Deno.FsFile,
+    flush: boolean,
+  ) {
     this.#options = options;
     this.#staged = staged;
     this.#file = file;
+    this.#flush = flush;
   }
 
   /** Creates the staged file in `objects/pack` (which must exist). */
   static async open(options: PackSpoolOptions): Promise<PackSpool> {
+    const flush = await (options.fsync ?? true);
     const staged = stagedPaths(options.gitDir);
     const file = await Deno.open(staged.pack, { write: true, createNew: true, mode: 0o444 });
-    return new PackSpool(options, staged, file);
+    return new PackSpool(options, staged, file, flush);
   }
 
   /** Bytes written so far. */
@@ -80,9 +87,9 @@ export class PackSpool implements PackSink {
     return this.#bytes;
   }
 
-  /** Whether a write failed part way: the file no longer ends at {@link bytes}, so no resume. */
-  get broken(): boolean {
-    return this.#state === "broken";
+  /** False once a write failed part way (the file no longer ends at {@link bytes}) or it ended. */
+  get resumable(): boolean {
+    return this.#state === "writing";
   }
 
   /** Appends the next bytes of the pack to the staged file. */
@@ -107,10 +114,6 @@ export class PackSpool implements PackSink {
    * otherwise hold it all in the page cache until asked).
    */
   #flushEarly(): void {
-    if (this.#flush === null) {
-      void Promise.resolve(this.#options.fsync ?? true).then((f) => (this.#flush ??= f));
-      return;
-    }
     if (!this.#flush || this.#early || this.#bytes - this.#flushedAt < EARLY_FLUSH_BYTES) return;
     this.#flushedAt = this.#bytes;
     this.#early = this.#file.syncData().catch(() => {/* the flush in finish reports */}).finally(
@@ -130,9 +133,8 @@ export class PackSpool implements PackSink {
     // core.fsync leaves packs out; from a file index-pack leaves that to its caller): flushed
     // while index-pack reads it from the page cache, and installed only once both are done.
     const file = this.#file;
-    const flush = await (this.#options.fsync ?? true);
     await this.#early;
-    const synced = (flush ? file.syncData() : Promise.resolve()).then(
+    const synced = (this.#flush ? file.syncData() : Promise.resolve()).then(
       () => null,
       (error: unknown) => error,
     ).finally(() => file.close());

@@ -41,7 +41,7 @@ export interface PackfileResult {
 
 /**
  * Where a pack's bytes go while it downloads:
- * - "never" (spool): they stream into `git index-pack --stdin`, so indexing overlaps the
+ * - "never": they stream into `git index-pack --stdin`, so indexing overlaps the
  *   transfer (best on a slow link, where the CPU would otherwise wait);
  * - "always": into a staged file, indexed by `git index-pack <file>` once complete (best on a
  *   fast link, where the CPU is the limit: no pipe ping-pong, the pack is not written twice);
@@ -72,8 +72,8 @@ export interface DownloadSettings {
   headersFor: (uri: string) => Record<string, string>;
   indexPackArgs: string[];
   spool: SpoolMode;
-  /** Whether spooled packs are flushed to disk (`core.fsync`; see fsync_config.ts). */
-  fsyncPacks: Promise<boolean>;
+  /** Whether staged packs are flushed to disk (`core.fsync`; see fsync_config.ts), read once. */
+  fsyncPacks: () => Promise<boolean>;
   onProgress: (event: ProgressEvent) => void;
   fetch: typeof fetch;
 }
@@ -188,7 +188,7 @@ class PackfileDownload {
         gitDir,
         args,
         signal: this.signal,
-        fsync: this.settings.fsyncPacks,
+        fsync: this.settings.fsyncPacks(),
       });
   }
 
@@ -236,7 +236,7 @@ class PackfileDownload {
     }
     this.#mode = "stream";
     const spool = this.#sink as PackSpool;
-    this.#sink = null;
+    this.#sink = null; // if the hand-over fails, neither is left to resume or discard
     this.#sink = await spool.toStream();
   }
 
@@ -255,9 +255,8 @@ class PackfileDownload {
 
   /** Decides between resuming and starting over, reports the retry and backs off. */
   async #waitBeforeRetry(nextAttempt: number, error: unknown): Promise<void> {
-    const sink = this.#sink;
-    const intact = sink !== null && !(sink instanceof PackSpool && sink.broken);
-    const resume = intact && this.#received > 0 && canResumeAfter(error);
+    const resume = this.#sink?.resumable === true && this.#received > 0 &&
+      canResumeAfter(error);
     if (!resume) {
       await this.#sink?.discard();
       this.#sink = null;
