@@ -20,7 +20,7 @@ import { concat } from "../git/pktline.ts";
 import type { PackfileUri } from "../git/packfile_uris.ts";
 import { EdgeIndexError, VerificationError } from "./errors.ts";
 import { IdleWatchdog } from "./idle_watchdog.ts";
-import { removeIfPresent } from "./index_pack.ts";
+import { removeStaged } from "./index_pack.ts";
 import {
   downloadPackfile,
   type DownloadSettings,
@@ -138,7 +138,7 @@ async function tryEdgeIndex(
     throw error;
   } finally {
     await idxRes?.body?.cancel().catch(() => {});
-    if (!installed) await Promise.all([removeIfPresent(staged.pack), removeIfPresent(staged.idx)]);
+    if (!installed) await removeStaged(staged);
   }
 }
 

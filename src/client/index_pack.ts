@@ -53,6 +53,11 @@ export async function installStaged(
   return packPath;
 }
 
+/** Removes whatever of a staged pack and index exists. */
+export async function removeStaged(staged: Pick<StagedFiles, "pack" | "idx">): Promise<void> {
+  await Promise.all([removeIfPresent(staged.pack), removeIfPresent(staged.idx)]);
+}
+
 /** Options for {@link PackIndexer.start}. */
 export interface PackIndexerOptions {
   /** The repository's git directory (`GIT_DIR`). */
@@ -177,7 +182,7 @@ export class PackIndexer implements PackSink {
     await this.#writer.abort().catch(() => {/* the pipe is already broken: nothing to abort */});
     await this.#child.status;
     await Promise.all([this.#stdout, this.#stderr]);
-    await Promise.all([removeIfPresent(this.#staged.pack), removeIfPresent(this.#staged.idx)]);
+    await removeStaged(this.#staged);
   }
 
   /** Reaps the child, removes staged files and builds the error describing why it stopped. */

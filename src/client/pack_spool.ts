@@ -14,6 +14,7 @@ import {
   PackIndexer,
   type PackSink,
   removeIfPresent,
+  removeStaged,
   type StagedFiles,
   stagedPaths,
 } from "./index_pack.ts";
@@ -250,7 +251,7 @@ export class PackSpool implements PackSink {
       killQuietly(child);
       await child.status;
     }
-    await Promise.all([removeIfPresent(this.#staged.pack), removeIfPresent(this.#staged.idx)]);
+    await removeStaged(this.#staged);
   }
 
   #expect(state: State): void {
