@@ -200,6 +200,7 @@ async function stagePack(
       if (received + chunk.byteLength > size) throw new Fallback();
       if (received < 12) head.set(chunk.subarray(0, 12 - received), received);
       received += chunk.byteLength;
+      settings.arrivals.total += chunk.byteLength;
       if (chunk.byteLength >= hashBytes) {
         hasher.update(tail);
         hasher.update(chunk.subarray(0, chunk.byteLength - hashBytes));

@@ -71,6 +71,7 @@ export async function fetchPackfiles(
     headersFor: (uri: string) => ({ ...options.headers, ...options.headersFor?.(uri) }),
     indexPackArgs: options.indexPackArgs ?? [],
     spool: spoolMode(options.spool),
+    arrivals: { total: 0 },
     // Read once, by the first download that stages a pack (a streamed one never asks).
     fsyncPacks: once(() => readFsyncsPacks(options.gitDir).catch(() => true)),
     onProgress: options.onProgress ?? (() => {}),

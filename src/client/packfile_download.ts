@@ -45,8 +45,11 @@ export interface PackfileResult {
  *   transfer (best on a slow link, where the CPU would otherwise wait);
  * - "always": into a staged file, indexed by `git index-pack <file>` once complete (best on a
  *   fast link, where the CPU is the limit: no pipe ping-pong, the pack is not written twice);
- * - "auto": spooled for the first {@link SPOOL_PROBE_MS} of the body, then still spooled if it
- *   came at {@link SPOOL_MIN_RATE} or faster (or ended), else handed to a streaming index-pack.
+ * - "auto": spooled for the first {@link SPOOL_PROBE_MS} of the body, then still spooled if the
+ *   bytes of every download of the fetch together came at {@link SPOOL_MIN_RATE} or faster
+ *   meanwhile (or the body ended), else handed to a streaming index-pack. The sum, not this
+ *   download's own rate, is what the CPU has to keep up with: eight downloads at 12 MiB/s each
+ *   load it as one at 96 MiB/s does, and each of them alone would look slow.
  */
 export type SpoolMode = "auto" | "always" | "never";
 
@@ -59,7 +62,7 @@ type Route = "probe" | "spool" | "stream";
 /** How long "auto" watches a body before choosing (from its headers' arrival). */
 export const SPOOL_PROBE_MS = 250;
 
-/** The per-connection rate (bytes/s) at or above which "auto" keeps spooling: 32 MiB/s. */
+/** The rate (bytes/s, of all downloads together) at or above which "auto" keeps spooling. */
 export const SPOOL_MIN_RATE = 32 * 1024 * 1024;
 
 /** Fully resolved settings for {@link downloadPackfile}. */
@@ -72,6 +75,8 @@ export interface DownloadSettings {
   headersFor: (uri: string) => Record<string, string>;
   indexPackArgs: string[];
   spool: SpoolMode;
+  /** Bytes received so far by every download sharing these settings (one fetch), for "auto". */
+  arrivals: { total: number };
   /** Whether staged packs are flushed to disk (`core.fsync`; see fsync_config.ts), read once. */
   fsyncPacks: () => Promise<boolean>;
   onProgress: (event: ProgressEvent) => void;
@@ -97,8 +102,8 @@ class PackfileDownload {
   #total: number | undefined;
   /** `--fix-thin` needs `--stdin`, so it always streams. */
   #mode: Route;
-  /** When "auto" started watching, and the bytes received by then. */
-  #probe: { at: number; received: number } | null = null;
+  /** When "auto" started watching, and the bytes every download had received by then. */
+  #probe: { at: number; all: number } | null = null;
 
   constructor(
     readonly entry: PackfileUri,
@@ -196,7 +201,9 @@ class PackfileDownload {
   async #pump(body: ReadableStream<Uint8Array>, watchdog: IdleWatchdog): Promise<void> {
     const reader = body.getReader();
     let finished = false;
-    if (this.#mode === "probe") this.#probe ??= { at: performance.now(), received: this.#received };
+    if (this.#mode === "probe") {
+      this.#probe ??= { at: performance.now(), all: this.settings.arrivals.total };
+    }
     try {
       while (true) {
         const { done, value } = await reader.read();
@@ -210,6 +217,7 @@ class PackfileDownload {
         await this.#requireSink().write(value);
         watchdog.touch();
         this.#received += value.byteLength;
+        this.settings.arrivals.total += value.byteLength;
         if (this.#mode === "probe") await this.#choose();
         this.#emit({
           type: "progress",
@@ -229,7 +237,7 @@ class PackfileDownload {
     const probe = this.#probe!;
     const elapsed = performance.now() - probe.at;
     if (elapsed < SPOOL_PROBE_MS) return;
-    const rate = (this.#received - probe.received) / (elapsed / 1000);
+    const rate = (this.settings.arrivals.total - probe.all) / (elapsed / 1000);
     if (rate >= SPOOL_MIN_RATE) {
       this.#mode = "spool";
       return;

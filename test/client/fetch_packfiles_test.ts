@@ -1,5 +1,6 @@
 import { assert, assertEquals, assertRejects } from "../support/assert.ts";
 import { fetchPackfiles } from "../../src/client/fetch_packfiles.ts";
+import { SPOOL_MIN_RATE, SPOOL_PROBE_MS } from "../../src/client/packfile_download.ts";
 import { PackfileDownloadError, VerificationError } from "../../src/client/errors.ts";
 import type { ProgressEvent } from "../../src/client/progress.ts";
 import { git, tempDir } from "../support/git.ts";
@@ -235,6 +236,39 @@ Deno.test("spool auto keeps a fast download in a file and hands a slow one to a 
         `pack-${pack.hash}.idx`,
         `pack-${pack.hash}.pack`,
       ]);
+      await assertNoProcessesFor(gitDir);
+    });
+  }
+});
+
+Deno.test("spool auto chooses on what all downloads bring together, not on each one alone", async (t) => {
+  await using dir = await tempDir();
+  const MiB = 1024 * 1024;
+  const cases = [
+    // Each at 6 MiB/s, below the threshold alone; eight together at 48 MiB/s are above it (the
+    // CPU takes their bytes as it would one download's at 48 MiB/s): all stay spooled.
+    { name: "8 at 6 MiB/s", bytesEach: 3 * MiB, bytesPerSecond: 6 * MiB, spooled: true },
+    // Eight at 256 KiB/s are 2 MiB/s together: all go to streaming index-packs.
+    { name: "8 at 256 KiB/s", bytesEach: 160 * 1024, bytesPerSecond: 256 * 1024, spooled: false },
+  ];
+  for (const c of cases) {
+    await t.step(c.name, async () => {
+      // What makes the case: each download alone is below the threshold and lasts past the probe.
+      assert(c.bytesPerSecond < SPOOL_MIN_RATE);
+      assertEquals(8 * c.bytesPerSecond >= SPOOL_MIN_RATE, c.spooled);
+      assert(c.bytesEach / c.bytesPerSecond > 1.5 * SPOOL_PROBE_MS / 1000);
+      const fx = await fixture(`${dir.path}/${c.spooled}`, 8, c.bytesEach);
+      await using server = await startFileServer({
+        files: fx.files,
+        bytesPerSecond: c.bytesPerSecond,
+      });
+      const gitDir = await initBare(`${dir.path}/${c.spooled}.git`);
+      const results = await fetchPackfiles(
+        fx.packs.map((p) => ({ hash: p.hash, uri: url(server, p.path) })),
+        { gitDir, jobs: 8, ...FAST },
+      );
+      assertEquals(results.map((r) => r.spooled), fx.packs.map(() => c.spooled));
+      for (const r of results) await git(["verify-pack", r.packPath.replace(/\.pack$/, ".idx")]);
       await assertNoProcessesFor(gitDir);
     });
   }
