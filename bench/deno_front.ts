@@ -4,6 +4,8 @@
  * directly and through the front, interleaved round by round; also from `node:http` in Deno
  * (which has headersTimeout, keepAliveTimeout and maxConnections of its own) as a reference.
  * Prints wall-clock medians, MB/s, the server's CPU seconds per download and the ratios.
+ * Also the latency of small streamed responses (headers, then a body read from the file in two
+ * chunks, as a ranged pack read is sent) over one kept-alive connection: 200 requests in one `curl`, per request.
  *
  * Usage: deno run --allow-all bench/deno_front.ts [--mib 256] [--runs 5]
  */
@@ -36,7 +38,25 @@ async function cpuSeconds(): Promise<number> {
   return (Number(fields[11]) + Number(fields[12])) / 100;
 }
 
-const bare = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, async () => {
+const bare = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, async (req) => {
+  if (new URL(req.url).pathname === "/small") {
+    // Read from the file as the body is pulled, as the store's ranged reads are.
+    const f = await Deno.open(file);
+    let left = 200;
+    const body = new ReadableStream<Uint8Array>({
+      async pull(c) {
+        const buf = new Uint8Array(Math.min(100, left));
+        const n = left > 0 ? await f.read(buf) : null;
+        if (n === null) {
+          f.close();
+          return c.close();
+        }
+        left -= n;
+        c.enqueue(buf.subarray(0, n));
+      },
+    });
+    return new Response(body, { headers: { "content-length": "200" } });
+  }
   const f = await Deno.open(file);
   return new Response(f.readable, { headers: { "content-length": String(size) } });
 });
@@ -87,6 +107,24 @@ console.log(
     ` node:http / bare: wall ${(wall[2] / wall[0]).toFixed(2)}x, CPU ${
       (cpu[2] / cpu[0]).toFixed(2)
     }x`,
+);
+/** Milliseconds per request of `count` small requests over one kept-alive connection. */
+async function smallRequests(port: number, count = 200): Promise<number> {
+  const url = `http://127.0.0.1:${port}/small`;
+  const args = ["-sS", ...Array.from({ length: count }, () => ["-o", "/dev/null", url]).flat()];
+  const t0 = performance.now();
+  const out = await new Deno.Command("curl", { args }).output();
+  if (!out.success) throw new Error(`curl failed: ${new TextDecoder().decode(out.stderr)}`);
+  return (performance.now() - t0) / count;
+}
+const small = await interleaved(runs, ports.slice(0, 2).map((p) => () => smallRequests(p)));
+const perRequest = small.map((r) => median(r));
+console.log(
+  `  200 small streamed responses over one connection: Deno.serve ${
+    perRequest[0].toFixed(2)
+  } ms per request, front ${perRequest[1].toFixed(2)} ms (front adds ${
+    (perRequest[1] - perRequest[0]).toFixed(2)
+  } ms)`,
 );
 await front.closeAll();
 await bare.shutdown();
