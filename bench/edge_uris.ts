@@ -16,6 +16,11 @@
  * rounds: `git -c fetch.uriProtocols=http -c fetch.packfileURIThreads=1|8 clone`, checked like
  * stock git (its GIT_TRACE must show one `http-fetch` per snapshot pack).
  *
+ * The transfer floor is measured in the same rounds: `curl` downloads the same pack URIs, all at
+ * once, one process each ("8 × curl"): the time no client can beat on this link and rig (each
+ * pack's bytes at the cap, plus what the edge and relay take to answer 8 requests at once). The
+ * lines after the tables split each clone's time beyond it into its steps.
+ *
  * Every competitor runs as its own process (git, or the gitedge CLI under `deno run`, so CLI
  * start-up counts) and makes a full clone with checkout. Runs are interleaved round by round;
  * the table shows medians of `--runs` (3). The origin, edge and relay share this process. Each
@@ -31,6 +36,10 @@ import { denoEdgeFactory } from "../test/support/edge.ts";
 import { startOrigin } from "../test/support/origin.ts";
 import { startRelay } from "../test/support/relay.ts";
 import { tracedGit, URI_CLONE, urisFetched, warm } from "../test/proxy/edge_suite.ts";
+import { SmartHttpClient } from "../src/client/smart_http.ts";
+import { UploadPackSession } from "../src/client/upload_pack.ts";
+import { CredentialManager } from "../src/client/credentials.ts";
+import { wantedObjects } from "../src/client/checkout.ts";
 
 const MiB = 1024 * 1024;
 
@@ -92,6 +101,51 @@ const STOCK = "stock git";
 const OURS = "gitedge clone";
 const SEED = "seed git";
 const STREAMED = "gitedge --spool never";
+const FLOOR = "8 × curl (floor)";
+
+/** The pack URIs a fetch of every ref of `url` announces (its inline pack is read and dropped). */
+async function announcedUris(url: string): Promise<string[]> {
+  const credentials = new CredentialManager(url, undefined, {
+    fill: () => Promise.resolve(null),
+    approve: () => Promise.resolve(),
+    reject: () => Promise.resolve(),
+  });
+  const http = new SmartHttpClient({ credentials });
+  const { session, refs } = await UploadPackSession.connectListingRefs(http, [
+    "refs/heads/",
+    "refs/tags/",
+  ]);
+  const response = await session.fetch(wantedObjects(await refs), {
+    packfileUris: true,
+    progress: false,
+  });
+  await response.pack.pipeTo(new WritableStream());
+  return response.uris.map((u) => u.uri);
+}
+
+/** The transfer floor: every URI downloaded at once by its own `curl`, bytes checked. */
+function curlFloor(uris: string[], sizes: number[]): Competitor {
+  return {
+    label: FLOOR,
+    jobs: uris.length,
+    async clone() {
+      const started = performance.now();
+      const got = await Promise.all(uris.map(async (uri) => {
+        const out = await new Deno.Command("curl", {
+          args: ["-sS", "-o", "/dev/null", "-w", "%{size_download}", uri],
+          stdout: "piped",
+        }).output();
+        if (!out.success) throw new BenchInvariantError(`curl failed on ${uri}`);
+        return Number(new TextDecoder().decode(out.stdout));
+      }));
+      const total = sizes.reduce((a, b) => a + b, 0);
+      if (got.reduce((a, b) => a + b, 0) !== total) {
+        throw new BenchInvariantError(`curl got ${got.join(" + ")} bytes of ${total}`);
+      }
+      return { wall: (performance.now() - started) / 1000 };
+    },
+  };
+}
 
 function stockGit(): Competitor {
   return {
@@ -215,7 +269,9 @@ async function runScenario(
     const packSizes = (snapshot.packs as { bytes: number }[]).map((p) => p.bytes);
     const url = `${relay?.url ?? edge.url}/bench.git`;
 
+    const uris = await announcedUris(url);
     const competitors = [
+      curlFloor(uris, packSizes),
       stockGit(),
       ...scenario.jobs.map((jobs) => gitedge(jobs)),
       ...scenario.streamJobs.map((jobs) => gitedge(jobs, true)),
@@ -228,7 +284,7 @@ async function runScenario(
         const dir = `${root}/clone-${n++}`;
         await settleDisk();
         timings[i].push(await c.clone(url, dir, packSizes.length));
-        await Deno.remove(dir, { recursive: true });
+        await Deno.remove(dir, { recursive: true }).catch(() => {}); // the floor makes none
       }
     }
     const wall = competitors.map((c, i) => ({ c, seconds: timings[i].map((t) => t.wall) }));
@@ -307,6 +363,15 @@ export function formatRatios(rows: BenchRow[]): string {
       `${scenario}: jobs 8 vs jobs 1 ${(j1 / j8).toFixed(2)}x; ` +
         `jobs 8 vs stock git ${(stock / j8).toFixed(2)}x`,
     );
+    const floor = rows.find((r) => r.scenario === scenario && r.label === FLOOR)?.median;
+    if (floor !== undefined) {
+      lines.push(
+        `${scenario}: 8 × curl floor ${floor.toFixed(3)} s; jobs 8 takes ${
+          (j8 - floor).toFixed(3)
+        } s more; a client as fast as the floor would be ${(j1 / floor).toFixed(2)}x jobs 1 ` +
+          `and ${(stock / floor).toFixed(2)}x stock git`,
+      );
+    }
     const streamed8 = of(STREAMED, 8);
     if (streamed8 !== undefined) {
       const streamed1 = of(STREAMED, 1);
