@@ -245,9 +245,9 @@ Deno.test("spool auto chooses on what all downloads bring together, not on each 
   await using dir = await tempDir();
   const MiB = 1024 * 1024;
   const cases = [
-    // Each at 6 MiB/s, below the threshold alone; eight together at 48 MiB/s are above it (the
-    // CPU takes their bytes as it would one download's at 48 MiB/s): all stay spooled.
-    { name: "8 at 6 MiB/s", bytesEach: 3 * MiB, bytesPerSecond: 6 * MiB, spooled: true },
+    // Each at 10 MiB/s, below the threshold alone; eight together at 80 MiB/s are well above it
+    // (the CPU takes their bytes as it would one download's at 80 MiB/s): all stay spooled.
+    { name: "8 at 10 MiB/s", bytesEach: 4 * MiB, bytesPerSecond: 10 * MiB, spooled: true },
     // Eight at 256 KiB/s are 2 MiB/s together: all go to streaming index-packs.
     { name: "8 at 256 KiB/s", bytesEach: 160 * 1024, bytesPerSecond: 256 * 1024, spooled: false },
   ];
