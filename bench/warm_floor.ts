@@ -15,7 +15,9 @@
  * The floor, measured in the same run on the same snapshot packs (copied from the edge's store):
  * `git index-pack` of every pack at once (every core busy) plus the connectivity walk
  * (`git rev-list --objects --all`); and the sequential floor (packs indexed one after another,
- * as stock git does, plus the walk). Also the bytes the origin sent per clone.
+ * as stock git does, plus the walk); and that floor done the way stock git indexes
+ * (`index-pack --stdin` fed each file, which copies and flushes it). Also the bytes the origin
+ * sent per clone.
  *
  *   deno run -A bench/warm_floor.ts [--runs 1] [--chunks 4] [--bundle PATH] [--repo git|big]
  *
@@ -177,6 +179,39 @@ try {
     ],
   ].map(([label, run]) => [label as string, () => timed(run as () => Promise<unknown>)]);
 
+  /**
+   * Stock git's own indexing, one pack after another: `git index-pack --stdin` fed each downloaded
+   * file, as git's `http-fetch` does, so it copies the pack and flushes it (core.fsync), then the
+   * walk. No download, no negotiation: what stock git with URIs cannot avoid.
+   */
+  const stdinFloor = async () => {
+    const repo = dir();
+    await git(["init", "-q", "--bare", repo]);
+    await settleDisk();
+    const indexing = await timed(async () => {
+      for (const p of packs) {
+        const file = await Deno.open(`${store}/${p.key}`);
+        const out = await new Deno.Command("git", {
+          args: ["index-pack", "--stdin"],
+          cwd: repo,
+          stdin: "piped",
+          stdout: "null",
+        }).spawn();
+        await file.readable.pipeTo(out.stdin);
+        if (!(await out.status).success) throw new Error(`index-pack --stdin failed on ${p.key}`);
+      }
+    });
+    const refs = Object.entries(manifest.tips).map(([ref, oid]) => `create ${ref} ${oid}`);
+    await git(["update-ref", "--stdin"], {
+      cwd: repo,
+      stdin: new TextEncoder().encode(refs.join("\n") + "\n"),
+    });
+    const walk = await timed(() =>
+      git(["rev-list", "--objects", "--all", "--quiet"], { cwd: repo })
+    );
+    return indexing + walk;
+  };
+
   /** The floor: index the snapshot packs (all at once, or one by one), then the walk. */
   const floor = async (parallel: boolean) => {
     const repo = dir();
@@ -214,6 +249,7 @@ try {
     walk: [] as number[],
     index: [] as number[],
     indexSeq: [] as number[],
+    stdin: [] as number[],
   };
   for (let r = 0; r < RUNS; r++) {
     const order = r % 2 === 0 ? competitors : [...competitors].reverse();
@@ -234,6 +270,8 @@ try {
     }
     const p = await floor(true);
     const q = await floor(false);
+    const g = await stdinFloor();
+    floors.stdin.push(g);
     floors.index.push(p.indexing);
     floors.indexSeq.push(q.indexing);
     floors.walk.push(p.walk);
@@ -242,9 +280,9 @@ try {
     console.log(
       `  run ${r + 1} floor: index-pack all at once ${p.indexing.toFixed(2)} s, one by one ${
         q.indexing.toFixed(2)
-      } s, rev-list --objects ${p.walk.toFixed(2)} s; index-pack CPU ${
-        p.indexCpu.toFixed(2)
-      } s; load ${await loadavg()}`,
+      } s (as stock git does it, --stdin, with the walk: ${g.toFixed(2)} s), rev-list --objects ${
+        p.walk.toFixed(2)
+      } s; index-pack CPU ${p.indexCpu.toFixed(2)} s; load ${await loadavg()}`,
     );
   }
   console.log(`\nwarm clones of ${NAME} (bare), ${RUNS} run(s), medians; load ${await loadavg()}`);
@@ -259,6 +297,11 @@ try {
     `floor (sequential index-pack + walk) ${fs.toFixed(2)} s  (index ${
       median(floors.indexSeq).toFixed(2)
     })`,
+  );
+  const fg = median(floors.stdin);
+  console.log(
+    `floor (sequential index-pack --stdin + walk, stock git's way) ${fg.toFixed(2)} s; ` +
+      `stock git, URIs vs it ${(median(wall["stock git, URIs"]) / fg).toFixed(2)}x`,
   );
   for (const [label] of competitors) {
     const w = median(wall[label]);
