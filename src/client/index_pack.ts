@@ -23,6 +23,11 @@ export interface PackSink {
   discard(): Promise<void>;
   /** Whether it still takes bytes where they left off (a retry may resume with `Range`). */
   readonly resumable: boolean;
+  /**
+   * Takes the rest of a body itself, without its chunks passing through the caller; `grown` is
+   * told the bytes taken so far as they grow. Only sinks that can do it natively have it.
+   */
+  pipeFrom?(body: ReadableStream<Uint8Array>, grown: (bytes: number) => void): Promise<void>;
 }
 
 /** Where a pack and its index are staged before they are installed. */

@@ -46,6 +46,9 @@ type State =
 /** How many bytes spooled since the last early flush start another (see `#flushEarly`). */
 const EARLY_FLUSH_BYTES = 4 << 20;
 
+/** How often a piped body's progress is read off the file's size (ms). */
+export const PIPE_POLL_MS = 100;
+
 /** Bytes read back per write when a spool is handed to index-pack's stdin. */
 const REPLAY_CHUNK = 256 * 1024;
 
@@ -107,6 +110,49 @@ export class PackSpool implements PackSink {
     }
     this.#bytes += chunk.byteLength;
     this.#flushEarly();
+  }
+
+  /**
+   * Appends the rest of `body` to the staged file, the runtime copying it without this code
+   * handling each chunk: Deno pipes a fetch body to a file natively (8 parallel 16 MiB bodies
+   * took ~0.2 CPU-s that way against ~0.4 through {@link write}). `grown` is told the file's
+   * size as it grows, read every {@link PIPE_POLL_MS} and once at the end. A failure of the body
+   * or of the file rejects; what reached the file is a prefix of the body either way (writes are
+   * in order), so the spool stays resumable from its size.
+   */
+  async pipeFrom(
+    body: ReadableStream<Uint8Array>,
+    grown: (bytes: number) => void,
+  ): Promise<void> {
+    this.#expect("writing");
+    const file = this.#file;
+    const observe = async () => {
+      const { size } = await file.stat();
+      if (size <= this.#bytes) return;
+      this.#bytes = size;
+      this.#flushEarly();
+      grown(size);
+    };
+    let polling: Promise<void> | null = null;
+    const timer = setInterval(() => {
+      polling ??= observe().catch(() => {/* the last look reports */}).finally(() => {
+        polling = null;
+      });
+    }, PIPE_POLL_MS);
+    try {
+      await body.pipeTo(file.writable, { preventClose: true, preventAbort: true });
+    } finally {
+      clearInterval(timer);
+      await polling;
+      try {
+        await observe();
+      } catch (error) {
+        this.#state = "broken";
+        await this.#early;
+        file.close();
+        throw error;
+      }
+    }
   }
 
   /**

@@ -197,7 +197,10 @@ class PackfileDownload {
       });
   }
 
-  /** Copies the body into the sink, one chunk at a time (each write waits for the pipe). */
+  /**
+   * Copies the body into the sink, one chunk at a time (each write waits for the pipe); once the
+   * pack is spooled for good, the spool takes the rest of the body itself.
+   */
   async #pump(body: ReadableStream<Uint8Array>, watchdog: IdleWatchdog): Promise<void> {
     const reader = body.getReader();
     let finished = false;
@@ -206,6 +209,14 @@ class PackfileDownload {
     }
     try {
       while (true) {
+        const sink = this.#requireSink();
+        if (this.#mode === "spool" && sink.pipeFrom) {
+          // Spooling for good: the sink takes the rest of the body itself.
+          reader.releaseLock();
+          finished = true;
+          await sink.pipeFrom(body, (bytes) => this.#grew(bytes, watchdog));
+          return;
+        }
         const { done, value } = await reader.read();
         if (done) {
           finished = true;
@@ -232,12 +243,29 @@ class PackfileDownload {
     }
   }
 
+  /** A sink taking a body itself has `bytes` of the pack now. */
+  #grew(bytes: number, watchdog: IdleWatchdog): void {
+    const added = bytes - this.#received;
+    if (added <= 0) return;
+    watchdog.touch();
+    this.#received = bytes;
+    this.settings.arrivals.total += added;
+    this.#emit({ type: "progress", hash: this.entry.hash, bytes, total: this.#total });
+  }
+
   /** Once "auto" has watched long enough: keeps spooling on a fast link, else streams. */
   async #choose(): Promise<void> {
     const probe = this.#probe!;
     const elapsed = performance.now() - probe.at;
+    const arrived = this.settings.arrivals.total - probe.all;
+    // The whole window's worth at the threshold already came: the verdict at its end cannot be
+    // another, so the spool takes over now (and pipes the rest itself).
+    if (arrived >= SPOOL_MIN_RATE * SPOOL_PROBE_MS / 1000) {
+      this.#mode = "spool";
+      return;
+    }
     if (elapsed < SPOOL_PROBE_MS) return;
-    const rate = (this.settings.arrivals.total - probe.all) / (elapsed / 1000);
+    const rate = arrived / (elapsed / 1000);
     if (rate >= SPOOL_MIN_RATE) {
       this.#mode = "spool";
       return;

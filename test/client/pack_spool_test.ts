@@ -127,3 +127,44 @@ Deno.test("a discarded spool removes its file, and a discarded spool cannot be w
   assertEquals(await packDir(gitDir), []);
   await assertRejects(() => spool.write(bytes), Error, "PackSpool is discarded");
 });
+
+Deno.test("a body the spool pipes itself lands whole; cut part way, the spool resumes from its file's size", async () => {
+  await using dir = await tempDir();
+  const { gitDir, hash, bytes } = await setUp(dir.path, 512 * 1024);
+  const cutAt = 300_000;
+  let requests = 0;
+  // Serves the pack from a `Range` offset; the first response breaks off after `cutAt` bytes.
+  await using server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, (req) => {
+    const from = Number(/^bytes=(\d+)-$/.exec(req.headers.get("range") ?? "")?.[1] ?? 0);
+    const first = requests++ === 0;
+    const rest = bytes.subarray(from);
+    const body = new ReadableStream<Uint8Array>({
+      start(c) {
+        if (!first) return c.enqueue(rest), c.close();
+        for (let at = 0; at < cutAt - from; at += 65536) {
+          c.enqueue(rest.subarray(at, Math.min(at + 65536, cutAt - from)));
+        }
+        setTimeout(() => c.error(new Error("cut")), 50);
+      },
+    });
+    return new Response(body, { headers: { "content-length": String(rest.byteLength) } });
+  });
+  const url = `http://127.0.0.1:${server.addr.port}/pack`;
+  const spool = await PackSpool.open({ gitDir });
+  await spool.write(bytes.subarray(0, 13)); // the first bytes through write(), as "auto" does
+  const seen: number[] = [];
+  const first = await fetch(url, { headers: { range: "bytes=13-" } });
+  await assertRejects(() => spool.pipeFrom(first.body!, (n) => seen.push(n)));
+  // What reached the file is a prefix of the body, and the spool knows its size.
+  assert(spool.resumable, "still resumable");
+  assert(spool.bytes > 13 && spool.bytes <= cutAt, `spooled ${spool.bytes}`);
+  assertEquals(seen.at(-1), spool.bytes);
+  assert(seen.every((n, i) => i === 0 || n > seen[i - 1]), "sizes only grow");
+  const resumed = await fetch(url, { headers: { range: `bytes=${spool.bytes}-` } });
+  await spool.pipeFrom(resumed.body!, (n) => seen.push(n));
+  assertEquals(spool.bytes, bytes.byteLength);
+  assertEquals(seen.at(-1), bytes.byteLength);
+  assertEquals(await spool.finish(), hash);
+  const packPath = await spool.install();
+  assertEquals(await Deno.readFile(packPath), bytes, "the pack is the body, unchanged");
+});
