@@ -39,8 +39,9 @@ options:
                   Only for an edge you run yourself: an object may then not hash to its name
                   (git fsck finds it). Packs without an index are indexed as usual.
   --spool <mode>  where a URI pack goes while it downloads: auto (default) spools it to a file
-                  and indexes it once complete when the link is fast (>= 32 MiB/s in its first
-                  250 ms), else streams it into index-pack; always; never (always stream)
+                  and indexes it once complete when the link is fast (all downloads together
+                  >= 32 MiB/s in its first 250 ms), else streams it into index-pack; always;
+                  never (always stream)
   -h, --help      show this help
 
 credentials: GITEDGE_AUTHORIZATION (a full Authorization header value), user:password in the

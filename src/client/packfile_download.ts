@@ -49,7 +49,8 @@ export interface PackfileResult {
  *   bytes of every download of the fetch together came at {@link SPOOL_MIN_RATE} or faster
  *   meanwhile (or the body ended), else handed to a streaming index-pack. The sum, not this
  *   download's own rate, is what the CPU has to keep up with: eight downloads at 12 MiB/s each
- *   load it as one at 96 MiB/s does, and each of them alone would look slow.
+ *   load it as one at 96 MiB/s does, and each of them alone would look slow. The choice is
+ *   made early once the window's worth at that rate has come (it could not turn out otherwise).
  */
 export type SpoolMode = "auto" | "always" | "never";
 
