@@ -139,20 +139,19 @@ export class PackSpool implements PackSink {
         polling = null;
       });
     }, PIPE_POLL_MS);
+    const piped = await body.pipeTo(file.writable, { preventClose: true, preventAbort: true })
+      .then(() => null, (error: unknown) => ({ error }));
+    clearInterval(timer);
+    await polling;
     try {
-      await body.pipeTo(file.writable, { preventClose: true, preventAbort: true });
-    } finally {
-      clearInterval(timer);
-      await polling;
-      try {
-        await observe();
-      } catch (error) {
-        this.#state = "broken";
-        await this.#early;
-        file.close();
-        throw error;
-      }
+      await observe();
+    } catch (error) {
+      this.#state = "broken";
+      await this.#early;
+      file.close();
+      throw error;
     }
+    if (piped) throw piped.error;
   }
 
   /**
