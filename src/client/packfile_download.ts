@@ -226,7 +226,7 @@ class PackfileDownload {
           return;
         }
         watchdog.touch();
-        await this.#requireSink().write(value);
+        await sink.write(value);
         watchdog.touch();
         this.#received += value.byteLength;
         this.settings.arrivals.total += value.byteLength;
@@ -259,18 +259,14 @@ class PackfileDownload {
     const probe = this.#probe!;
     const elapsed = performance.now() - probe.at;
     const arrived = this.settings.arrivals.total - probe.all;
-    // The whole window's worth at the threshold already came: the verdict at its end cannot be
-    // another, so the spool takes over now (and pipes the rest itself).
-    if (arrived >= SPOOL_MIN_RATE * SPOOL_PROBE_MS / 1000) {
+    // At the threshold over the window (or, once the window has passed, over all the time
+    // watched). Before the window ends this holds only once the window's worth has come, and the
+    // verdict at its end could not be another, so the spool takes over at once.
+    if (arrived >= SPOOL_MIN_RATE * Math.max(elapsed, SPOOL_PROBE_MS) / 1000) {
       this.#mode = "spool";
       return;
     }
     if (elapsed < SPOOL_PROBE_MS) return;
-    const rate = arrived / (elapsed / 1000);
-    if (rate >= SPOOL_MIN_RATE) {
-      this.#mode = "spool";
-      return;
-    }
     this.#mode = "stream";
     const spool = this.#sink as PackSpool;
     this.#sink = null; // if the hand-over fails, neither is left to resume or discard
