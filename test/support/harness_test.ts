@@ -9,10 +9,11 @@ import {
   refsOf,
 } from "./fixtures.ts";
 import { git, GitCommandError, tempDir } from "./git.ts";
-import { startOrigin } from "./origin.ts";
+import { type Origin, startOrigin } from "./origin.ts";
 import { startFileServer, startRelay } from "./relay.ts";
 import { burstFor, VirtualClock } from "./throttle.ts";
 import { withinDeadline } from "./deadline.ts";
+import type { TrafficStats } from "./stats.ts";
 
 /** Names of the pack files of a bare repository, sorted. */
 async function packNames(bare: string): Promise<string[]> {
@@ -175,11 +176,13 @@ Deno.test("origin: Basic auth refuses without credentials and accepts with them"
   assertEquals((await git(["rev-parse", "HEAD"], { cwd: `${dir.path}/ok` })).trim(), head);
 });
 
-Deno.test("origin: stop() mid-response kills backends and is idempotent", async () => {
-  const origin = await startOrigin();
-  await using dir = await tempDir();
+/**
+ * Starts a fetch of a 4 MB pack from `origin` and reads one chunk of it; the rest stays unread, as
+ * from a client that stopped reading. Returns the reader and the marker of the origin's backends.
+ */
+async function unreadPack(origin: Origin, dir: string) {
   await origin.createBare("big.git");
-  await seedAndPush(`${dir.path}/w`, origin.repoUrl("big.git"), 4_000_000);
+  await seedAndPush(`${dir}/w`, origin.repoUrl("big.git"), 4_000_000);
   const head = (await git(["rev-parse", "main"], { cwd: `${origin.root}/big.git` })).trim();
   const line = `want ${head} no-progress\n`;
   const want = (line.length + 4).toString(16).padStart(4, "0") + line;
@@ -191,12 +194,49 @@ Deno.test("origin: stop() mid-response kills backends and is idempotent", async 
   assertEquals(res.status, 200);
   const reader = res.body!.getReader();
   await reader.read(); // the response is under way; the rest stays unread
-  const marker = `GIT_PROJECT_ROOT=${origin.root}`;
+  return { reader, marker: `GIT_PROJECT_ROOT=${origin.root}` };
+}
+
+/**
+ * Waits until a server has sent at least `min` body bytes and then sends no more for a while: its
+ * client does not read, so the socket buffers are full (or the body was all handed over).
+ */
+async function untilBlocked(stats: TrafficStats, min: number): Promise<void> {
+  await withinDeadline(
+    (async () => {
+      let last = -1;
+      let same = 0;
+      while (same < 3) {
+        await new Promise((r) => setTimeout(r, 100));
+        same = stats.bytesOut >= min && stats.bytesOut === last ? same + 1 : 0;
+        last = stats.bytesOut;
+      }
+    })(),
+    `the server sending ${min} bytes and then blocking`,
+  );
+}
+
+Deno.test("origin: stop() mid-response kills backends and is idempotent", async () => {
+  const origin = await startOrigin();
+  await using dir = await tempDir();
+  const { reader, marker } = await unreadPack(origin, dir.path);
   assert((await processesWithEnv(marker)).length > 0, "a backend is running mid-response");
   await Promise.all([origin.stop(), origin.stop()]);
   await reader.cancel().catch(() => {}); // the connection is gone; only the cleanup matters
   assertEquals(await processesWithEnv(marker), [], "no backend or git child left after stop()");
   await origin.stop();
+});
+
+Deno.test("origin: stop() does not wait for a client that stopped reading", async () => {
+  // The hang issue 21 saw under load: the backend had written the whole pack before stop(), so
+  // nothing was left to kill, and a graceful shutdown waited for the test to read the response.
+  const origin = await startOrigin();
+  await using dir = await tempDir();
+  const { reader, marker } = await unreadPack(origin, dir.path);
+  await untilBlocked(origin.stats, 1_000_000);
+  await withinDeadline(origin.stop(), "origin.stop() with a response its client does not read");
+  await reader.cancel().catch(() => {});
+  assertEquals(await processesWithEnv(marker), [], "no backend or git child left after stop()");
 });
 
 Deno.test("fixtures: default repo has the promised shape and is deterministic", async () => {
@@ -538,6 +578,19 @@ Deno.test("file server: stop() ends a stalled response promptly", async () => {
   const { bytes, error } = await reading;
   assert(error !== undefined && bytes.byteLength === 10, "client saw the connection end");
   await fs.stop();
+});
+
+Deno.test("file server: stop() does not wait for a client that stopped reading", async () => {
+  await using dir = await tempDir();
+  await Deno.writeFile(`${dir.path}/f`, randomBytes(32 << 20));
+  const fs = await startFileServer({ files: { "/f": `${dir.path}/f` } });
+  const res = await fetch(`${fs.url}/f`);
+  const reader = res.body!.getReader();
+  await reader.read(); // the rest stays unread: the socket buffers fill and the server blocks
+  await untilBlocked(fs.stats, 1_000_000);
+  assert(fs.stats.bytesOut < 32 << 20, `the server is blocked mid-body: ${fs.stats.bytesOut}`);
+  await withinDeadline(fs.stop(), "fileServer.stop() with a response its client does not read");
+  await reader.cancel().catch(() => {});
 });
 
 Deno.test("relay: git clones through it, counts bytes, caps and injects faults", async () => {

@@ -11,16 +11,37 @@ export type TestHandler = (
 export interface LoopbackServer {
   /** `http://127.0.0.1:PORT`, no trailing slash. */
   url: string;
-  /** Ends every response under way, then shuts the server; idempotent. */
+  /**
+   * Ends every response under way (the handlers' `closing` signal), lets them finish for up to
+   * {@link STOP_GRACE_MS}, then drops every connection left; idempotent. It never waits on a
+   * client: one that stopped reading cannot hold it.
+   */
   stop(): Promise<void>;
 }
+
+/**
+ * How long stop() lets ended responses finish before it drops their connections. Only a response
+ * stuck behind a client that does not read takes that long; the others end at once.
+ */
+export const STOP_GRACE_MS = 1000;
 
 /** Serves `handler` on 127.0.0.1 with an ephemeral port. */
 export function serveLoopback(handler: TestHandler): LoopbackServer {
   const closing = new AbortController();
+  // Aborting Deno.serve's own signal closes the server with its connections. Its graceful
+  // `shutdown()` instead waits for every response to be delivered, i.e. for each client to read:
+  // a client that never does (a test holding a body unread) made stop() hang (issue 21).
+  const dropping = new AbortController();
+  const delivering = new Set<Promise<void>>();
   const server = Deno.serve(
-    { hostname: "127.0.0.1", port: 0, onListen() {} },
-    (req, info) => handler(req, info, closing.signal),
+    { hostname: "127.0.0.1", port: 0, onListen() {}, signal: dropping.signal },
+    (req, info) => {
+      const delivered: Promise<void> = info.completed.catch(() => {}).finally(() =>
+        delivering.delete(delivered)
+      );
+      delivering.add(delivered);
+      return handler(req, info, closing.signal);
+    },
   );
   let stopped: Promise<void> | undefined;
   return {
@@ -28,7 +49,12 @@ export function serveLoopback(handler: TestHandler): LoopbackServer {
     stop: () =>
       stopped ??= (async () => {
         closing.abort(new ServerStopped());
-        await server.shutdown();
+        let timer: ReturnType<typeof setTimeout> | undefined;
+        const grace = new Promise<void>((resolve) => timer = setTimeout(resolve, STOP_GRACE_MS));
+        await Promise.race([Promise.all(delivering), grace]);
+        clearTimeout(timer);
+        dropping.abort();
+        await server.finished;
       })(),
   };
 }

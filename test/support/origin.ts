@@ -4,6 +4,7 @@
  */
 import { type CgiResponse, readCgiResponse } from "./cgi.ts";
 import { git, GIT_ENV } from "./git.ts";
+import { serveLoopback } from "./http_server.ts";
 import { countingStream, TrafficCounter, type TrafficStats } from "./stats.ts";
 import { encodeSegment } from "../../src/proxy/repo.ts";
 
@@ -51,7 +52,10 @@ export interface Origin extends AsyncDisposable {
    * `/_bundles/`, and configures the repository's bundle list (`bundle.*`) to name it.
    */
   publishBundle(name: string): Promise<string>;
-  /** Stops the server and kills running backends; idempotent. */
+  /**
+   * Kills running backends and stops the server, dropping its connections (it never waits on a
+   * client to read); idempotent.
+   */
   stop(): Promise<void>;
 }
 
@@ -116,16 +120,18 @@ export async function startOrigin(opts: OriginOptions = {}): Promise<Origin> {
   const stats = new OriginCounter();
   const backends = new BackendSet();
   const gitBin = opts.gitBin ?? "git";
-  const handler = (req: Request, info: Deno.ServeHandlerInfo<Deno.NetAddr>) =>
-    handle(req, info, { root, stats, backends, auth: opts.requireAuth, gitBin });
-  const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, handler);
-  const url = `http://127.0.0.1:${server.addr.port}`;
+  // serveLoopback's stop() drops connections: a client holding a response unread (its bytes stuck
+  // in socket buffers) cannot keep stop() waiting, as a graceful shutdown would.
+  const server = serveLoopback((req, info) =>
+    handle(req, info, { root, stats, backends, auth: opts.requireAuth, gitBin })
+  );
+  const url = server.url;
 
   let stopped: Promise<void> | undefined;
   const stop = () =>
     stopped ??= (async () => {
       await backends.killAll();
-      await server.shutdown();
+      await server.stop();
       if (ownsRoot) await Deno.remove(root, { recursive: true });
     })();
 
