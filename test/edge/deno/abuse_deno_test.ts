@@ -80,8 +80,6 @@ async function idle(url: string, repo: string): Promise<Record<string, unknown>>
 
 Deno.test({
   name: "[deno] a truncated manifest.json after a restart: clones pass through, then URIs again",
-  sanitizeOps: false,
-  sanitizeResources: false,
   fn: async () => {
     await using origin = await startOrigin();
     await makeRepo(origin, "r.git", { commits: 8, binaryBytes: 200_000 });
@@ -113,8 +111,6 @@ Deno.test({
 
 Deno.test({
   name: "[deno] an empty signing.key (a full disk on first start) no longer stops every start",
-  sanitizeOps: false,
-  sanitizeResources: false,
   fn: async () => {
     await using origin = await startOrigin();
     await makeRepo(origin, "r.git", { commits: 6, binaryBytes: 200_000 });
@@ -142,8 +138,6 @@ Deno.test({
 
 Deno.test({
   name: "[deno] failing builds back off: three clones, one build",
-  sanitizeOps: false,
-  sanitizeResources: false,
   fn: async () => {
     await using origin = await startOrigin();
     await makeRepo(origin, "r.git", { commits: 4 });
@@ -182,8 +176,6 @@ Deno.test({
 
 Deno.test({
   name: "[deno] SIGKILL during a build leaves .tmp files that garbage collection removes",
-  sanitizeOps: false,
-  sanitizeResources: false,
   fn: async () => {
     await using origin = await startOrigin();
     await makeRepo(origin, "r.git", { commits: 10, binaryBytes: 6 << 20, seed: 9 });
