@@ -8,6 +8,7 @@ import git from "isomorphic-git";
 import isoHttp from "isomorphic-git/http/node";
 import fs from "node:fs";
 import { tempDir } from "../support/git.ts";
+import { skipped } from "../support/skips.ts";
 import { startOrigin } from "../support/origin.ts";
 import { addCommits, assertSameClone, assertSameObjects, makeRepo } from "../support/fixtures.ts";
 import { denoEdgeFactory } from "../support/edge.ts";
@@ -90,7 +91,7 @@ async function unavailable(client: Client): Promise<string | null> {
 
 for (const client of [isomorphicGit, dulwich, pygit2, jgit]) {
   const why = await unavailable(client);
-  if (why) console.warn(`other clients: skipping ${client.name}: ${why}`);
+  if (why) skipped(`other clients: ${client.name}`, why);
   Deno.test({
     name: `${client.name} clones and fetches through the edge as it does from the origin`,
     ignore: why !== null,

@@ -5,6 +5,8 @@
  * upload-pack refusing arguments it did not advertise, bundle-uri).
  */
 
+import { skipped } from "./skips.ts";
+
 /** One git installation: `bin` is its `git` (its `http-backend` and helpers come with it). */
 export interface GitBuild {
   /** Short name for test names, e.g. `git 2.39`. */
@@ -75,12 +77,15 @@ export function modernGit(): Promise<GitBuild | string> {
 
 /**
  * Both gits, for tests that run against each: Debian's and the current one. Without a current git
- * the list holds only Debian's, and `missing` says why (printed once, so a skip is never silent).
+ * the list holds only Debian's, and `missing` says why (reported with `skipped`, never silent).
  */
 export async function gitBuilds(): Promise<{ builds: GitBuild[]; missing: string | null }> {
   const m = await modernGit();
   if (typeof m === "string") {
-    console.warn(`gitedge tests: ${m}; running with ${systemGit.label} only`);
+    skipped(
+      "current git (2.55)",
+      `${m}; edge suites and the matrix run with ${systemGit.label} only`,
+    );
     return { builds: [systemGit], missing: m };
   }
   return { builds: [systemGit, m], missing: null };
