@@ -1,4 +1,4 @@
-/** Plumbing shared by the test file server and relay: a loopback server that stops promptly. */
+/** Plumbing shared by the origin, file server and relay: a loopback server that stops promptly. */
 
 /** A handler that also receives the server's closing signal. */
 export type TestHandler = (

@@ -1,10 +1,11 @@
 /**
- * A deadline for every test. The test task preloads this module (`deno test --preload
- * test/support/test_deadline.ts`): each `Deno.test` (also `.ignore`, `.only`) that sets no
- * `timeout` of its own gets {@link TEST_TIMEOUT_MS}, so a test that hangs, or spins, fails by name
- * ("Test timed out after … ms") and the run goes on, instead of holding the suite until CI gives
- * up. `withinDeadline` (deadline.ts) still bounds single waits with a clearer message; this is the
- * net under every test. A test that needs longer sets its own `timeout`.
+ * A deadline for every test. The test task (`.ci/test.ts`) preloads this module (`deno test
+ * --preload test/support/test_deadline.ts`): each `Deno.test` (also `.ignore`, `.only`) that sets
+ * no `timeout` of its own gets {@link DEFAULT_TEST_TIMEOUT_MS}, or {@link TEST_TIMEOUT_ENV}, so a
+ * test that hangs, or spins, fails by name ("Test timed out after … ms") and the run goes on,
+ * instead of holding the suite until CI gives up. `withinDeadline` (deadline.ts) still bounds
+ * single waits with a clearer message; this is the net under every test. A test that needs longer
+ * sets its own `timeout`.
  */
 
 /** The default per-test deadline: far above any test's time on a loaded 2-core machine. */
