@@ -6,6 +6,7 @@ import {
   resolveSettings,
   type ServeSettings,
   SettingError,
+  type SettingKey,
   SETTINGS,
 } from "../../src/proxy/settings.ts";
 import { serveOptionsHelp } from "../../src/proxy/settings_doc.ts";
@@ -18,16 +19,16 @@ origin, or --allow-host for each host of several.
 
 ${serveOptionsHelp()}`;
 
-/** `gitedge serve`'s flags (`--flag VALUE` or `--flag=VALUE`) and environment, resolved. */
+/**
+ * `gitedge serve`'s flags (`--flag VALUE` or `--flag=VALUE`) and environment (`GITEDGE_<NAME>`,
+ * a list comma-separated), resolved. A flag wins over its variable; a flag of either mode
+ * (`--origin`, `--allow-host`) sets aside both modes' variables.
+ */
 export function parseServeArgs(
   args: string[],
   env: (name: string) => string | undefined,
 ): ServeSettings {
-  const given: GivenSetting[] = [];
-  for (const s of SETTINGS) {
-    const text = s.env === undefined ? undefined : env(s.env);
-    if (text !== undefined && text.trim() !== "") given.push({ key: s.key, source: s.env!, text });
-  }
+  const flags: GivenSetting[] = [];
   for (let i = 0; i < args.length; i++) {
     const arg = args[i];
     const eq = arg.startsWith("--") ? arg.indexOf("=") : -1;
@@ -36,9 +37,20 @@ export function parseServeArgs(
     if (s === undefined) throw new UsageError(`unknown option '${arg}'`);
     const text = eq > 0 ? arg.slice(eq + 1) : args[++i];
     if (text === undefined) throw new UsageError(`${flag} needs a value`);
-    given.push({ key: s.key, source: flag, text });
+    flags.push({ key: s.key, source: flag, text });
   }
-  return resolveSettings("serve", given);
+  const flagged = new Set(flags.map((g) => g.key));
+  const MODES: SettingKey[] = ["origin", "allowHosts"];
+  if (MODES.some((key) => flagged.has(key))) { for (const key of MODES) flagged.add(key); }
+  const given: GivenSetting[] = [];
+  for (const s of SETTINGS) {
+    if (s.env === undefined || flagged.has(s.key)) continue;
+    const text = env(s.env);
+    if (text === undefined || text.trim() === "") continue;
+    const items = s.list ? text.split(",").map((t) => t.trim()).filter((t) => t !== "") : [text];
+    for (const item of items) given.push({ key: s.key, source: s.env, text: item });
+  }
+  return resolveSettings("serve", [...given, ...flags]);
 }
 
 export async function serveMain(args: string[]): Promise<number> {

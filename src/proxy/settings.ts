@@ -126,7 +126,11 @@ export interface Setting {
   /** `gitedge serve` flag, and the placeholder of its value in `--help`. */
   flag?: `--${string}`;
   arg?: string;
-  /** Environment variable `gitedge serve` reads it from (a flag overrides it). */
+  /**
+   * Environment variable `gitedge serve` reads it from (a flag overrides it). Every setting with a
+   * flag has one: `GITEDGE_` and its key in capitals (`urlTtlSeconds`: `GITEDGE_URL_TTL_SECONDS`),
+   * filled in below the table unless given.
+   */
   env?: `GITEDGE_${string}`;
   /** Worker var or secret. */
   workerVar?: string;
@@ -434,6 +438,15 @@ export interface WorkerSettings extends WorkerExtras {
 
 const BY_KEY = new Map(SETTINGS.map((s) => [s.key, s]));
 
+/** `GITEDGE_` and `key` in capitals with underscores: `urlTtlSeconds` is `GITEDGE_URL_TTL_SECONDS`. */
+export function envNameOf(key: SettingKey): `GITEDGE_${string}` {
+  return `GITEDGE_${key.replace(/([a-z0-9])([A-Z])/g, "$1_$2").toUpperCase()}`;
+}
+
+// Containers and service units configure by environment: whatever `gitedge serve` takes as a flag
+// it also reads from GITEDGE_<NAME> (the flag wins).
+for (const s of SETTINGS) if (s.flag !== undefined) s.env ??= envNameOf(s.key);
+
 /** The setting named `key`. */
 export function setting(key: SettingKey): Setting {
   const found = BY_KEY.get(key);
@@ -441,9 +454,12 @@ export function setting(key: SettingKey): Setting {
   return found;
 }
 
-/** How `front` names `setting` in a message about it. */
-function nameIn(front: Front, s: Setting): string {
-  if (front === "serve") return s.flag ? `${s.flag}${s.arg ? ` ${s.arg}` : ""}` : s.env ?? s.key;
+/** How `front` names `setting` in a message about it (`orEnv`: a flag and its variable). */
+function nameIn(front: Front, s: Setting, orEnv = false): string {
+  if (front === "serve") {
+    if (!s.flag) return s.env ?? s.key;
+    return `${s.flag}${s.arg ? ` ${s.arg}` : ""}${orEnv && s.env ? ` or ${s.env}` : ""}`;
+  }
   if (front === "worker") return s.workerVar ?? s.key;
   return s.key;
 }
@@ -474,7 +490,7 @@ export function resolveSettings(
   for (const s of SETTINGS) {
     if (!appliesTo(s, front) || values.has(s.key)) continue;
     if (s.required?.front === front) {
-      throw new SettingError(s.key, `${nameIn(front, s)} is not set (${s.required.hint})`);
+      throw new SettingError(s.key, `${nameIn(front, s, true)} is not set (${s.required.hint})`);
     }
     if (s.default !== undefined) values.set(s.key, s.default);
   }
@@ -485,7 +501,9 @@ export function resolveSettings(
   if (!values.has("origin") && !values.has("allowHosts")) {
     throw new SettingError(
       "origin",
-      `set ${nameIn(front, origin)} (single origin) or ${nameIn(front, allowHosts)} (multi-origin)`,
+      `set ${nameIn(front, origin, true)} (single origin) or ${
+        nameIn(front, allowHosts, true)
+      } (multi-origin)`,
     );
   }
   if (values.has("origin") && values.has("allowHosts")) {

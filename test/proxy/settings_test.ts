@@ -119,7 +119,11 @@ Deno.test("resolveSettings: defaults per front, the edge's settings in config, t
 
 Deno.test("resolveSettings: one error naming the setting as each front spells it, secrets unquoted", () => {
   const cases: [Front, [GivenSetting["key"], string, string][], string][] = [
-    ["serve", [], "set --origin URL (single origin) or --allow-host HOST (multi-origin)"],
+    [
+      "serve",
+      [],
+      "set --origin URL or GITEDGE_ORIGIN (single origin) or --allow-host HOST or GITEDGE_ALLOW_HOSTS (multi-origin)",
+    ],
     [
       "worker",
       [["signingKey", "EDGE_SIGNING_KEY", KEY_HEX]],
