@@ -375,7 +375,8 @@ export const SETTINGS: readonly Setting[] = [
     secret: true,
     required: {
       front: "worker",
-      hint: "openssl rand -hex 32 | wrangler secret put EDGE_SIGNING_KEY",
+      hint: "openssl rand -hex 32 | wrangler secret put EDGE_SIGNING_KEY; for wrangler dev, " +
+        "EDGE_SIGNING_KEY=<hex> in .dev.vars",
     },
     help: "Key that signs pack URLs, hex, at least 32 digits. Required on Workers (a secret); " +
       "`gitedge serve` keeps one in `DIR/signing.key` (created on first start) when unset.",

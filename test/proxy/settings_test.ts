@@ -138,7 +138,8 @@ Deno.test("resolveSettings: one error naming the setting as each front spells it
     [
       "worker",
       [["origin", "ORIGIN", "https://a"]],
-      "EDGE_SIGNING_KEY is not set (openssl rand -hex 32 | wrangler secret put EDGE_SIGNING_KEY)",
+      "EDGE_SIGNING_KEY is not set (openssl rand -hex 32 | wrangler secret put EDGE_SIGNING_KEY; " +
+      "for wrangler dev, EDGE_SIGNING_KEY=<hex> in .dev.vars)",
     ],
     ["serve", [["chunks", "--chunks", "0"]], "--chunks needs an integer >= 1, got '0'"],
     ["worker", [["chunks", "CHUNKS", "x"]], "CHUNKS must be an integer >= 1, got 'x'"],

@@ -29,9 +29,15 @@ export class ServeStartError extends Error {
 /** Starts `gitedge serve --port 0 ARGS` and waits for its `listening on` line. */
 export async function startServeProcess(
   args: string[],
-  opts: { env?: Record<string, string>; ulimitNofile?: number } = {},
+  opts: {
+    env?: Record<string, string>;
+    ulimitNofile?: number;
+    /** `deno run`'s permission flags (default `--allow-all`). */
+    permissions?: string[];
+  } = {},
 ): Promise<ServeProcess> {
-  const deno = [Deno.execPath(), "run", "--allow-all", CLI, "serve", "--port", "0", ...args];
+  const permissions = opts.permissions ?? ["--allow-all"];
+  const deno = [Deno.execPath(), "run", ...permissions, CLI, "serve", "--port", "0", ...args];
   // `ulimit -n` for the server only, through sh: Deno has no setrlimit.
   const cmd = opts.ulimitNofile
     ? new Deno.Command("sh", {
