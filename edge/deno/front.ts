@@ -37,6 +37,19 @@ export interface FrontOptions extends FrontLimits {
 export interface TrackedConnection {
   /** A request reached the handler; `completed` settles once its response is sent or failed. */
   request(completed: Promise<void>): void;
+  /** Accepted after the drain began (edge/deno/drain.ts): it may only finish clones. */
+  readonly late: boolean;
+}
+
+/** What the front's connections are doing, for the drain. */
+export interface FrontActivity {
+  open: number;
+  /** Requests whose responses the inner server has not finished sending. */
+  requests: number;
+  /** Connections with a write to the client under way. */
+  writing: number;
+  /** When a request last started or ended, or bytes last went to a client (ms since epoch). */
+  lastActivity: number;
 }
 
 type Phase = "headers" | "request" | "waiting";
@@ -58,17 +71,22 @@ class Connection implements TrackedConnection {
   active = 0;
   closed = false;
   pumps: Promise<void> = Promise.resolve();
+  /** When a request last started or ended here. */
+  lastRequest = Date.now();
 
   constructor(
     readonly client: Deno.Conn,
     readonly upstream: Deno.Conn,
     readonly onClose: (conn: Connection) => void,
+    readonly late = false,
   ) {}
 
   request(completed: Promise<void>): void {
     this.active++;
     this.phase = "request";
+    this.lastRequest = Date.now();
     const done = () => {
+      this.lastRequest = Date.now();
       if (--this.active > 0) return;
       this.phase = "waiting";
       this.since = Date.now();
@@ -155,6 +173,7 @@ export class Front {
   readonly #sweep: ReturnType<typeof setInterval>;
   readonly #accepting: Promise<void>;
   #closing = false;
+  #draining = false;
   /** Accepted connections still connecting to the inner server (they count against the cap). */
   #connecting = 0;
 
@@ -233,7 +252,11 @@ export class Front {
       this.#open.delete(c);
       this.#byUpstreamPort.delete(port);
       this.#opts.metrics.set("gitedge_connections_open", this.#open.size);
-    });
+      if (this.#open.size === 0) {
+        this.#emptied?.resolve();
+        this.#emptied = undefined;
+      }
+    }, this.#draining);
     this.#open.add(conn);
     this.#byUpstreamPort.set(port, conn);
     this.#opts.metrics.set("gitedge_connections_open", this.#open.size);
@@ -264,6 +287,33 @@ export class Front {
       metrics.inc("gitedge_connections_timed_out_total", 1, { kind });
       conn.close();
     }
+  }
+
+  /** From now on, connections accepted are marked `late` (the drain lets them finish clones). */
+  beginDrain(): void {
+    this.#draining = true;
+  }
+
+  /** What the connections are doing now. */
+  activity(): FrontActivity {
+    let requests = 0;
+    let writing = 0;
+    let lastActivity = 0;
+    for (const conn of this.#open) {
+      requests += conn.active;
+      if (conn.writingSince) writing++;
+      lastActivity = Math.max(lastActivity, conn.lastRequest, conn.lastSent);
+    }
+    return { open: this.#open.size + this.#connecting, requests, writing, lastActivity };
+  }
+
+  #emptied: PromiseWithResolvers<void> | undefined;
+
+  /** Resolves once no connection is open (each ends when its relays do). */
+  allClosed(): Promise<void> {
+    if (this.#open.size === 0) return Promise.resolve();
+    this.#emptied ??= Promise.withResolvers<void>();
+    return this.#emptied.promise;
   }
 
   /** Stops accepting. Open connections stay until `closeAll`. */

@@ -11,6 +11,7 @@ import {
 } from "../../src/proxy/settings.ts";
 import { serveOptionsHelp } from "../../src/proxy/settings_doc.ts";
 import { UsageError } from "../../src/client/errors.ts";
+import { createLogger } from "../../src/proxy/log.ts";
 
 const HELP = `usage: gitedge serve [options]
 
@@ -66,20 +67,51 @@ export async function serveMain(args: string[]): Promise<number> {
     console.error(`gitedge serve: ${err.message}\n\n${HELP}`);
     return 2;
   }
+  const log = createLogger({
+    level: settings.logLevel,
+    format: settings.logFormat ?? (Deno.stdout.isTerminal() ? "text" : "json"),
+    write: (line) => console.log(line),
+  });
+  log.log("info", "settings", settingsForLog(settings));
   let edge;
   try {
-    edge = await startDenoEdge(settings);
+    edge = await startDenoEdge({ ...settings, log });
   } catch (err) {
     if (!(err instanceof GitMissingError)) throw err;
     console.error(`gitedge serve: ${err.message}`);
     return 2;
   }
-  console.log(`gitedge: listening on ${edge.url} (store ${settings.store})`);
-  const stopped = Promise.withResolvers<void>();
-  const onSignal = () => stopped.resolve();
-  Deno.addSignalListener("SIGINT", onSignal);
-  Deno.addSignalListener("SIGTERM", onSignal);
-  await stopped.promise;
-  await edge.stop();
+  log.log("info", "listening", {
+    message: `listening on ${edge.url} (store ${settings.store})`,
+    url: edge.url,
+    store: settings.store,
+  });
+  // The first signal drains (edge/deno/drain.ts); a second one exits at once.
+  const signalled = Promise.withResolvers<Deno.Signal>();
+  let signals = 0;
+  const onSignal = (signal: Deno.Signal) => () => {
+    if (++signals === 1) return signalled.resolve(signal);
+    log.log("warn", "drain.abort", { signal });
+    Deno.exit(1);
+  };
+  const listeners = (["SIGINT", "SIGTERM"] as const).map((s) => [s, onSignal(s)] as const);
+  for (const [s, fn] of listeners) Deno.addSignalListener(s, fn);
+  const signal = await signalled.promise;
+  log.log("info", "signal", { signal });
+  await edge.drain({ timeoutMs: settings.drainTimeoutSeconds * 1000 });
+  for (const [s, fn] of listeners) Deno.removeSignalListener(s, fn);
   return 0;
+}
+
+/** The settings as logged at start: every value, secrets as `set` (never their value). */
+export function settingsForLog(settings: ServeSettings): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const s of SETTINGS) {
+    const value = (s.edge ? settings.config : settings as unknown as Record<string, unknown>)[
+      s.key as keyof typeof settings.config
+    ];
+    if (value === undefined) continue;
+    out[s.key] = s.secret ? "set" : value;
+  }
+  return out;
 }

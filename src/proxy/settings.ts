@@ -7,6 +7,7 @@
  * that into one {@link SettingError} naming the setting as it was given (never quoting a secret).
  */
 import { DEFAULT_EDGE_CONFIG, type EdgeConfig } from "./deps.ts";
+import { type LogFormat, type LogLevel, redactCredentials } from "./log.ts";
 
 /** A setting's text is not what the parser expected (the message never quotes it: keys are secret). */
 export class ConfigValueError extends Error {
@@ -56,10 +57,7 @@ export function parseHttpUrl(text: string): string {
   return text.replace(/\/+$/, "");
 }
 
-/** `text` with the `user:password@` of every URL in it replaced by `***@`, for messages and logs. */
-export function redactCredentials(text: string): string {
-  return text.replace(/(\b[a-z][a-z0-9+.-]*:\/\/)[^\/\s@]*@/gi, "$1***@");
-}
+export { redactCredentials } from "./log.ts";
 
 /** Decodes a URL-signing key given as hex: at least 32 digits (16 bytes), an even count. */
 export function parseSigningKeyHex(text: string): Uint8Array {
@@ -73,6 +71,18 @@ export function parseSigningKeyHex(text: string): Uint8Array {
 export function parseScheme(text: string): "https" | "http" {
   if (text !== "https" && text !== "http") throw new ConfigValueError("https or http", text);
   return text;
+}
+
+/** A parser of one of `words` (`a, b or c` in its message). */
+export function parseOneOf<T extends string>(words: readonly T[]): (text: string) => T {
+  return (text) => {
+    const t = text.trim().toLowerCase() as T;
+    if (words.includes(t)) return t;
+    throw new ConfigValueError(
+      `${words.slice(0, -1).join(", ")} or ${words[words.length - 1]}`,
+      text,
+    );
+  };
 }
 
 /** Parses `on` or `off` (also `true`/`false`, `1`/`0`, `yes`/`no`). */
@@ -103,6 +113,11 @@ export interface ServeExtras {
   idleTimeoutSeconds: number;
   /** URL-signing key; `gitedge serve` keeps one in `<store>/signing.key` when unset. */
   signingKey?: Uint8Array;
+  /** On SIGTERM/SIGINT, how long responses in flight may take to finish. */
+  drainTimeoutSeconds: number;
+  logLevel: LogLevel;
+  /** Unset: JSON unless stdout is a terminal. */
+  logFormat?: LogFormat;
 }
 
 /** The settings of the Worker that are not the edge app's. */
@@ -110,6 +125,7 @@ export interface WorkerExtras {
   signingKey: Uint8Array;
   r2PartMiB: number;
   refreshSeconds?: number;
+  logLevel: LogLevel;
 }
 
 /** Every setting's value by its name. */
@@ -310,6 +326,37 @@ export const SETTINGS: readonly Setting[] = [
       "one whose client takes no response bytes for this long; a slow download that " +
       "progresses is never cut.",
   }),
+  integer({
+    key: "drainTimeoutSeconds",
+    edge: false,
+    flag: "--drain-timeout",
+    arg: "SECONDS",
+    min: 0,
+    default: 30,
+    help: "On SIGTERM or SIGINT the server stops accepting connections and lets responses in " +
+      "flight finish for up to this long, then cuts the rest and exits 0 (a second signal " +
+      "exits at once).",
+  }),
+  {
+    key: "logLevel",
+    edge: false,
+    flag: "--log-level",
+    arg: "LEVEL",
+    workerVar: "LOG_LEVEL",
+    default: "info",
+    help: "Least level logged: `debug`, `info` (a line per request, build steps, settings at " +
+      "start), `warn` (origin errors, cut responses) or `error`.",
+    parse: parseOneOf(["debug", "info", "warn", "error"] as const),
+  },
+  {
+    key: "logFormat",
+    edge: false,
+    flag: "--log-format",
+    arg: "FORMAT",
+    defaultText: "json, or text on a terminal",
+    help: "`json` (a JSON object per line) or `text` (a readable line). Workers always log JSON.",
+    parse: parseOneOf(["json", "text"] as const),
+  },
   integer({
     key: "buildBackoffSeconds",
     edge: true,

@@ -87,6 +87,8 @@ Deno.test("resolveSettings: defaults per front, the edge's settings in config, t
     host: "127.0.0.1",
     store: ".gitedge-store",
     ...DEFAULT_CONNECTION_LIMITS,
+    drainTimeoutSeconds: 30,
+    logLevel: "info",
   });
   const worker = resolveSettings(
     "worker",

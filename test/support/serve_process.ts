@@ -11,6 +11,8 @@ export interface ServeProcess extends AsyncDisposable {
   pid: number;
   /** Everything it wrote to stderr so far. */
   stderr(): string;
+  /** Everything it wrote to stdout so far (its log: a JSON object per line). */
+  stdout(): string;
   /** Peak resident memory so far in bytes (`VmHWM`, Linux). */
   peakRss(): Promise<number>;
   /** Current resident memory in bytes (`VmRSS`, Linux). */
@@ -74,9 +76,13 @@ export async function startServeProcess(
     out += value;
     url = /listening on (http:\/\/\S+)/.exec(out)?.[1];
   }
-  // Keep draining stdout so the server never blocks on a full pipe.
+  // Keep reading stdout (its log) so the server never blocks on a full pipe.
   const outDone = (async () => {
-    while (!(await lines.read().catch(() => ({ done: true }))).done) { /* drain */ }
+    for (;;) {
+      const chunk = await lines.read().catch(() => ({ done: true, value: undefined }));
+      if (chunk.done) return;
+      out += chunk.value;
+    }
   })();
   const memory = async (field: string): Promise<number> => {
     const text = await Deno.readTextFile(`/proc/${child.pid}/status`);
@@ -99,6 +105,7 @@ export async function startServeProcess(
     url,
     pid: child.pid,
     stderr: () => err,
+    stdout: () => out,
     peakRss: () => memory("VmHWM"),
     rss: () => memory("VmRSS"),
     alive: () => !exited,

@@ -7,7 +7,6 @@ import { assert, assertEquals, assertMatch, assertThrows } from "../../support/a
 import { parseServeArgs } from "../../../edge/deno/serve_cli.ts";
 import {
   envNameOf,
-  parseOnOff,
   type ServeSettings,
   type Setting,
   SettingError,
@@ -97,6 +96,8 @@ Deno.test("gitedge serve: flags in both spellings, repeated lists, every value i
     maxConnections: 64,
     headerTimeoutSeconds: 5,
     idleTimeoutSeconds: 7,
+    drainTimeoutSeconds: 30,
+    logLevel: "info",
   });
 });
 
@@ -174,19 +175,17 @@ function samplesOf(
     const one = { text: "cd".repeat(16), value: new Uint8Array(16).fill(0xcd) };
     return [one, one];
   }
-  if (s.parse === parseOnOff) return [{ text: "on", value: true }, { text: "off", value: false }];
-  try {
-    s.parse("ok");
-    return [{ text: `v-${s.key}`, value: `v-${s.key}` }, {
-      text: `w-${s.key}`,
-      value: `w-${s.key}`,
-    }];
-  } catch {
-    return [{ text: "http://a.example/p/", value: "http://a.example/p" }, {
-      text: "http://b.example",
-      value: "http://b.example",
-    }];
-  }
+  // Otherwise the first two of these texts the setting takes.
+  const texts = ["on", "off", "json", "text", "debug", "warn", "http://a.example/p/", "http://b"];
+  const taken = texts.flatMap((text) => {
+    try {
+      return [{ text, value: s.parse(text) }];
+    } catch {
+      return [];
+    }
+  });
+  assert(taken.length >= 2, `a sample for ${s.key}`);
+  return [taken[0], taken[1]];
 }
 
 Deno.test("gitedge serve reads every setting it takes from GITEDGE_<NAME>, and the flag wins", () => {
