@@ -8,8 +8,11 @@
  *    are served only pack downloads (signed URLs handed out before) and health; anything else is
  *    answered 503 with `Connection: close`. Stock git downloads a clone's packs one after
  *    another, each on a new connection: those keep working.
- * 2. Once no request is in flight and nothing has moved for {@link DrainOptions.quietMs}, the
- *    listener closes, the inner server finishes what it sent, and each connection ends when its
+ * 2. A client handed packfile URIs is mid-clone until it has asked for as many packs (stock git
+ *    downloads and indexes them one after another, each by a new connection): the drain waits
+ *    for those, counted per client address over the last few minutes. Once no request is in
+ *    flight, no such download is pending and nothing has moved for {@link DrainOptions.quietMs},
+ *    the listener closes, the inner server finishes what it sent, and each connection ends when its
  *    last bytes reach the client.
  * 3. Snapshot builds still running are stopped (the process ends): a build leaves only temporary
  *    objects until it publishes, and the next build of that repository removes them and starts
@@ -63,7 +66,8 @@ async function until(work: Promise<unknown>, deadline: number): Promise<boolean>
 
 /** Whether anything is under way on the front's connections. */
 function busy(a: FrontActivity, quietMs: number): boolean {
-  return a.requests > 0 || a.writing > 0 || Date.now() - a.lastActivity < quietMs;
+  return a.requests > 0 || a.writing > 0 || a.cloning > 0 ||
+    Date.now() - a.lastActivity < quietMs;
 }
 
 /** Runs the drain (the caller has marked the edge draining); never throws. */
@@ -79,6 +83,7 @@ export async function drain(target: DrainTarget, opts: DrainOptions): Promise<Dr
     timeoutMs: opts.timeoutMs,
     connections: before.open,
     requests: before.requests,
+    cloning: before.cloning,
     builds: target.runningBuilds(),
   });
   while (Date.now() < deadline && busy(front.activity(), quietMs)) {
@@ -99,6 +104,7 @@ export async function drain(target: DrainTarget, opts: DrainOptions): Promise<Dr
       connections: report.cutConnections,
       requests: report.cutRequests,
       writing: left.writing,
+      cloning: left.cloning,
       builds: report.cutBuilds,
     });
   }

@@ -14,7 +14,7 @@ import { Front } from "./front.ts";
 import { drain, type DrainReport } from "./drain.ts";
 import { LoggingSnapshotBuilder } from "../../src/proxy/build_log.ts";
 import { type Logger, SILENT_LOGGER } from "../../src/proxy/log.ts";
-import { loggedOriginFetch } from "../../src/proxy/request_log.ts";
+import { handedPackUris, loggedOriginFetch } from "../../src/proxy/request_log.ts";
 import { HEALTH_ROUTES } from "../../src/proxy/health.ts";
 
 export interface DenoEdgeOptions {
@@ -116,7 +116,12 @@ export async function startDenoEdge(opts: DenoEdgeOptions): Promise<RunningEdge>
     if (draining && conn?.late && !finishesClone(request)) {
       return Promise.resolve(drainingRefusal());
     }
-    return edge.fetch(request);
+    if (conn && request.method === "GET" && isPackDownload(request)) conn.downloadsPack();
+    return edge.fetch(request).then((response) => {
+      const uris = handedPackUris(response);
+      if (conn && uris > 0) conn.clones(uris);
+      return response;
+    });
   };
   // The inner server listens on loopback only; clients reach it through the front
   // (edge/deno/front.ts). Deno's accept loop ends the server when accepting fails (out of file descriptors: "Too many
@@ -207,11 +212,14 @@ export async function startDenoEdge(opts: DenoEdgeOptions): Promise<RunningEdge>
   };
 }
 
+function isPackDownload(request: Request): boolean {
+  return new URL(request.url).pathname.startsWith("/_edge/packs/");
+}
+
 /** What a connection accepted during the drain may still ask: a clone's packs, and health. */
 function finishesClone(request: Request): boolean {
   const path = new URL(request.url).pathname;
-  return path.startsWith("/_edge/packs/") || path === HEALTH_ROUTES.live ||
-    path === HEALTH_ROUTES.ready;
+  return isPackDownload(request) || path === HEALTH_ROUTES.live || path === HEALTH_ROUTES.ready;
 }
 
 function drainingRefusal(): Response {

@@ -160,6 +160,15 @@ function counted(
 }
 
 const CONTEXTS = new WeakMap<Request, ProxyContext>();
+const NOTED = new WeakMap<Response, Notes>();
+
+/**
+ * How many packfile URIs `response` (as the app returned it) handed out: a client given some is
+ * in the middle of a clone and will download them next (the Deno server's drain waits for it).
+ */
+export function handedPackUris(response: Response): number {
+  return NOTED.get(response)?.packUris ?? 0;
+}
 
 /** The context the request's handlers use: its own noting metrics and timed origin fetch. */
 export function requestContext(request: Request, fallback: ProxyContext): ProxyContext {
@@ -192,6 +201,7 @@ export function requestLog(ctx: ProxyContext, log: Logger): MiddlewareHandler {
     });
     await next();
     const res = c.res;
+    NOTED.set(res, notes);
     const emit = (bytes: number | undefined, outcome?: string) => {
       const level = res.status >= 500 ? "warn" : "info";
       const action = notes.action ??
@@ -223,5 +233,6 @@ export function requestLog(ctx: ProxyContext, log: Logger): MiddlewareHandler {
       return;
     }
     c.res = new Response(counted(res.body, emit), res);
+    NOTED.set(c.res, notes);
   };
 }
