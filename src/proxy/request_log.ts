@@ -49,8 +49,7 @@ function note(notes: Notes, name: string, by: number, labels: Record<string, str
       break;
     case "gitedge_response_cache_total":
       notes.cache = labels.result;
-      notes.action ??= `cache-${labels.result}`;
-      if (labels.result === "hit") notes.action = "cache-hit";
+      notes.action = `cache-${labels.result}`;
       break;
     case "gitedge_packfile_uris_total":
       notes.packUris = (notes.packUris ?? 0) + by;
@@ -204,12 +203,9 @@ export function requestLog(ctx: ProxyContext, log: Logger): MiddlewareHandler {
     NOTED.set(res, notes);
     const emit = (bytes: number | undefined, outcome?: string) => {
       const level = res.status >= 500 ? "warn" : "info";
-      const action = notes.action ??
-        (route.startsWith("_") || pathname.startsWith("/_edge/")
-          ? "edge"
-          : notes.originStatus !== undefined
-          ? "proxied"
-          : "edge");
+      // Nothing telling counted: the origin answered it as is, or the edge itself did.
+      const proxied = notes.originStatus !== undefined && !pathname.startsWith("/_edge/");
+      const action = notes.action ?? (proxied ? "proxied" : "edge");
       log.log(level, "request", {
         method: request.method,
         route,

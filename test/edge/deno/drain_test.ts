@@ -38,7 +38,7 @@ async function logged(
 }
 
 /** Starts the edge on a warm repository of a few MiB in `packs` packs; returns its pack URIs. */
-async function warmEdge(dir: string, originUrl: string, packs: number) {
+async function warmEdge(dir: string, originUrl: string, packs: number, extra: string[] = []) {
   const edge = await startServeProcess([
     "--origin",
     originUrl,
@@ -46,6 +46,7 @@ async function warmEdge(dir: string, originUrl: string, packs: number) {
     `${dir}/store`,
     "--chunks",
     String(packs),
+    ...extra,
   ]);
   await warm(edge, "r.git");
   const trace = await tracedGit([...URI_CLONE, "--bare", `${edge.url}/r.git`, `${dir}/first.git`]);
@@ -159,5 +160,24 @@ Deno.test("a second signal exits at once, cutting the download in flight", async
   // The download, never read further, would hold the drain for its 30 s.
   assert(tookMs < 5000, `exited ${tookMs} ms after the second signal`);
   assert(records(edge).some((r) => r.event === "drain.abort"), "the abort is logged");
+  await reader.cancel().catch(() => {});
+});
+
+Deno.test("past --drain-timeout the drain cuts what is left, logs it and exits 0", async () => {
+  await using origin = await startOrigin();
+  await makeRepo(origin, "r.git", { commits: 4, binaryBytes: 6 << 20 });
+  await using dir = await tempDir();
+  const { edge, uris } = await warmEdge(dir.path, origin.url, 1, ["--drain-timeout", "2"]);
+  await using _ = edge;
+  const res = await fetch(uris[0].uri);
+  const reader = res.body!.getReader();
+  await reader.read(); // and never again: the download stalls
+  const signalled = Date.now();
+  Deno.kill(edge.pid, "SIGTERM");
+  assertEquals(await withinDeadline(edge.stop(), "the exit"), 0, edge.stderr());
+  const tookMs = Date.now() - signalled;
+  assert(tookMs >= 1900 && tookMs < 10_000, `the drain took ${tookMs} ms for a 2 s timeout`);
+  const cut = records(edge).find((r) => r.event === "drain.cut");
+  assert(cut && (cut.connections as number) >= 1, `the cut is logged: ${JSON.stringify(cut)}`);
   await reader.cancel().catch(() => {});
 });
