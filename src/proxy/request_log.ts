@@ -48,8 +48,10 @@ function note(notes: Notes, name: string, by: number, labels: Record<string, str
       notes.reason = labels.reason;
       break;
     case "gitedge_response_cache_total":
+      // A hit is the answer; a miss names it only if nothing else does (a passthrough counts first).
       notes.cache = labels.result;
-      notes.action = `cache-${labels.result}`;
+      if (labels.result === "hit") notes.action = "cache-hit";
+      else notes.action ??= `cache-${labels.result}`;
       break;
     case "gitedge_packfile_uris_total":
       notes.packUris = (notes.packUris ?? 0) + by;

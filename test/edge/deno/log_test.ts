@@ -70,6 +70,25 @@ Deno.test("gitedge serve's log: settings, a record per request, the build's life
     const finish = records().find((r) => r.event === "build.finish" && !r.unchanged);
     assert(finish && finish.packs > 0 && finish.bytes > 0, JSON.stringify(finish));
 
+    // Shallow clones: the second is answered from the response cache.
+    for (const name of ["s1", "s2"]) {
+      await git([
+        "clone",
+        "-q",
+        "--bare",
+        "--depth",
+        "1",
+        withCredentials(edge.url),
+        `${dir.path}/${name}`,
+      ]);
+    }
+    const shallow = records().filter((r) => r.event === "request" && r.cache !== undefined);
+    assertEquals(
+      shallow.slice(-2).map((r) => [r.action, r.cache]),
+      [["passthrough", "miss"], ["cache-hit", "hit"]],
+      JSON.stringify(shallow),
+    );
+
     // The origin goes away: the clone fails with a 502, the log says why.
     await origin[Symbol.asyncDispose]();
     originUp = false;
