@@ -2,7 +2,8 @@
  * The access log and origin errors: one `request` record per request, written when its answer has
  * been handed over (`bytes` counted as they go; an answer of declared length, such as a pack, is
  * logged when its headers are ready, `bytes` being that length), and an `origin.error` record for
- * each origin call that fails or answers 5xx.
+ * each origin call that fails or answers 5xx. Records of health probes and metrics scrapes are
+ * `debug`, of 5xx answers `warn`, the others `info`.
  *
  * What the edge did comes from what the request's handling counted: each request gets its own view
  * of the shared metrics ({@link requestContext}) that notes the counters that tell (`answered`,
@@ -204,7 +205,6 @@ export function requestLog(ctx: ProxyContext, log: Logger): MiddlewareHandler {
     const res = c.res;
     NOTED.set(res, notes);
     const emit = (bytes: number | undefined, outcome?: string) => {
-      const level = res.status >= 500 ? "warn" : "info";
       // Nothing telling counted: the origin answered it as is, or the edge itself did.
       const proxied = notes.originStatus !== undefined && !pathname.startsWith("/_edge/");
       const action = notes.action ?? (proxied ? "proxied" : "edge");
@@ -224,7 +224,13 @@ export function requestLog(ctx: ProxyContext, log: Logger): MiddlewareHandler {
         outcome,
       });
     };
-    if (!log.enabled(res.status >= 500 ? "warn" : "info")) return;
+    // Probes and scrapes come every few seconds: their records are debug.
+    const level = route.startsWith("health") || route === "metrics"
+      ? "debug"
+      : res.status >= 500
+      ? "warn"
+      : "info";
+    if (!log.enabled(level)) return;
     const length = res.headers.get("content-length");
     if (res.body === null || length !== null || request.method === "HEAD") {
       emit(request.method === "HEAD" ? 0 : Number(length ?? 0));

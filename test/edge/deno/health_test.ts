@@ -8,6 +8,7 @@ import { tempDir } from "../../support/git.ts";
 import { startOrigin } from "../../support/origin.ts";
 import { startDenoEdge } from "../../../edge/deno/server.ts";
 import { STORE_PROBE_TTL } from "../../../src/proxy/health.ts";
+import { createLogger } from "../../../src/proxy/log.ts";
 
 async function get(url: string, method = "GET") {
   // A new connection for each request: a drain tells connections opened before it from later ones.
@@ -26,9 +27,11 @@ Deno.test("health: live and ready answer 200 without the origin or a token; read
   await using origin = await startOrigin();
   await using dir = await tempDir();
   const store = `${dir.path}/store`;
+  const lines: string[] = [];
   await using edge = await startDenoEdge({
     store,
     config: { origin: origin.url, adminToken: "admin-secret" },
+    log: createLogger({ level: "info", write: (line) => lines.push(line) }),
   });
   // A file where the probe's folder goes: the store refuses that write (even to root).
   await Deno.writeTextFile(`${store}/health`, "in the way");
@@ -52,6 +55,10 @@ Deno.test("health: live and ready answer 200 without the origin or a token; read
   });
   assertEquals((await get(`${edge.url}/_edge/health/ready`, "HEAD")).status, 200);
   assertEquals(origin.stats.requests, 0, "health never asks the origin");
+  // Probes come every few seconds: their request records are debug, below the default level.
+  const records = lines.map((line) => JSON.parse(line));
+  assertEquals(records.filter((r) => r.event === "request"), []);
+  assertEquals(records.filter((r) => r.event === "store.unwritable").length, 1, lines.join("\n"));
 });
 
 Deno.test("health: ready is 503 while the edge drains; a connection opened then gets nothing but health and packs", async () => {
