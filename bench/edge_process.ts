@@ -47,6 +47,10 @@ export async function startEdgeProcess(
     if (done) throw new Error(`gitedge serve exited: ${out}`);
     out += value;
   }
+  // Keep reading its log (a line per request), so the server never blocks on a full pipe.
+  const drained = (async () => {
+    while (!(await reader.read().catch(() => ({ done: true }))).done) { /* discard */ }
+  })();
   const proc = (file: string) => Deno.readTextFile(`/proc/${child.pid}/${file}`);
   return {
     url: listening[1],
@@ -60,7 +64,7 @@ export async function startEdgeProcess(
     stop: async () => {
       child.kill("SIGTERM");
       await child.status;
-      await reader.cancel().catch(() => {});
+      await drained;
     },
   };
 }

@@ -16,7 +16,10 @@ import {
   type RepoRef,
   type ScheduleBasis,
 } from "../../src/proxy/deps.ts";
-import { readManifest, SnapshotBuilder } from "../../src/proxy/snapshot.ts";
+import { readManifest } from "../../src/proxy/snapshot.ts";
+import { LoggingSnapshotBuilder } from "../../src/proxy/build_log.ts";
+import { loggedOriginFetch } from "../../src/proxy/request_log.ts";
+import { workerLogger } from "./worker_log.ts";
 import { outcomeOf, type RepoSnapshotsRpc } from "./snapshot_rpc.ts";
 import { type Env, workerSettings } from "./env.ts";
 import { R2PackStore } from "./r2_store.ts";
@@ -35,16 +38,23 @@ export class RepoSnapshotsObject extends DurableObject<Env, DurableObjectState>
    */
   constructor(state: DurableObjectState, env: Env, storage = state.storage) {
     super(state, env);
-    const { config, r2PartMiB, refreshSeconds } = workerSettings(env);
+    const { config, r2PartMiB, refreshSeconds, logLevel } = workerSettings(env);
+    const log = workerLogger(logLevel);
     const partBytes = r2PartMiB * 1024 * 1024;
     const subrequests = new SubrequestCounter();
     const store = new R2PackStore(subrequests.bucket(env.PACKS), { partBytes });
     const clock = { now: () => Date.now() };
     this.#snapshots = new RepoSnapshots({
       storage,
-      builder: new SnapshotBuilder({
+      builder: new LoggingSnapshotBuilder({
+        log,
         store,
-        originFetch: subrequests.fetch((request) => fetch(request)),
+        originFetch: loggedOriginFetch(
+          subrequests.fetch((request) => fetch(request)),
+          log,
+          clock,
+          { for: "build" },
+        ),
         clock,
         chunks: config.chunks,
         // The origin's pack waits between build steps in segments of one R2 part each.

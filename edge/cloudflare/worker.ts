@@ -13,6 +13,7 @@ import { ResponseCache } from "../../src/proxy/response_cache.ts";
 import type { Env } from "./env.ts";
 import { SettingError } from "../../src/proxy/settings.ts";
 import { edgeDepsFromEnv } from "./worker_deps.ts";
+import { HEALTH_ROUTES, liveResponse, readyResponse, StoreProbe } from "../../src/proxy/health.ts";
 import type { ExecutionContext, ExportedHandler } from "./worker_types.ts";
 
 export { RepoSnapshotsObject } from "./repo_snapshots_object.ts";
@@ -29,6 +30,7 @@ function createFetchHandler(): FetchHandler {
   const metrics = new Metrics();
   const authMemo = new AuthMemo();
   const responseCache = new ResponseCache();
+  const storeProbe = new StoreProbe();
   let parseBudget: ParseBudget | undefined;
   return async (request, env, ctx) => {
     let deps: EdgeDeps;
@@ -36,6 +38,13 @@ function createFetchHandler(): FetchHandler {
       deps = edgeDepsFromEnv(env, ctx, metrics);
     } catch (error) {
       if (!(error instanceof SettingError)) throw error;
+      // Health answers even so: alive, and not ready (without a signing key, say).
+      const path = new URL(request.url).pathname;
+      if (path === HEALTH_ROUTES.live) return liveResponse();
+      if (path === HEALTH_ROUTES.ready) {
+        const key = error.setting === "signingKey" ? "not loaded" : "ok";
+        return readyResponse(false, { settings: "misconfigured", signingKey: key });
+      }
       console.error(`gitedge: misconfigured Worker: ${error.message}`);
       return new Response(`gitedge: misconfigured edge: ${error.message}\n`, {
         status: 500,
@@ -43,7 +52,8 @@ function createFetchHandler(): FetchHandler {
       });
     }
     parseBudget ??= ParseBudget.forCap(deps.config.maxRequestBytes);
-    return await createApp(deps, { metrics, authMemo, responseCache, parseBudget }).fetch(request);
+    return await createApp(deps, { metrics, authMemo, responseCache, parseBudget, storeProbe })
+      .fetch(request);
   };
 }
 

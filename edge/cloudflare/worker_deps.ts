@@ -5,6 +5,7 @@ import { DurableObjectCoordinator } from "./durable_object_coordinator.ts";
 import { type Env, workerSettings } from "./env.ts";
 import { R2PackStore } from "./r2_store.ts";
 import type { ExecutionContext } from "./worker_types.ts";
+import { workerLogger } from "./worker_log.ts";
 
 /**
  * R2 store, Durable Object coordinator, `fetch` to the origin, the wall clock, the signing key
@@ -21,5 +22,6 @@ export function edgeDepsFromEnv(env: Env, ctx: ExecutionContext, metrics?: Metri
     signingKey: settings.signingKey,
     config: settings.config,
     waitUntil: (promise) => ctx.waitUntil(promise),
+    log: workerLogger(settings.logLevel),
   };
 }

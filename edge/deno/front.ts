@@ -37,6 +37,28 @@ export interface FrontOptions extends FrontLimits {
 export interface TrackedConnection {
   /** A request reached the handler; `completed` settles once its response is sent or failed. */
   request(completed: Promise<void>): void;
+  /** Accepted after the drain began (edge/deno/drain.ts): it may only finish clones. */
+  readonly late: boolean;
+  /** Its client was handed `uris` packfile URIs: it is mid-clone until it has asked for them. */
+  clones(uris: number): void;
+  /** Its client asks for a pack (one of those it was handed, presumably). */
+  downloadsPack(): void;
+}
+
+/** What the front's connections are doing, for the drain. */
+export interface FrontActivity {
+  open: number;
+  /** Requests whose responses the inner server has not finished sending. */
+  requests: number;
+  /** Connections with a write to the client under way. */
+  writing: number;
+  /**
+   * Pack downloads that clients (by address) were handed URIs for and have not asked for yet,
+   * over the last {@link CLONE_MEMORY_MS}: clones under way.
+   */
+  cloning: number;
+  /** When a request last started or ended, or bytes last went to a client (ms since epoch). */
+  lastActivity: number;
 }
 
 type Phase = "headers" | "request" | "waiting";
@@ -45,6 +67,35 @@ const REFUSAL = new TextEncoder().encode(
   "HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nContent-Type: text/plain\r\n" +
     "Retry-After: 1\r\nContent-Length: 32\r\n\r\ntoo many connections, try again\n",
 );
+
+/** How long a client's pending pack downloads count as a clone under way. */
+export const CLONE_MEMORY_MS = 5 * 60_000;
+
+/** Per client address: pack URIs handed out and not yet asked for. */
+class CloneLedger {
+  readonly #pending = new Map<string, { count: number; at: number }>();
+
+  handed(host: string, uris: number): void {
+    const entry = this.#pending.get(host);
+    this.#pending.set(host, { count: (entry?.count ?? 0) + uris, at: Date.now() });
+  }
+
+  asked(host: string): void {
+    const entry = this.#pending.get(host);
+    if (!entry) return;
+    if (--entry.count <= 0) this.#pending.delete(host);
+  }
+
+  /** Pending downloads handed out within {@link CLONE_MEMORY_MS}; older entries are forgotten. */
+  pending(): number {
+    let sum = 0;
+    for (const [host, entry] of this.#pending) {
+      if (Date.now() - entry.at > CLONE_MEMORY_MS) this.#pending.delete(host);
+      else sum += entry.count;
+    }
+    return sum;
+  }
+}
 
 class Connection implements TrackedConnection {
   phase: Phase = "headers";
@@ -58,17 +109,35 @@ class Connection implements TrackedConnection {
   active = 0;
   closed = false;
   pumps: Promise<void> = Promise.resolve();
+  /** When a request last started or ended here. */
+  lastRequest = Date.now();
 
   constructor(
     readonly client: Deno.Conn,
     readonly upstream: Deno.Conn,
     readonly onClose: (conn: Connection) => void,
+    readonly ledger: CloneLedger,
+    readonly late = false,
   ) {}
+
+  clones(uris: number): void {
+    this.ledger.handed(this.clientHost, uris);
+  }
+
+  downloadsPack(): void {
+    this.ledger.asked(this.clientHost);
+  }
+
+  get clientHost(): string {
+    return (this.client.remoteAddr as Deno.NetAddr).hostname;
+  }
 
   request(completed: Promise<void>): void {
     this.active++;
     this.phase = "request";
+    this.lastRequest = Date.now();
     const done = () => {
+      this.lastRequest = Date.now();
       if (--this.active > 0) return;
       this.phase = "waiting";
       this.since = Date.now();
@@ -155,6 +224,10 @@ export class Front {
   readonly #sweep: ReturnType<typeof setInterval>;
   readonly #accepting: Promise<void>;
   #closing = false;
+  #draining = false;
+  readonly #ledger = new CloneLedger();
+  /** When a connection last closed. */
+  #lastClosed = 0;
   /** Accepted connections still connecting to the inner server (they count against the cap). */
   #connecting = 0;
 
@@ -229,11 +302,22 @@ export class Front {
     // (bench/deno_front.ts), on every fetch, ls-refs and pack request.
     for (const c of [client, upstream]) c.setNoDelay(true);
     const port = (upstream.localAddr as Deno.NetAddr).port;
-    const conn = new Connection(client, upstream, (c) => {
-      this.#open.delete(c);
-      this.#byUpstreamPort.delete(port);
-      this.#opts.metrics.set("gitedge_connections_open", this.#open.size);
-    });
+    const conn = new Connection(
+      client,
+      upstream,
+      (c) => {
+        this.#open.delete(c);
+        this.#byUpstreamPort.delete(port);
+        this.#opts.metrics.set("gitedge_connections_open", this.#open.size);
+        this.#lastClosed = Date.now();
+        if (this.#open.size === 0) {
+          this.#emptied?.resolve();
+          this.#emptied = undefined;
+        }
+      },
+      this.#ledger,
+      this.#draining,
+    );
     this.#open.add(conn);
     this.#byUpstreamPort.set(port, conn);
     this.#opts.metrics.set("gitedge_connections_open", this.#open.size);
@@ -264,6 +348,34 @@ export class Front {
       metrics.inc("gitedge_connections_timed_out_total", 1, { kind });
       conn.close();
     }
+  }
+
+  /** From now on, connections accepted are marked `late` (the drain lets them finish clones). */
+  beginDrain(): void {
+    this.#draining = true;
+  }
+
+  /** What the connections are doing now. */
+  activity(): FrontActivity {
+    let requests = 0;
+    let writing = 0;
+    const cloning = this.#ledger.pending();
+    let lastActivity = this.#lastClosed;
+    for (const conn of this.#open) {
+      requests += conn.active;
+      if (conn.writingSince) writing++;
+      lastActivity = Math.max(lastActivity, conn.lastRequest, conn.lastSent);
+    }
+    return { open: this.#open.size + this.#connecting, requests, writing, cloning, lastActivity };
+  }
+
+  #emptied: PromiseWithResolvers<void> | undefined;
+
+  /** Resolves once no connection is open (each ends when its relays do). */
+  allClosed(): Promise<void> {
+    if (this.#open.size === 0) return Promise.resolve();
+    this.#emptied ??= Promise.withResolvers<void>();
+    return this.#emptied.promise;
   }
 
   /** Stops accepting. Open connections stay until `closeAll`. */

@@ -7,11 +7,15 @@ import { DEFAULT_EDGE_CONFIG, type EdgeConfig } from "../../src/proxy/deps.ts";
 import { checkEdgeConfig, DEFAULT_CONNECTION_LIMITS } from "../../src/proxy/settings.ts";
 import { InProcessCoordinator } from "../../src/proxy/in_process_coordinator.ts";
 import { Metrics } from "../../src/proxy/metrics.ts";
-import { SnapshotBuilder } from "../../src/proxy/snapshot.ts";
 import { FsPackStore } from "./fs_store.ts";
 import { loadSigningKey } from "./signing_key.ts";
 import { gitPackIndexBuilder, requireGit } from "./pack_index_builder.ts";
 import { Front } from "./front.ts";
+import { drain, type DrainReport } from "./drain.ts";
+import { LoggingSnapshotBuilder } from "../../src/proxy/build_log.ts";
+import { type Logger, SILENT_LOGGER } from "../../src/proxy/log.ts";
+import { handedPackUris, loggedOriginFetch } from "../../src/proxy/request_log.ts";
+import { HEALTH_ROUTES } from "../../src/proxy/health.ts";
 
 export interface DenoEdgeOptions {
   store: string;
@@ -28,6 +32,8 @@ export interface DenoEdgeOptions {
   maxConnections?: number;
   headerTimeoutSeconds?: number;
   idleTimeoutSeconds?: number;
+  /** Where requests, builds and origin errors are logged (src/proxy/log.ts); default none. */
+  log?: Logger;
 }
 
 export interface RunningEdge {
@@ -37,6 +43,11 @@ export interface RunningEdge {
   coordinator: InProcessCoordinator;
   /** Resolves once scheduled background work and every running snapshot build have finished. */
   idle(): Promise<void>;
+  /**
+   * Drains (edge/deno/drain.ts): readiness fails, work under way finishes within `timeoutMs`,
+   * the rest is cut; then the edge is stopped. Resolves with what was cut.
+   */
+  drain(opts: { timeoutMs: number; quietMs?: number }): Promise<DrainReport>;
   stop(): Promise<void>;
   [Symbol.asyncDispose](): Promise<void>;
 }
@@ -50,15 +61,21 @@ export async function startDenoEdge(opts: DenoEdgeOptions): Promise<RunningEdge>
   const originFetch = (req: Request) => fetch(req);
   // With pack indexes on, git must be there: refuse to start rather than fail every build.
   if (config.packIndexes) await requireGit();
-  const builder = new SnapshotBuilder({
+  const log = opts.log ?? SILENT_LOGGER;
+  const builder = new LoggingSnapshotBuilder({
+    log,
     store,
-    originFetch,
+    originFetch: loggedOriginFetch(originFetch, log, clock, { for: "build" }),
     clock,
     chunks: config.chunks,
     ...(config.packIndexes ? { buildIndex: gitPackIndexBuilder(store) } : {}),
   });
+  // With a log, failures are logged by the builder (`build.fail`).
   const onBuildError = opts.onBuildError ??
-    ((path, err) => console.error(`gitedge: snapshot build for ${path} failed:`, err));
+    (opts.log
+      ? () => {}
+      : (path: string, err: unknown) =>
+        console.error(`gitedge: snapshot build for ${path} failed:`, err));
   const coordinator = new InProcessCoordinator({
     store,
     builder,
@@ -74,8 +91,19 @@ export async function startDenoEdge(opts: DenoEdgeOptions): Promise<RunningEdge>
     const tracked = work.catch(() => {}).finally(() => background.delete(tracked));
     background.add(tracked);
   };
+  let draining = false;
   const edge = createApp(
-    { store, coordinator, originFetch, clock, signingKey, config, waitUntil },
+    {
+      store,
+      coordinator,
+      originFetch,
+      clock,
+      signingKey,
+      config,
+      waitUntil,
+      log,
+      draining: () => draining,
+    },
     { metrics },
   );
   const ready = Promise.withResolvers<Deno.NetAddr>();
@@ -83,8 +111,17 @@ export async function startDenoEdge(opts: DenoEdgeOptions): Promise<RunningEdge>
   let front: Front | undefined;
   // Requests come through the front; it learns when each starts and when its response is sent.
   const handler = (request: Request, info: Deno.ServeHandlerInfo): Promise<Response> => {
-    front?.track(info.remoteAddr)?.request(info.completed);
-    return edge.fetch(request);
+    const conn = front?.track(info.remoteAddr);
+    conn?.request(info.completed);
+    if (draining && conn?.late && !finishesClone(request)) {
+      return Promise.resolve(drainingRefusal());
+    }
+    if (conn && request.method === "GET" && isPackDownload(request)) conn.downloadsPack();
+    return edge.fetch(request).then((response) => {
+      const uris = handedPackUris(response);
+      if (conn && uris > 0) conn.clones(uris);
+      return response;
+    });
   };
   // The inner server listens on loopback only; clients reach it through the front
   // (edge/deno/front.ts). Deno's accept loop ends the server when accepting fails (out of file descriptors: "Too many
@@ -149,13 +186,45 @@ export async function startDenoEdge(opts: DenoEdgeOptions): Promise<RunningEdge>
       await front?.closeAll();
       await idle();
     })();
+  let drained: Promise<DrainReport> | undefined;
+  // Builds still running are left to the process's end (their leftovers are collected).
+  const drainEdge = (o: { timeoutMs: number; quietMs?: number }) => {
+    if (drained) return drained;
+    draining = true;
+    drained = drain({
+      front: front!,
+      shutdownInner: () => current.shutdown(),
+      runningBuilds: () => builder.running(),
+      log,
+    }, o);
+    stopped ??= drained.then(() => {});
+    return drained;
+  };
   return {
     url: `http://${host}:${addr.port}`,
     port: addr.port,
     metrics,
     coordinator,
     idle,
+    drain: drainEdge,
     stop,
     [Symbol.asyncDispose]: stop,
   };
+}
+
+function isPackDownload(request: Request): boolean {
+  return new URL(request.url).pathname.startsWith("/_edge/packs/");
+}
+
+/** What a connection accepted during the drain may still ask: a clone's packs, and health. */
+function finishesClone(request: Request): boolean {
+  const path = new URL(request.url).pathname;
+  return isPackDownload(request) || path === HEALTH_ROUTES.live || path === HEALTH_ROUTES.ready;
+}
+
+function drainingRefusal(): Response {
+  return new Response("gitedge: the edge is shutting down, try again\n", {
+    status: 503,
+    headers: { "content-type": "text/plain", "connection": "close", "retry-after": "1" },
+  });
 }

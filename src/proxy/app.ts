@@ -17,6 +17,9 @@ import { handlePackGet } from "./pack_routes.ts";
 import { PACK_ROUTE } from "./pack_urls.ts";
 import { edgeHttpError } from "./errors.ts";
 import { ParseBudget } from "./parse_budget.ts";
+import { type Logger, SILENT_LOGGER } from "./log.ts";
+import { requestContext, requestLog } from "./request_log.ts";
+import { HEALTH_ROUTES, liveResponse, readiness, readyResponse, StoreProbe } from "./health.ts";
 
 export interface EdgeApp {
   app: Hono;
@@ -35,6 +38,8 @@ export function createApp(
     authMemo?: AuthMemo;
     responseCache?: ResponseCache;
     parseBudget?: ParseBudget;
+    /** The readiness probe's memory of the store's last write (per process or isolate). */
+    storeProbe?: StoreProbe;
   } = {},
 ): EdgeApp {
   const metrics = opts.metrics ?? new Metrics();
@@ -52,9 +57,20 @@ export function createApp(
     parseBudget,
   };
   const app = new Hono();
+  const log = deps.log ?? SILENT_LOGGER;
+  const storeProbe = opts.storeProbe ?? new StoreProbe();
 
-  app.onError((err) => errorResponse(err));
+  app.onError((err) => errorResponse(err, deps.log));
   app.notFound((c) => c.text("gitedge: not found\n", 404));
+  app.use(requestLog(ctx, log));
+
+  // Health for load balancers: unauthenticated, never the origin (src/proxy/health.ts).
+  app.on(["GET", "HEAD"], HEALTH_ROUTES.live, () => liveResponse());
+  app.on(["GET", "HEAD"], HEALTH_ROUTES.ready, async () => {
+    const { ready, checks, storeError } = await readiness(deps, storeProbe);
+    if (storeError !== undefined) log.log("error", "store.unwritable", { error: storeError });
+    return readyResponse(ready, checks);
+  });
 
   app.get("/_edge/metrics", (c) => {
     metrics.inc("gitedge_requests_total", 1, { route: "metrics" });
@@ -63,7 +79,8 @@ export function createApp(
 
   app.on(["GET", "HEAD"], PACK_ROUTE, (c) => {
     metrics.inc("gitedge_requests_total", 1, { route: "pack" });
-    return handlePackGet(ctx, c.req.raw, c.req.param("id"), c.req.param("file"));
+    const rctx = requestContext(c.req.raw, ctx);
+    return handlePackGet(rctx, c.req.raw, c.req.param("id"), c.req.param("file"));
   });
 
   // Status names a repository's tips, warm spends origin work. With an admin token configured,
@@ -119,14 +136,15 @@ export function createApp(
     if (!split) return c.text("gitedge: not a Git smart-HTTP path\n", 404);
     const repo = resolveRepo(split.path, deps.config);
     metrics.inc("gitedge_requests_total", 1, { route: split.endpoint });
+    const rctx = requestContext(c.req.raw, ctx);
     if (split.endpoint === "info/refs" && c.req.method === "GET") {
-      return await handleInfoRefs(ctx, c.req.raw, repo, url);
+      return await handleInfoRefs(rctx, c.req.raw, repo, url);
     }
     if (split.endpoint === "git-upload-pack" && c.req.method === "POST") {
-      return await handleUploadPack(ctx, c.req.raw, repo, url);
+      return await handleUploadPack(rctx, c.req.raw, repo, url);
     }
     if (split.endpoint === "git-receive-pack" && c.req.method === "POST") {
-      return await handleReceivePack(ctx, c.req.raw, repo);
+      return await handleReceivePack(rctx, c.req.raw, repo);
     }
     return c.text("gitedge: method not allowed\n", 405);
   });
@@ -153,10 +171,11 @@ function isAdmin(authorization: string | undefined, token: string): boolean {
  * text/plain body git shows to its user, its message through `publicMessage` (no credentials, no
  * server paths). An unexpected error's message stays in the server's log.
  */
-function errorResponse(err: Error): Response {
+function errorResponse(err: Error, log?: Logger): Response {
   const known = edgeHttpError(err);
   if (known) return known.response();
-  console.error("gitedge: internal error:", err);
+  if (log) log.log("error", "internal.error", { error: err, stack: err.stack });
+  else console.error("gitedge: internal error:", err);
   return new Response("gitedge: internal error (details are in the edge's log)\n", {
     status: 500,
     headers: { "content-type": "text/plain; charset=UTF-8" },

@@ -3,6 +3,7 @@
  * these and hands them to `createApp` in `app.ts`; nothing in `src/proxy` reaches for globals.
  */
 import type { PackStore } from "../storage/store.ts";
+import type { Logger } from "./log.ts";
 
 /** A repository behind the edge. */
 export interface RepoRef {
@@ -202,4 +203,8 @@ export interface EdgeDeps {
   config: EdgeConfig;
   /** Background work that must outlive the response (Workers: `ctx.waitUntil`). */
   waitUntil?: (p: Promise<unknown>) => void;
+  /** Where the request log and origin errors go (`src/proxy/log.ts`); none: not logged. */
+  log?: Logger;
+  /** True once the edge drains (stops taking work): readiness answers 503. */
+  draining?: () => boolean;
 }

@@ -7,6 +7,7 @@
  * that into one {@link SettingError} naming the setting as it was given (never quoting a secret).
  */
 import { DEFAULT_EDGE_CONFIG, type EdgeConfig } from "./deps.ts";
+import { type LogFormat, type LogLevel, redactCredentials } from "./log.ts";
 
 /** A setting's text is not what the parser expected (the message never quotes it: keys are secret). */
 export class ConfigValueError extends Error {
@@ -56,10 +57,7 @@ export function parseHttpUrl(text: string): string {
   return text.replace(/\/+$/, "");
 }
 
-/** `text` with the `user:password@` of every URL in it replaced by `***@`, for messages and logs. */
-export function redactCredentials(text: string): string {
-  return text.replace(/(\b[a-z][a-z0-9+.-]*:\/\/)[^\/\s@]*@/gi, "$1***@");
-}
+export { redactCredentials } from "./log.ts";
 
 /** Decodes a URL-signing key given as hex: at least 32 digits (16 bytes), an even count. */
 export function parseSigningKeyHex(text: string): Uint8Array {
@@ -73,6 +71,18 @@ export function parseSigningKeyHex(text: string): Uint8Array {
 export function parseScheme(text: string): "https" | "http" {
   if (text !== "https" && text !== "http") throw new ConfigValueError("https or http", text);
   return text;
+}
+
+/** A parser of one of `words` (`a, b or c` in its message). */
+export function parseOneOf<T extends string>(words: readonly T[]): (text: string) => T {
+  return (text) => {
+    const t = text.trim().toLowerCase() as T;
+    if (words.includes(t)) return t;
+    throw new ConfigValueError(
+      `${words.slice(0, -1).join(", ")} or ${words[words.length - 1]}`,
+      text,
+    );
+  };
 }
 
 /** Parses `on` or `off` (also `true`/`false`, `1`/`0`, `yes`/`no`). */
@@ -103,6 +113,11 @@ export interface ServeExtras {
   idleTimeoutSeconds: number;
   /** URL-signing key; `gitedge serve` keeps one in `<store>/signing.key` when unset. */
   signingKey?: Uint8Array;
+  /** On SIGTERM/SIGINT, how long responses in flight may take to finish. */
+  drainTimeoutSeconds: number;
+  logLevel: LogLevel;
+  /** Unset: JSON unless stdout is a terminal. */
+  logFormat?: LogFormat;
 }
 
 /** The settings of the Worker that are not the edge app's. */
@@ -110,6 +125,7 @@ export interface WorkerExtras {
   signingKey: Uint8Array;
   r2PartMiB: number;
   refreshSeconds?: number;
+  logLevel: LogLevel;
 }
 
 /** Every setting's value by its name. */
@@ -126,7 +142,11 @@ export interface Setting {
   /** `gitedge serve` flag, and the placeholder of its value in `--help`. */
   flag?: `--${string}`;
   arg?: string;
-  /** Environment variable `gitedge serve` reads it from (a flag overrides it). */
+  /**
+   * Environment variable `gitedge serve` reads it from (a flag overrides it). Every setting with a
+   * flag has one: `GITEDGE_` and its key in capitals (`urlTtlSeconds`: `GITEDGE_URL_TTL_SECONDS`),
+   * filled in below the table unless given.
+   */
   env?: `GITEDGE_${string}`;
   /** Worker var or secret. */
   workerVar?: string;
@@ -307,6 +327,37 @@ export const SETTINGS: readonly Setting[] = [
       "progresses is never cut.",
   }),
   integer({
+    key: "drainTimeoutSeconds",
+    edge: false,
+    flag: "--drain-timeout",
+    arg: "SECONDS",
+    min: 0,
+    default: 30,
+    help: "On SIGTERM or SIGINT the server stops accepting connections and lets responses in " +
+      "flight finish for up to this long, then cuts the rest and exits 0 (a second signal " +
+      "exits at once).",
+  }),
+  {
+    key: "logLevel",
+    edge: false,
+    flag: "--log-level",
+    arg: "LEVEL",
+    workerVar: "LOG_LEVEL",
+    default: "info",
+    help: "Least level logged: `debug`, `info` (a line per request, build steps, settings at " +
+      "start), `warn` (origin errors, cut responses) or `error`.",
+    parse: parseOneOf(["debug", "info", "warn", "error"] as const),
+  },
+  {
+    key: "logFormat",
+    edge: false,
+    flag: "--log-format",
+    arg: "FORMAT",
+    defaultText: "json, or text on a terminal",
+    help: "`json` (a JSON object per line) or `text` (a readable line). Workers always log JSON.",
+    parse: parseOneOf(["json", "text"] as const),
+  },
+  integer({
     key: "buildBackoffSeconds",
     edge: true,
     flag: "--build-backoff",
@@ -371,7 +422,8 @@ export const SETTINGS: readonly Setting[] = [
     secret: true,
     required: {
       front: "worker",
-      hint: "openssl rand -hex 32 | wrangler secret put EDGE_SIGNING_KEY",
+      hint: "openssl rand -hex 32 | wrangler secret put EDGE_SIGNING_KEY; for wrangler dev, " +
+        "EDGE_SIGNING_KEY=<hex> in .dev.vars",
     },
     help: "Key that signs pack URLs, hex, at least 32 digits. Required on Workers (a secret); " +
       "`gitedge serve` keeps one in `DIR/signing.key` (created on first start) when unset.",
@@ -434,6 +486,15 @@ export interface WorkerSettings extends WorkerExtras {
 
 const BY_KEY = new Map(SETTINGS.map((s) => [s.key, s]));
 
+/** `GITEDGE_` and `key` in capitals with underscores: `urlTtlSeconds` is `GITEDGE_URL_TTL_SECONDS`. */
+export function envNameOf(key: SettingKey): `GITEDGE_${string}` {
+  return `GITEDGE_${key.replace(/([a-z0-9])([A-Z])/g, "$1_$2").toUpperCase()}`;
+}
+
+// Containers and service units configure by environment: whatever `gitedge serve` takes as a flag
+// it also reads from GITEDGE_<NAME> (the flag wins).
+for (const s of SETTINGS) if (s.flag !== undefined) s.env ??= envNameOf(s.key);
+
 /** The setting named `key`. */
 export function setting(key: SettingKey): Setting {
   const found = BY_KEY.get(key);
@@ -441,9 +502,12 @@ export function setting(key: SettingKey): Setting {
   return found;
 }
 
-/** How `front` names `setting` in a message about it. */
-function nameIn(front: Front, s: Setting): string {
-  if (front === "serve") return s.flag ? `${s.flag}${s.arg ? ` ${s.arg}` : ""}` : s.env ?? s.key;
+/** How `front` names `setting` in a message about it (`orEnv`: a flag and its variable). */
+function nameIn(front: Front, s: Setting, orEnv = false): string {
+  if (front === "serve") {
+    if (!s.flag) return s.env ?? s.key;
+    return `${s.flag}${s.arg ? ` ${s.arg}` : ""}${orEnv && s.env ? ` or ${s.env}` : ""}`;
+  }
   if (front === "worker") return s.workerVar ?? s.key;
   return s.key;
 }
@@ -474,7 +538,7 @@ export function resolveSettings(
   for (const s of SETTINGS) {
     if (!appliesTo(s, front) || values.has(s.key)) continue;
     if (s.required?.front === front) {
-      throw new SettingError(s.key, `${nameIn(front, s)} is not set (${s.required.hint})`);
+      throw new SettingError(s.key, `${nameIn(front, s, true)} is not set (${s.required.hint})`);
     }
     if (s.default !== undefined) values.set(s.key, s.default);
   }
@@ -485,7 +549,9 @@ export function resolveSettings(
   if (!values.has("origin") && !values.has("allowHosts")) {
     throw new SettingError(
       "origin",
-      `set ${nameIn(front, origin)} (single origin) or ${nameIn(front, allowHosts)} (multi-origin)`,
+      `set ${nameIn(front, origin, true)} (single origin) or ${
+        nameIn(front, allowHosts, true)
+      } (multi-origin)`,
     );
   }
   if (values.has("origin") && values.has("allowHosts")) {

@@ -63,7 +63,8 @@ export function serveOptionsHelp(): string {
         : ` ${`Default: ${plain(fallback)}.`.replaceAll(" ", NO_BREAK)}`);
     if (s.flag) options.push(...helpEntry(`${s.flag}${s.arg ? ` ${s.arg}` : ""}`, text));
     if (s.env) {
-      environment.push(...helpEntry(s.env, s.flag ? `As ${s.flag} (the flag wins).` : text));
+      const as = `As ${s.flag}${s.list ? ", comma-separated" : ""} (the flag wins).`;
+      environment.push(...helpEntry(s.env, s.flag ? as : text));
     }
   }
   options.push(...helpEntry("-h, --help", "Show this help."));

@@ -87,6 +87,8 @@ Deno.test("resolveSettings: defaults per front, the edge's settings in config, t
     host: "127.0.0.1",
     store: ".gitedge-store",
     ...DEFAULT_CONNECTION_LIMITS,
+    drainTimeoutSeconds: 30,
+    logLevel: "info",
   });
   const worker = resolveSettings(
     "worker",
@@ -119,7 +121,11 @@ Deno.test("resolveSettings: defaults per front, the edge's settings in config, t
 
 Deno.test("resolveSettings: one error naming the setting as each front spells it, secrets unquoted", () => {
   const cases: [Front, [GivenSetting["key"], string, string][], string][] = [
-    ["serve", [], "set --origin URL (single origin) or --allow-host HOST (multi-origin)"],
+    [
+      "serve",
+      [],
+      "set --origin URL or GITEDGE_ORIGIN (single origin) or --allow-host HOST or GITEDGE_ALLOW_HOSTS (multi-origin)",
+    ],
     [
       "worker",
       [["signingKey", "EDGE_SIGNING_KEY", KEY_HEX]],
@@ -134,7 +140,8 @@ Deno.test("resolveSettings: one error naming the setting as each front spells it
     [
       "worker",
       [["origin", "ORIGIN", "https://a"]],
-      "EDGE_SIGNING_KEY is not set (openssl rand -hex 32 | wrangler secret put EDGE_SIGNING_KEY)",
+      "EDGE_SIGNING_KEY is not set (openssl rand -hex 32 | wrangler secret put EDGE_SIGNING_KEY; " +
+      "for wrangler dev, EDGE_SIGNING_KEY=<hex> in .dev.vars)",
     ],
     ["serve", [["chunks", "--chunks", "0"]], "--chunks needs an integer >= 1, got '0'"],
     ["worker", [["chunks", "CHUNKS", "x"]], "CHUNKS must be an integer >= 1, got 'x'"],

@@ -11,6 +11,8 @@ export interface ServeProcess extends AsyncDisposable {
   pid: number;
   /** Everything it wrote to stderr so far. */
   stderr(): string;
+  /** Everything it wrote to stdout so far (its log: a JSON object per line). */
+  stdout(): string;
   /** Peak resident memory so far in bytes (`VmHWM`, Linux). */
   peakRss(): Promise<number>;
   /** Current resident memory in bytes (`VmRSS`, Linux). */
@@ -29,9 +31,15 @@ export class ServeStartError extends Error {
 /** Starts `gitedge serve --port 0 ARGS` and waits for its `listening on` line. */
 export async function startServeProcess(
   args: string[],
-  opts: { env?: Record<string, string>; ulimitNofile?: number } = {},
+  opts: {
+    env?: Record<string, string>;
+    ulimitNofile?: number;
+    /** `deno run`'s permission flags (default `--allow-all`). */
+    permissions?: string[];
+  } = {},
 ): Promise<ServeProcess> {
-  const deno = [Deno.execPath(), "run", "--allow-all", CLI, "serve", "--port", "0", ...args];
+  const permissions = opts.permissions ?? ["--allow-all"];
+  const deno = [Deno.execPath(), "run", ...permissions, CLI, "serve", "--port", "0", ...args];
   // `ulimit -n` for the server only, through sh: Deno has no setrlimit.
   const cmd = opts.ulimitNofile
     ? new Deno.Command("sh", {
@@ -68,9 +76,13 @@ export async function startServeProcess(
     out += value;
     url = /listening on (http:\/\/\S+)/.exec(out)?.[1];
   }
-  // Keep draining stdout so the server never blocks on a full pipe.
+  // Keep reading stdout (its log) so the server never blocks on a full pipe.
   const outDone = (async () => {
-    while (!(await lines.read().catch(() => ({ done: true }))).done) { /* drain */ }
+    for (;;) {
+      const chunk = await lines.read().catch(() => ({ done: true, value: undefined }));
+      if (chunk.done) return;
+      out += chunk.value;
+    }
   })();
   const memory = async (field: string): Promise<number> => {
     const text = await Deno.readTextFile(`/proc/${child.pid}/status`);
@@ -93,6 +105,7 @@ export async function startServeProcess(
     url,
     pid: child.pid,
     stderr: () => err,
+    stdout: () => out,
     peakRss: () => memory("VmHWM"),
     rss: () => memory("VmRSS"),
     alive: () => !exited,

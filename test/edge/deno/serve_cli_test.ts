@@ -5,7 +5,13 @@
  */
 import { assert, assertEquals, assertMatch, assertThrows } from "../../support/assert.ts";
 import { parseServeArgs } from "../../../edge/deno/serve_cli.ts";
-import { SettingError, SETTINGS } from "../../../src/proxy/settings.ts";
+import {
+  envNameOf,
+  type ServeSettings,
+  type Setting,
+  SettingError,
+  SETTINGS,
+} from "../../../src/proxy/settings.ts";
 import { UsageError } from "../../../src/client/errors.ts";
 
 const CLI = new URL("../../../edge/deno/cli.ts", import.meta.url).pathname;
@@ -25,7 +31,7 @@ Deno.test("gitedge serve words malformed flags as before, naming the flag", () =
   );
   assertEquals(
     message(["--port", "0"]),
-    "set --origin URL (single origin) or --allow-host HOST (multi-origin)",
+    "set --origin URL or GITEDGE_ORIGIN (single origin) or --allow-host HOST or GITEDGE_ALLOW_HOSTS (multi-origin)",
   );
   assertEquals(
     message(["--origin", "http://o", "--port", ""]),
@@ -90,6 +96,8 @@ Deno.test("gitedge serve: flags in both spellings, repeated lists, every value i
     maxConnections: 64,
     headerTimeoutSeconds: 5,
     idleTimeoutSeconds: 7,
+    drainTimeoutSeconds: 30,
+    logLevel: "info",
   });
 });
 
@@ -145,4 +153,74 @@ Deno.test("gitedge serve --help lists every setting it takes; a bad value exits 
   const bad = await serve(["--origin", "http://127.0.0.1:9", "--chunks", "0"]);
   assertEquals(bad.code, 2, bad.stderr);
   assertMatch(bad.stderr, /^gitedge serve: --chunks needs an integer >= 1, got '0'\n\nusage:/);
+});
+
+/** Two valid texts for `s` (a list: the first with two items) and the values they resolve to. */
+function samplesOf(
+  s: Setting,
+): [{ text: string; value: unknown }, { text: string; value: unknown }] {
+  if (s.list) {
+    return [{ text: "a.example, B.example", value: ["a.example", "b.example"] }, {
+      text: "c.example",
+      value: ["c.example"],
+    }];
+  }
+  if (s.min !== undefined) {
+    return [{ text: String(s.min + 7), value: s.min + 7 }, {
+      text: String(s.min + 3),
+      value: s.min + 3,
+    }];
+  }
+  if (s.key === "signingKey") {
+    const one = { text: "cd".repeat(16), value: new Uint8Array(16).fill(0xcd) };
+    return [one, one];
+  }
+  // Otherwise the first two of these texts the setting takes.
+  const texts = ["on", "off", "json", "text", "debug", "warn", "http://a.example/p/", "http://b"];
+  const taken = texts.flatMap((text) => {
+    try {
+      return [{ text, value: s.parse(text) }];
+    } catch {
+      return [];
+    }
+  });
+  assert(taken.length >= 2, `a sample for ${s.key}`);
+  return [taken[0], taken[1]];
+}
+
+Deno.test("gitedge serve reads every setting it takes from GITEDGE_<NAME>, and the flag wins", () => {
+  const serveRows = SETTINGS.filter((s) => s.flag !== undefined || s.env !== undefined);
+  assert(serveRows.length >= 18, `${serveRows.length} settings`);
+  for (const s of SETTINGS.filter((s) => s.flag !== undefined)) {
+    assertEquals(s.env, envNameOf(s.key), `${s.key} has its variable`);
+  }
+  const valueOf = (settings: ServeSettings, s: Setting) =>
+    s.edge
+      ? (settings.config as unknown as Record<string, unknown>)[s.key]
+      : (settings as unknown as Record<string, unknown>)[s.key];
+  for (const s of serveRows) {
+    const [envSample, flagSample] = samplesOf(s);
+    // A single origin by flag, unless this row is one of the two modes.
+    const base = s.key === "origin" || s.key === "allowHosts" ? [] : ["--origin", "http://o"];
+    const vars = (name: string) => name === s.env ? envSample.text : undefined;
+    assertEquals(valueOf(parseServeArgs(base, vars), s), envSample.value, `${s.env} sets ${s.key}`);
+    if (s.flag === undefined) continue;
+    const both = parseServeArgs([...base, s.flag, flagSample.text], vars);
+    assertEquals(valueOf(both, s), flagSample.value, `${s.flag} wins over ${s.env}`);
+  }
+  // A flag of either mode sets aside both modes' variables; with none, the message names both.
+  const env = (vars: Record<string, string>) => (name: string) => vars[name];
+  const multi = parseServeArgs(["--allow-host", "h.example"], env({ GITEDGE_ORIGIN: "http://o" }));
+  assertEquals([multi.config.origin, multi.config.allowHosts], [undefined, ["h.example"]]);
+  assertEquals(
+    assertThrows(() => parseServeArgs([], noEnv), SettingError).message,
+    "set --origin URL or GITEDGE_ORIGIN (single origin) or --allow-host HOST or GITEDGE_ALLOW_HOSTS (multi-origin)",
+  );
+  assertEquals(
+    assertThrows(
+      () => parseServeArgs([], env({ GITEDGE_ORIGIN: "http://o", GITEDGE_CHUNKS: "0" })),
+      SettingError,
+    ).message,
+    "GITEDGE_CHUNKS must be an integer >= 1, got '0'",
+  );
 });

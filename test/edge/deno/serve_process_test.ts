@@ -89,7 +89,10 @@ Deno.test("gitedge serve as a process: --port 0 prints a loopback URL, GITEDGE_A
     exited = true;
     assertEquals(status.code, 0, `exit status; stderr: ${await stderr}`);
     await stdout.done;
-    assertMatch(stdout.text, /^gitedge: listening on http:\/\/127\.0\.0\.1:\d+ \(store /);
+    // Not a terminal: the log is JSON, a record per line, the listening one among them.
+    const records = stdout.text.trim().split("\n").map((line) => JSON.parse(line));
+    const listening = records.find((r) => r.event === "listening");
+    assertMatch(listening?.message ?? "", /^listening on http:\/\/127\.0\.0\.1:\d+ \(store /);
   } finally {
     if (!exited) {
       child.kill("SIGKILL");
