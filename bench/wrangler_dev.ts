@@ -13,6 +13,12 @@
  * fetch body into a request to node (see test/edge/cloudflare/wrangler_dev.ts). `both`: cli, then
  * task, each against a fresh state.
  *
+ * `--control`: first, the bare CLI runs the control Worker without gitedge code
+ * (bench/r2_control_worker.ts) and makes the build's binding calls one kind per request: the
+ * origin's pack read through `fetch` (git http-backend's dumb path), the same bytes written to
+ * local R2 as segments, read back into multipart packs, then deleted. The connections to node
+ * after each step tell which call costs them.
+ *
  * `--repo small`: a generated 8 MiB repository. `git`: git's history to v2.0.0 (165k objects,
  * 54 MB), from $GITEDGE_GIT_BUNDLE (default /work/shared/data/…). `big`: the generated git.git-class
  * repository (849k objects, 682 MB pack; the first run generates it into the fixture cache).
@@ -39,6 +45,7 @@ const MODE = flag("mode", "task");
 const SAMPLE_MS = Number(flag("sample-ms", "1000"));
 const WARM_TIMEOUT_S = Number(flag("warm-timeout-s", "1800"));
 const CLONE = !Deno.args.includes("--no-clone");
+const CONTROL = Deno.args.includes("--control");
 const BUNDLE = Deno.env.get("GITEDGE_GIT_BUNDLE") ?? "/work/shared/data/git-v2.0.0.bundle";
 const modes: WranglerDevMode[] = MODE === "both" ? ["cli", "task"] : [MODE as WranglerDevMode];
 
@@ -60,6 +67,60 @@ const packMB = Number(/size-pack: (\d+)/.exec(counts)![1]) * 1024 / 1e6;
 console.log(`repository: ${objects} objects, ${packMB.toFixed(0)} MB of packs`);
 const direct = `${work.path}/direct`;
 if (CLONE) await git(["clone", "-q", "--mirror", origin.repoUrl("repo.git"), direct]);
+
+/** The control Worker under the bare CLI: the most connections to node one call of each kind added. */
+async function control(): Promise<Record<string, number>> {
+  const dir = `${work.path}/control`;
+  await Deno.mkdir(dir);
+  await using dev = await startWranglerDev({
+    mode: "cli",
+    origin: origin.url,
+    dir,
+    entry: "bench/r2_control_worker.ts",
+  });
+  const peaks: Record<string, number> = {};
+  let peak = 0;
+  const timer = setInterval(() => {
+    dev.sample().then((s) => peak = Math.max(peak, s.toNodeTotal), () => {});
+  }, SAMPLE_MS);
+  const step = async (name: string, path: string) => {
+    const before = (await dev.sample()).toNodeTotal;
+    peak = before;
+    const t0 = performance.now();
+    const res = await fetch(`${dev.url}${path}`, { method: "POST" });
+    const text = await res.text();
+    if (!res.ok) throw new Error(`control ${path} failed (${res.status}): ${text}`);
+    await new Promise((r) => setTimeout(r, SAMPLE_MS));
+    const after = Math.max(peak, (await dev.sample()).toNodeTotal);
+    peaks[name] = Math.max(peaks[name] ?? 0, after - before);
+    console.log(
+      `  control ${name}: ${((performance.now() - t0) / 1000).toFixed(1)} s, connections to ` +
+        `node ${before} before, ${after} at the most (${text.slice(0, 80)})`,
+    );
+  };
+  try {
+    console.log(`\ncontrol (no gitedge code) under wrangler ${dev.version} dev (bare CLI):`);
+    const packDir = `${origin.root}/repo.git/objects/pack`;
+    const packs = [...Deno.readDirSync(packDir)].filter((e) => e.name.endsWith(".pack"));
+    const sizes = packs.map((e) => Deno.statSync(`${packDir}/${e.name}`).size);
+    const total = sizes.reduce((a, b) => a + b, 0);
+    for (const pack of packs) {
+      const url = `${origin.repoUrl("repo.git")}/objects/pack/${pack.name}`;
+      await step("origin fetch", `/origin?url=${encodeURIComponent(url)}`);
+    }
+    await step("R2 puts", `/fetch?bytes=${total}&part=${8 << 20}&objects=${objects}`);
+    const quarter = Math.ceil(total / 4);
+    const split = [quarter, quarter, quarter, total - 3 * quarter].join(",");
+    for (let k = 0; k < 4; k++) {
+      await step("R2 gets + multipart", `/split?pack=${k}&sizes=${split}`);
+    }
+    await step("R2 deletes", "/publish");
+  } finally {
+    clearInterval(timer);
+  }
+  return peaks;
+}
+const controlPeaks = CONTROL ? await control() : null;
 
 interface Run {
   mode: WranglerDevMode;
@@ -245,8 +306,15 @@ for (const r of runs) {
       (r.cloneSeconds === null ? "" : ` | clone ${r.cloneSeconds.toFixed(0)} s`),
   );
 }
+if (controlPeaks) {
+  console.log(
+    `control (bare CLI, no gitedge code), connections to node added by one call of each kind: ${
+      Object.entries(controlPeaks).map(([k, v]) => `${k} ${v}`).join(", ")
+    }`,
+  );
+}
 await Deno.mkdir("bench/out", { recursive: true });
 await Deno.writeTextFile(
   "bench/out/wrangler_dev.json",
-  JSON.stringify({ repo: REPO, objects, packMB, runs }, null, 2) + "\n",
+  JSON.stringify({ repo: REPO, objects, packMB, control: controlPeaks, runs }, null, 2) + "\n",
 );

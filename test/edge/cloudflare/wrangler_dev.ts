@@ -31,6 +31,11 @@ export interface WranglerDevOptions {
   origin: string;
   /** A directory of the caller's: the config copy, `.dev.vars`, the bundle and the local state. */
   dir: string;
+  /**
+   * Run this Worker instead of gitedge (a control, e.g. `bench/r2_control_worker.ts`; relative to
+   * the repository root), with only an R2 bucket bound as `PACKS`.
+   */
+  entry?: string;
   /** More `--var NAME:VALUE` pairs. */
   vars?: Record<string, string>;
   /** Bound on the start (wrangler bundles the Worker and starts two workerd processes). */
@@ -253,9 +258,13 @@ function connectionsTo(server: number, clients: number[]): Record<string, number
 export async function startWranglerDev(opts: WranglerDevOptions): Promise<WranglerDev> {
   const { spec, version } = await pinnedWrangler();
   const toml = await Deno.readTextFile(`${ROOT}wrangler.toml`);
+  const date = /^compatibility_date = .*$/m.exec(toml)![0];
   await Deno.writeTextFile(
     `${opts.dir}/wrangler.toml`,
-    toml.replace(/^main = .*$/m, `main = ${JSON.stringify(`${ROOT}edge/cloudflare/worker.ts`)}`),
+    opts.entry === undefined
+      ? toml.replace(/^main = .*$/m, `main = ${JSON.stringify(`${ROOT}edge/cloudflare/worker.ts`)}`)
+      : `name = "control"\nmain = ${JSON.stringify(`${ROOT}${opts.entry}`)}\n${date}\n` +
+        `[[r2_buckets]]\nbinding = "PACKS"\nbucket_name = "control"\n`,
   );
   await Deno.writeTextFile(`${opts.dir}/.dev.vars`, `EDGE_SIGNING_KEY=${signingKey()}\n`);
   const port = freePort();
