@@ -76,8 +76,6 @@ export interface WranglerDev extends AsyncDisposable {
   frontPid: number;
   workerPid: number;
   sample(): Promise<WranglerDevSample>;
-  /** Lines wrangler printed so far matching `pattern`. */
-  countLines(pattern: RegExp): number;
   stop(): Promise<void>;
 }
 
@@ -292,6 +290,7 @@ export async function startWranglerDev(opts: WranglerDevOptions): Promise<Wrangl
     stderr: "piped",
     env: { WRANGLER_SEND_METRICS: "false", NO_COLOR: "1", FORCE_COLOR: "0" },
   }).spawn();
+  /** wrangler's last lines, for the error when it exits early. */
   const lines: string[] = [];
   let ready: (url: string) => void;
   let exited: (error: Error) => void;
@@ -307,6 +306,7 @@ export async function startWranglerDev(opts: WranglerDevOptions): Promise<Wrangl
       rest = parts.pop()!;
       for (const line of parts) {
         lines.push(line);
+        if (lines.length > 30) lines.shift();
         opts.onLine?.(line);
         const m = /Ready on (http:\/\/127\.0\.0\.1:\d+)/.exec(line);
         if (m) ready(m[1]);
@@ -315,7 +315,7 @@ export async function startWranglerDev(opts: WranglerDevOptions): Promise<Wrangl
   };
   const pumps = Promise.all([pump(child.stdout), pump(child.stderr)]);
   child.status.then((s) =>
-    exited(new WranglerDevError(`wrangler dev exited (${s.code}):\n${lines.slice(-30).join("\n")}`))
+    exited(new WranglerDevError(`wrangler dev exited (${s.code}):\n${lines.join("\n")}`))
   );
   const seen = new Map<number, ProcInfo>();
   const remember = () => {
@@ -401,7 +401,6 @@ export async function startWranglerDev(opts: WranglerDevOptions): Promise<Wrangl
         toNodeTotal: Object.values(toNode).reduce((a, b) => a + b, 0),
       });
     },
-    countLines: (pattern) => lines.filter((l) => pattern.test(l)).length,
     stop,
     [Symbol.asyncDispose]: stop,
   };
