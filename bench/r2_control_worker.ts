@@ -10,6 +10,8 @@
  *                                          pack K (S_K bytes, copied from the segments) as a
  *                                          multipart upload in parts of P bytes
  *   POST /publish                         writes a manifest, deletes the segments and columns
+ *   POST /origin?url=U                    fetches U and reads its body to the end, discarding it
+ *                                          (the build's origin fetch; bench/wrangler_dev.ts)
  *
  * Only the types come from the project (erased when bundled).
  */
@@ -120,6 +122,14 @@ async function publishStep(env: Env): Promise<Response> {
   return Response.json({ published: true });
 }
 
+async function originStep(url: URL): Promise<Response> {
+  const res = await fetch(url.searchParams.get("url")!);
+  let bytes = 0;
+  const reader = res.body!.getReader();
+  for (let r = await reader.read(); !r.done; r = await reader.read()) bytes += r.value.byteLength;
+  return Response.json({ status: res.status, bytes });
+}
+
 export default {
   async fetch(request: Request, env: Env): Promise<Response> {
     const url = new URL(request.url);
@@ -127,6 +137,7 @@ export default {
       if (url.pathname === "/fetch") return await fetchStep(env, url);
       if (url.pathname === "/split") return await splitStep(env, url);
       if (url.pathname === "/publish") return await publishStep(env);
+      if (url.pathname === "/origin") return await originStep(url);
       return new Response("not found", { status: 404 });
     } catch (error) {
       return new Response(String(error), { status: 500 });
