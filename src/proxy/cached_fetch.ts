@@ -61,15 +61,22 @@ export async function cachedFetch(
     }
     authorised = true;
   }
-  // A stored answer is served without starting a build: only an answer the origin computes
-  // (below) does.
+  // A stored answer starts the build the fetch asked for, as the origin's own answer does (below):
+  // it goes only to a client the origin vouched for, and without the build a repository whose
+  // fetches all hit the cache would never get its snapshot, nor heal a damaged one.
+  const stored = (hit: Response): Response => {
+    if (build) {
+      inBackground(ctx, ctx.deps.coordinator.schedule(repo, authOf(request.headers), build));
+    }
+    return hit;
+  };
   if (authorised) {
     const hit = await cachedAnswer(ctx, storeKey);
-    if (hit) return hit;
+    if (hit) return stored(hit);
     const pending = ctx.responseCache.pending(storeKey);
     if (pending && await pending) {
       const filled = await cachedAnswer(ctx, storeKey);
-      if (filled) return filled;
+      if (filled) return stored(filled);
     }
   }
   let claim = ctx.responseCache.claim(storeKey);
@@ -84,7 +91,7 @@ export async function cachedFetch(
     }
     await ctx.responseCache.pending(storeKey);
     const filled = await cachedAnswer(ctx, storeKey);
-    if (filled) return filled;
+    if (filled) return stored(filled);
     claim = ctx.responseCache.claim(storeKey);
   }
   if (claim && authorised) {
@@ -92,7 +99,7 @@ export async function cachedFetch(
     const landed = await cachedAnswer(ctx, storeKey);
     if (landed) {
       claim.abandon();
-      return landed;
+      return stored(landed);
     }
   }
   ctx.metrics.inc("gitedge_response_cache_total", 1, { result: "miss" });

@@ -242,6 +242,40 @@ export function abuseSuite(
     },
   );
 
+  t("a response-cache hit still starts the snapshot build, and heals a damaged one", async (w) => {
+    await makeRepo(w.origin, "r.git", { commits: 8, binaryBytes: 200_000 });
+    await git(["clone", "-q", w.origin.repoUrl("r.git"), `${w.dir}/direct`]);
+    // A clone without URIs fills the response cache (in the background: wait for the entry).
+    await git(["-c", "protocol.version=2", "clone", "-q", `${w.edge.url}/r.git`, `${w.dir}/a`]);
+    for (let i = 0; i < 200 && (await w.edge.listStored("cache/")).length === 0; i++) {
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    assertEquals((await w.edge.listStored("cache/")).length, 1, "one answer cached");
+    // The first URI clone is a cache hit; it starts the build all the same.
+    await tracedGit([...URI_CLONE, `${w.edge.url}/r.git`, `${w.dir}/b`]);
+    await assertSameClone(`${w.dir}/direct`, `${w.dir}/b`);
+    assertEquals(await cacheHits(w.edge), 1, "a cache hit");
+    const built = await settled(w.edge, "r.git", (st) => st.builds === 1);
+    assertEquals([built.state, built.builds], ["ready", 1], `built: ${JSON.stringify(built)}`);
+    const trace = await tracedGit([...URI_CLONE, `${w.edge.url}/r.git`, `${w.dir}/c`]);
+    assertEquals(urisFetched(trace).length, (built.packs as unknown[]).length, "URIs");
+    // A pack cut short in the store: the next URI clone passes through, a cache hit again, and
+    // starts the rebuild.
+    const key = (await w.edge.listStored("repos/")).find((k) => k.endsWith(".pack"));
+    assert(key, "a stored pack");
+    const bytes = await w.edge.readStored(key);
+    await w.edge.writeStored(key, bytes.subarray(0, bytes.length >> 1));
+    const damaged = await tracedGit([...URI_CLONE, `${w.edge.url}/r.git`, `${w.dir}/d`]);
+    assertEquals(urisFetched(damaged).length, 0, "no URIs while a pack is damaged");
+    await assertSameClone(`${w.dir}/direct`, `${w.dir}/d`);
+    assertEquals(await cacheHits(w.edge), 2, "a cache hit again");
+    const healed = await settled(w.edge, "r.git", (st) => st.builds === 2);
+    assertEquals([healed.state, healed.builds], ["ready", 2], `healed: ${JSON.stringify(healed)}`);
+    const again = await tracedGit([...URI_CLONE, `${w.edge.url}/r.git`, `${w.dir}/e`]);
+    assertEquals(urisFetched(again).length, (healed.packs as unknown[]).length, "URIs again");
+    await assertSameClone(`${w.dir}/direct`, `${w.dir}/e`);
+  });
+
   t("a fetch of an object the origin does not have starts no build", async (w) => {
     await makeRepo(w.origin, "r.git", { commits: 3 });
     const res = await postUploadPack(
@@ -263,6 +297,12 @@ export function abuseSuite(
     const st = await (await fetch(`${w.edge.url}/_edge/status/r.git`)).json();
     assertEquals(st.snapshot.builds, 0, `no build: ${JSON.stringify(st)}`);
   });
+}
+
+/** `gitedge_response_cache_total{result="hit"}` from `/_edge/metrics`. */
+async function cacheHits(edge: EdgeUnderTest): Promise<number> {
+  const text = await (await fetch(`${edge.url}/_edge/metrics`)).text();
+  return Number(/^gitedge_response_cache_total\{result="hit"\} (\d+)$/m.exec(text)?.[1] ?? 0);
 }
 
 /** Warms `repo` and returns its status. */
