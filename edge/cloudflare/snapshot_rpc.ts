@@ -30,9 +30,11 @@ export interface RepoSnapshotsRpc {
   manifest(repo: RepoRef): Promise<Outcome<Manifest | null>>;
   status(repo: RepoRef): Promise<Outcome<SnapshotStatus>>;
   schedule(repo: RepoRef, auth: OriginAuth, basis?: ScheduleBasis): Promise<Outcome<boolean>>;
+  /** `rebuild`: a fresh build, not a layer on the snapshot in force (its packs are damaged). */
   warm(
     repo: RepoRef,
     auth: OriginAuth,
+    rebuild?: boolean,
   ): Promise<Outcome<{ status: SnapshotStatus; started: boolean }>>;
 }
 

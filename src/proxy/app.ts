@@ -17,6 +17,7 @@ import { handlePackGet } from "./pack_routes.ts";
 import { PACK_ROUTE } from "./pack_urls.ts";
 import { edgeHttpError } from "./errors.ts";
 import { ParseBudget } from "./parse_budget.ts";
+import { currentSnapshot } from "./snapshot_answer.ts";
 
 export interface EdgeApp {
   app: Hono;
@@ -110,7 +111,11 @@ export function createApp(
     const auth = {
       headers: originAuth ? { authorization: originAuth } : {} as Record<string, string>,
     };
-    return c.json({ repo: repo.path, snapshot: await deps.coordinator.warm(repo, auth) });
+    // A snapshot with a pack missing, truncated or rewritten since it was published is rebuilt
+    // afresh, not reported ready (the same look-ups a fetch makes before handing out URIs).
+    const { missingPack } = await currentSnapshot(ctx, repo);
+    const snapshot = await deps.coordinator.warm(repo, auth, { rebuild: missingPack });
+    return c.json({ repo: repo.path, snapshot });
   });
 
   app.all("*", async (c) => {

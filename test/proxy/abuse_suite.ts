@@ -276,6 +276,41 @@ export function abuseSuite(
     await assertSameClone(`${w.dir}/direct`, `${w.dir}/e`);
   });
 
+  t("warm rebuilds a snapshot whose stored pack is missing, cut short or rewritten", async (w) => {
+    await makeRepo(w.origin, "r.git", { commits: 10, binaryBytes: 300_000 });
+    await git(["clone", "-q", w.origin.repoUrl("r.git"), `${w.dir}/direct`]);
+    let before = await warmed(w.edge, "r.git");
+    const damages: [string, (key: string, bytes: Uint8Array) => Promise<void>][] = [
+      ["deleted", (key) => w.edge.deleteStored(key)],
+      ["cut short", (key, bytes) => w.edge.writeStored(key, bytes.subarray(0, bytes.length - 1))],
+      ["a byte flipped in place", (key, bytes) => {
+        bytes[bytes.length >> 1] ^= 0xff;
+        return w.edge.writeStored(key, bytes);
+      }],
+    ];
+    // A pack the manifest in force names (older ones stay in the store for a grace period).
+    const manifestKey = `repos/${repoId(`${w.origin.url}/r.git`)}/manifest.json`;
+    const packInForce = async () => {
+      const manifest = JSON.parse(new TextDecoder().decode(await w.edge.readStored(manifestKey)));
+      return manifest.layers[0][0].key as string;
+    };
+    for (const [what, damage] of damages) {
+      const key = await packInForce();
+      await damage(key, await w.edge.readStored(key));
+      const after = await warmed(w.edge, "r.git");
+      assertEquals(after.state, "ready", what);
+      assert((after.builtAt as number) > (before.builtAt as number), `${what}: rebuilt`);
+      assert(key !== await packInForce(), `${what}: the damaged pack is no longer named`);
+      const trace = await tracedGit([...URI_CLONE, `${w.edge.url}/r.git`, `${w.dir}/${what}`]);
+      assertEquals(urisFetched(trace).length, (after.packs as unknown[]).length, `${what}: URIs`);
+      await assertSameClone(`${w.dir}/direct`, `${w.dir}/${what}`);
+      before = after;
+    }
+    // Intact packs: warm has nothing to do.
+    const same = await warmed(w.edge, "r.git");
+    assertEquals(same.builtAt, before.builtAt, "nothing rebuilt");
+  });
+
   t("a fetch of an object the origin does not have starts no build", async (w) => {
     await makeRepo(w.origin, "r.git", { commits: 3 });
     const res = await postUploadPack(
