@@ -8,7 +8,7 @@ import type { ProxyContext } from "./context.ts";
 import { countingStream } from "./metrics.ts";
 import { cacheKey, entryKey, hex } from "./response_cache.ts";
 import { sha256 } from "@noble/hashes/sha2.js";
-import { authOf, OriginStatusError } from "./origin.ts";
+import { authOf, OriginAnswerError } from "./origin.ts";
 import {
   forwardUploadPack,
   inBackground,
@@ -166,6 +166,7 @@ async function originTagDigest(
     args: ["peel", "ref-prefix refs/tags/"],
   });
   const res = await forwardUploadPack(ctx, request, repo, body);
+  const url = `${repo.originUrl}/git-upload-pack`;
   if (res.status !== 200 || !res.body) {
     await res.body?.cancel();
     return null;
@@ -176,15 +177,15 @@ async function originTagDigest(
     for await (const chunk of res.body) {
       size += chunk.byteLength;
       if (size > MAX_TAG_LISTING) {
-        throw new OriginStatusError(repo.originUrl, 200, "tag list too large");
+        throw new OriginAnswerError(url, `(ls-refs of tags) exceeds ${MAX_TAG_LISTING} bytes`);
       }
       hash.update(chunk);
     }
   } catch (err) {
     // An answer the origin cut short (its upload-pack died on the request) is the origin's
     // failure, a 502, not the edge's.
-    if (err instanceof OriginStatusError) throw err;
-    throw new OriginStatusError(repo.originUrl, 200, "its answer was cut short");
+    if (err instanceof OriginAnswerError) throw err;
+    throw new OriginAnswerError(url, "(ls-refs of tags) was cut short", { cause: err });
   }
   return hex(hash.digest());
 }

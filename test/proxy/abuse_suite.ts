@@ -5,13 +5,14 @@
  */
 import { git, GitCommandError, tempDir } from "../support/git.ts";
 import { type Origin, type OriginOptions, startOrigin } from "../support/origin.ts";
-import { assertSameClone, makeRepo } from "../support/fixtures.ts";
+import { assertSameClone, makeRepo, refsOf } from "../support/fixtures.ts";
 import { tracedGit, URI_CLONE, urisFetched } from "./edge_suite.ts";
 import { repoId } from "../../src/proxy/repo.ts";
 import { encodePkts } from "../../src/git/pktline.ts";
 import type { EdgeFactory, EdgeUnderTest, EdgeUnderTestOptions } from "../support/edge.ts";
 import { serveLoopback } from "../support/http_server.ts";
-import { assert, assertEquals } from "../support/assert.ts";
+import { assert, assertEquals, assertMatch } from "../support/assert.ts";
+import { type Fault, startRelay } from "../support/relay.ts";
 
 interface World {
   origin: Origin;
@@ -140,6 +141,10 @@ export function abuseSuite(
       const text = await res.text();
       assertEquals(res.status, 502, `a redirect is a 502: ${text}`);
       assert(/redirect/.test(text) && !text.includes("SECRET"), text);
+      // Neither the origin's address nor the path it was asked (error bodies carry no URL).
+      const hidden = [new URL(redirector.url).host, new URL(elsewhere.url).host, "/r.git/info"];
+      const noUrl = (body: string) => assert(!hidden.some((h) => body.includes(h)), body);
+      noUrl(text);
       const err = await git(["clone", "-q", `${edge.url}/r.git`, `${w.dir}/c`]).then(
         () => "cloned",
         (e: GitCommandError) => e.stderr,
@@ -150,13 +155,16 @@ export function abuseSuite(
         const body = await r.text();
         assertEquals(r.status, 502, `${route} behind a redirecting origin: ${body}`);
         assert(!body.includes("SECRET"), body);
+        noUrl(body);
       }
       const post = await postUploadPack(
         `${edge.url}/r.git`,
         new TextEncoder().encode("0014command=ls-refs\n0000"),
       );
       assertEquals(post.status, 502, "upload-pack behind a redirecting origin");
-      assert(!(await post.text()).includes("SECRET"), "no relayed body");
+      const postText = await post.text();
+      assert(!postText.includes("SECRET"), "no relayed body");
+      noUrl(postText);
       assertEquals(elsewhereHits, 0, "the other host was never contacted");
     } finally {
       await redirector.stop();
@@ -239,6 +247,78 @@ export function abuseSuite(
       const again = await tracedGit([...URI_CLONE, `${w.edge.url}/r.git`, `${w.dir}/b`]);
       assertEquals(urisFetched(again).length, (built.packs as unknown[]).length, "URIs after");
       await assertSameClone(`${w.dir}/direct`, `${w.dir}/b`);
+    },
+  );
+
+  t(
+    "an origin that breaks off or sends garbage is a 502 saying what it did, naming no URL",
+    async (w) => {
+      const { bare } = await makeRepo(w.origin, "r.git", { commits: 6, binaryBytes: 200_000 });
+      const main = (await refsOf(bare))["refs/heads/main"];
+      await using relay = await startRelay(w.origin.url);
+      await using edge = await factory({ origin: relay.url, chunks: 2 });
+      const hosts = [new URL(relay.url).host, new URL(w.origin.url).host];
+      const noUrl = (text: string, what: string) => {
+        assert(!hosts.some((h) => text.includes(h)), `${what} names the origin: ${text}`);
+        assert(!/https?:\/\//.test(text), `${what} carries a URL: ${text}`);
+        assertNoServerPath(text, what);
+      };
+      const upload = "/r.git/git-upload-pack";
+      const adv = "/r.git/info/refs";
+      // Warm asks info/refs twice (the caller's read access, then the build), then POSTs ls-refs
+      // and fetch: `pass` lets the earlier requests through.
+      const cases: [string, Record<string, Fault[]>, RegExp][] = [
+        [
+          "a connection reset mid-pack",
+          { [upload]: [pass(), { kind: "truncate", afterBytes: 60_000, times: 1 }] },
+          /^gitedge: origin's answer to git-upload-pack was cut short: /,
+        ],
+        [
+          "garbage instead of pkt-lines",
+          { [upload]: [{ kind: "body", body: "zzzz this is no pkt-line\n", times: 1 }] },
+          /^gitedge: origin's answer to git-upload-pack is malformed: .*pkt-line length/,
+        ],
+        [
+          "a 200 KB pkt-line header",
+          { [adv]: [pass(), { kind: "body", body: `ffff${"a".repeat(200_000)}`, times: 1 }] },
+          /^gitedge: origin's answer to info\/refs is malformed: .*exceeds the maximum/,
+        ],
+      ];
+      let builds = 0;
+      for (const [what, plan, expected] of cases) {
+        relay.setFaults(plan);
+        const res = await fetch(`${edge.url}/_edge/warm/r.git`, { method: "POST" });
+        const text = await res.text();
+        assertEquals(res.status, 502, `${what}: ${text}`);
+        assertMatch(text, expected, what);
+        noUrl(text, what);
+        builds++;
+        const st = await settled(edge, "r.git", () => true);
+        // Nothing published from an answer the origin cut short: no empty `ready` snapshot.
+        assertEquals([st.state, st.builds, st.tips], ["none", builds, []], `${what}: status`);
+        noUrl(String(st.lastError), `${what}: lastError`);
+      }
+      // Git's own request for the advertisement: the origin's garbage is a 502, not a 400.
+      relay.setFaults({ [adv]: { kind: "body", body: "zzzz", times: 1 } });
+      const refs = await fetch(`${edge.url}/r.git/info/refs?service=git-upload-pack`, {
+        headers: { "git-protocol": "version=2" },
+      });
+      const refsText = await refs.text();
+      assertEquals(refs.status, 502, `info/refs: ${refsText}`);
+      assertMatch(refsText, /^gitedge: origin's answer to info\/refs is malformed/);
+      noUrl(refsText, "info/refs");
+      // The origin behaves again: the next warm builds.
+      relay.setFaults({});
+      assertEquals((await warmed(edge, "r.git")).state, "ready", "warm once the origin is sane");
+      // An origin that is gone: the 502 says so without its address.
+      await relay.stop();
+      for (const [method, path] of [["POST", "_edge/warm/r.git"], ["GET", "r.git/info/refs"]]) {
+        const res = await fetch(`${edge.url}/${path}`, { method });
+        const text = await res.text();
+        assertEquals(res.status, 502, `${path} with the origin gone: ${text}`);
+        assertMatch(text, /^gitedge: origin unreachable \(info\/refs\): /);
+        noUrl(text, `${path} with the origin gone`);
+      }
     },
   );
 
@@ -332,6 +412,11 @@ export function abuseSuite(
     const st = await (await fetch(`${w.edge.url}/_edge/status/r.git`)).json();
     assertEquals(st.snapshot.builds, 0, `no build: ${JSON.stringify(st)}`);
   });
+}
+
+/** A fault that lets its request through (so the next one in the list hits a later request). */
+function pass(): Fault {
+  return { kind: "pass", times: 1 };
 }
 
 /** `gitedge_response_cache_total{result="hit"}` from `/_edge/metrics`. */
