@@ -404,7 +404,12 @@ export class SnapshotBuilder {
       await readingOrigin(url, async () => {
         for (;;) {
           const pkt = await reader.read();
-          if (pkt === null || pkt.type === "flush" || pkt.type === "response-end") break;
+          // An ls-refs answer always ends with a flush: without one it was cut short, and tips
+          // missing from it would publish a snapshot short of refs (or an empty one).
+          if (pkt === null) {
+            throw new OriginAnswerError(url, "(ls-refs) ended before its flush: it was cut short");
+          }
+          if (pkt.type === "flush" || pkt.type === "response-end") break;
           if (pkt.type !== "data") continue;
           const line = parseLsRefsLine(new TextDecoder().decode(pkt.data).replace(/\n$/, ""));
           if (line.oid && line.oid.length === (origin.format === "sha256" ? 64 : 40)) {

@@ -283,6 +283,18 @@ export function abuseSuite(
           { [adv]: [pass(), { kind: "body", body: `ffff${"a".repeat(200_000)}`, times: 1 }] },
           /^gitedge: origin's answer to info\/refs is malformed: .*exceeds the maximum/,
         ],
+        [
+          "an empty ls-refs answer (200, nothing)",
+          { [upload]: [{ kind: "body", body: "", times: 1 }] },
+          /^gitedge: origin's answer to git-upload-pack \(ls-refs\) ended before its flush/,
+        ],
+        [
+          "an ls-refs answer cut after its first ref",
+          {
+            [upload]: [{ kind: "body", body: encodePkts([`${main} refs/heads/main\n`]), times: 1 }],
+          },
+          /^gitedge: origin's answer to git-upload-pack \(ls-refs\) ended before its flush/,
+        ],
       ];
       let builds = 0;
       for (const [what, plan, expected] of cases) {
