@@ -46,11 +46,15 @@ export class DurableObjectCoordinator implements SnapshotCoordinator {
     this.#countStart(started);
   }
 
-  async warm(repo: RepoRef, auth: OriginAuth): Promise<SnapshotStatus> {
+  async warm(
+    repo: RepoRef,
+    auth: OriginAuth,
+    opts?: { rebuild?: boolean },
+  ): Promise<SnapshotStatus> {
     const { status, started } = await valueOf(
       "warm",
       repo.path,
-      () => this.#object(repo).warm(repo, auth),
+      () => this.#object(repo).warm(repo, auth, opts?.rebuild ?? false),
     );
     this.#countStart(started);
     return status;

@@ -89,8 +89,8 @@ export class RepoSnapshotsObject extends DurableObject<Env, DurableObjectState>
     return outcomeOf(() => this.#snapshots.schedule(repo, auth, basis));
   }
 
-  warm(repo: RepoRef, auth: OriginAuth): ReturnType<RepoSnapshotsRpc["warm"]> {
-    return outcomeOf(() => this.#snapshots.warm(repo, auth));
+  warm(repo: RepoRef, auth: OriginAuth, rebuild = false): ReturnType<RepoSnapshotsRpc["warm"]> {
+    return outcomeOf(() => this.#snapshots.warm(repo, auth, rebuild));
   }
 
   /**

@@ -17,6 +17,7 @@ import type {
   SnapshotStatus,
 } from "../../src/proxy/deps.ts";
 import {
+  OriginAnswerError,
   OriginRedirectError,
   OriginStatusError,
   OriginUnreachableError,
@@ -30,9 +31,11 @@ export interface RepoSnapshotsRpc {
   manifest(repo: RepoRef): Promise<Outcome<Manifest | null>>;
   status(repo: RepoRef): Promise<Outcome<SnapshotStatus>>;
   schedule(repo: RepoRef, auth: OriginAuth, basis?: ScheduleBasis): Promise<Outcome<boolean>>;
+  /** `rebuild`: a fresh build, not a layer on the snapshot in force (its packs are damaged). */
   warm(
     repo: RepoRef,
     auth: OriginAuth,
+    rebuild?: boolean,
   ): Promise<Outcome<{ status: SnapshotStatus; started: boolean }>>;
 }
 
@@ -42,10 +45,18 @@ export type SnapshotOp = keyof RepoSnapshotsRpc;
 /** A method's result: its value, or why it failed. */
 export type Outcome<T> = { value: T } | { failure: Failure };
 
-/** A failure in the Durable Object. `origin` is set when the origin refused or could not be reached. */
+/**
+ * A failure in the Durable Object. `origin` is set when the origin refused, redirected, could not
+ * be reached or sent an unusable answer: `kind` says which, to raise the same error again.
+ */
 export interface Failure {
   error: string;
-  origin?: { url: string; status: number | null; detail: string };
+  origin?: {
+    kind: "status" | "redirect" | "unreachable" | "answer";
+    url: string;
+    status: number | null;
+    detail: string;
+  };
 }
 
 /** A call to the Durable Object failed for a reason other than the origin. */
@@ -69,17 +80,28 @@ export async function outcomeOf<T>(work: () => Promise<T>): Promise<Outcome<T>> 
 export function failureOf(error: unknown): Failure {
   const message = error instanceof Error ? error.message : String(error);
   if (error instanceof OriginStatusError) {
-    const prefix = `origin answered ${error.originStatus} for ${error.url}: `;
-    const detail = message.startsWith(prefix) ? message.slice(prefix.length) : "";
-    return { error: message, origin: { url: error.url, status: error.originStatus, detail } };
+    return {
+      error: message,
+      origin: { kind: "status", url: error.url, status: error.originStatus, detail: error.detail },
+    };
   }
   if (error instanceof OriginRedirectError) {
-    const detail = "a redirect, which the edge does not follow: configure the origin's final URL";
-    return { error: message, origin: { url: error.url, status: error.originStatus, detail } };
+    return {
+      error: message,
+      origin: { kind: "redirect", url: error.url, status: error.originStatus, detail: "" },
+    };
   }
   if (error instanceof OriginUnreachableError) {
-    const cause = error.cause instanceof Error ? error.cause.message : String(error.cause);
-    return { error: message, origin: { url: error.url, status: null, detail: cause } };
+    return {
+      error: message,
+      origin: { kind: "unreachable", url: error.url, status: null, detail: error.detail },
+    };
+  }
+  if (error instanceof OriginAnswerError) {
+    return {
+      error: message,
+      origin: { kind: "answer", url: error.url, status: 200, detail: error.detail },
+    };
   }
   return { error: message };
 }
@@ -108,9 +130,15 @@ export async function valueOf<T>(
 /** The error `failure` stands for on the Worker side. */
 export function errorOf(op: SnapshotOp, repoPath: string, failure: Failure): Error {
   const origin = failure.origin;
-  if (origin?.status != null) {
-    return new OriginStatusError(origin.url, origin.status, origin.detail);
+  switch (origin?.kind) {
+    case "status":
+      return new OriginStatusError(origin.url, origin.status ?? 502, origin.detail);
+    case "redirect":
+      return new OriginRedirectError(origin.url, origin.status ?? 302);
+    case "unreachable":
+      return new OriginUnreachableError(origin.url, new Error(origin.detail));
+    case "answer":
+      return new OriginAnswerError(origin.url, origin.detail);
   }
-  if (origin) return new OriginUnreachableError(origin.url, new Error(origin.detail));
   return new SnapshotCallError(op, repoPath, failure.error);
 }

@@ -20,6 +20,7 @@ import { ParseBudget } from "./parse_budget.ts";
 import { type Logger, SILENT_LOGGER } from "./log.ts";
 import { requestContext, requestLog } from "./request_log.ts";
 import { HEALTH_ROUTES, liveResponse, readiness, readyResponse, StoreProbe } from "./health.ts";
+import { currentSnapshot } from "./snapshot_answer.ts";
 
 export interface EdgeApp {
   app: Hono;
@@ -127,7 +128,11 @@ export function createApp(
     const auth = {
       headers: originAuth ? { authorization: originAuth } : {} as Record<string, string>,
     };
-    return c.json({ repo: repo.path, snapshot: await deps.coordinator.warm(repo, auth) });
+    // A snapshot with a pack missing, truncated or rewritten since it was published is rebuilt
+    // afresh, not reported ready (the same look-ups a fetch makes before handing out URIs).
+    const { missingPack } = await currentSnapshot(ctx, repo);
+    const snapshot = await deps.coordinator.warm(repo, auth, { rebuild: missingPack });
+    return c.json({ repo: repo.path, snapshot });
   });
 
   app.all("*", async (c) => {

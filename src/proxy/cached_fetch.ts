@@ -8,7 +8,7 @@ import type { ProxyContext } from "./context.ts";
 import { countingStream } from "./metrics.ts";
 import { cacheKey, entryKey, hex } from "./response_cache.ts";
 import { sha256 } from "@noble/hashes/sha2.js";
-import { authOf, OriginStatusError } from "./origin.ts";
+import { authOf, OriginAnswerError } from "./origin.ts";
 import {
   forwardUploadPack,
   inBackground,
@@ -61,15 +61,22 @@ export async function cachedFetch(
     }
     authorised = true;
   }
-  // A stored answer is served without starting a build: only an answer the origin computes
-  // (below) does.
+  // A stored answer starts the build the fetch asked for, as the origin's own answer does (below):
+  // it goes only to a client the origin vouched for, and without the build a repository whose
+  // fetches all hit the cache would never get its snapshot, nor heal a damaged one.
+  const stored = (hit: Response): Response => {
+    if (build) {
+      inBackground(ctx, ctx.deps.coordinator.schedule(repo, authOf(request.headers), build));
+    }
+    return hit;
+  };
   if (authorised) {
     const hit = await cachedAnswer(ctx, storeKey);
-    if (hit) return hit;
+    if (hit) return stored(hit);
     const pending = ctx.responseCache.pending(storeKey);
     if (pending && await pending) {
       const filled = await cachedAnswer(ctx, storeKey);
-      if (filled) return filled;
+      if (filled) return stored(filled);
     }
   }
   let claim = ctx.responseCache.claim(storeKey);
@@ -84,7 +91,7 @@ export async function cachedFetch(
     }
     await ctx.responseCache.pending(storeKey);
     const filled = await cachedAnswer(ctx, storeKey);
-    if (filled) return filled;
+    if (filled) return stored(filled);
     claim = ctx.responseCache.claim(storeKey);
   }
   if (claim && authorised) {
@@ -92,7 +99,7 @@ export async function cachedFetch(
     const landed = await cachedAnswer(ctx, storeKey);
     if (landed) {
       claim.abandon();
-      return landed;
+      return stored(landed);
     }
   }
   ctx.metrics.inc("gitedge_response_cache_total", 1, { result: "miss" });
@@ -159,6 +166,7 @@ async function originTagDigest(
     args: ["peel", "ref-prefix refs/tags/"],
   });
   const res = await forwardUploadPack(ctx, request, repo, body);
+  const url = `${repo.originUrl}/git-upload-pack`;
   if (res.status !== 200 || !res.body) {
     await res.body?.cancel();
     return null;
@@ -169,15 +177,15 @@ async function originTagDigest(
     for await (const chunk of res.body) {
       size += chunk.byteLength;
       if (size > MAX_TAG_LISTING) {
-        throw new OriginStatusError(repo.originUrl, 200, "tag list too large");
+        throw new OriginAnswerError(url, `(ls-refs of tags) exceeds ${MAX_TAG_LISTING} bytes`);
       }
       hash.update(chunk);
     }
   } catch (err) {
     // An answer the origin cut short (its upload-pack died on the request) is the origin's
     // failure, a 502, not the edge's.
-    if (err instanceof OriginStatusError) throw err;
-    throw new OriginStatusError(repo.originUrl, 200, "its answer was cut short");
+    if (err instanceof OriginAnswerError) throw err;
+    throw new OriginAnswerError(url, "(ls-refs of tags) was cut short", { cause: err });
   }
   return hex(hash.digest());
 }

@@ -112,8 +112,12 @@ export interface SnapshotCoordinator {
    * `basis`, nothing starts if the snapshot in force is no longer the one the caller judged.
    */
   schedule(repo: RepoRef, auth: OriginAuth, basis?: ScheduleBasis): Promise<void>;
-  /** Builds or refreshes now (joining a running build) and resolves when it is ready. */
-  warm(repo: RepoRef, auth: OriginAuth): Promise<SnapshotStatus>;
+  /**
+   * Builds or refreshes now (joining a running build) and resolves when it is ready; with
+   * `rebuild`, a fresh build rather than a layer on the snapshot in force (the caller found one
+   * of its packs missing or damaged).
+   */
+  warm(repo: RepoRef, auth: OriginAuth, opts?: { rebuild?: boolean }): Promise<SnapshotStatus>;
 }
 
 export type OriginFetch = (request: Request) => Promise<Response>;

@@ -69,12 +69,13 @@ export function edgeHttpError(err: unknown): EdgeHttpError | null {
 }
 
 /**
- * `error`'s message as it may be shown to clients (response bodies, `lastError` in status): any
- * `user:password@` of a URL and absolute filesystem paths of the server removed.
+ * `error`'s message as it may be shown to clients (response bodies, `lastError` in status): URLs
+ * (the origin's address and paths, credentials in them) and absolute filesystem paths of the
+ * server removed. Origin errors name the endpoint instead (`origin.ts`); this is the net.
  */
 export function publicMessage(error: unknown): string {
   const message = error instanceof Error ? error.message : String(error);
   return message
-    .replace(/(\b[a-z][a-z0-9+.-]*:\/\/)[^\/\s@]*@/gi, "$1***@")
+    .replace(/\b[a-z][a-z0-9+.-]*:\/\/[^\s'"`)\]]*/gi, "<url>")
     .replace(/(^|[\s'"`(\[=])\/(?!\/)[^\s'"`)\]]*/g, "$1<path>");
 }

@@ -6,7 +6,7 @@
  */
 import type { RepoRef } from "./deps.ts";
 import type { ProxyContext } from "./context.ts";
-import { authOf, forwardHeaders } from "./origin.ts";
+import { authOf, forwardHeaders, readingOrigin } from "./origin.ts";
 import { injectBeforePackfile } from "./rewrite.ts";
 import { manifestPacks } from "./snapshot.ts";
 import { prefixed } from "./streams.ts";
@@ -62,7 +62,8 @@ export async function handleInfoRefs(
   repo: RepoRef,
   url: URL,
 ): Promise<Response> {
-  const origin = await fromOrigin(ctx, `${repo.originUrl}/info/refs${url.search}`, {
+  const originUrl = `${repo.originUrl}/info/refs${url.search}`;
+  const origin = await fromOrigin(ctx, originUrl, {
     method: "GET",
     headers: forwardHeaders(request.headers),
   });
@@ -78,11 +79,18 @@ export async function handleInfoRefs(
     return relay(origin, origin.body);
   }
   const reader = new PktLineReader(origin.body);
-  const first = await reader.peek();
-  const isVersion2 = first?.type === "data" &&
-    new TextDecoder().decode(first.data).replace(/\n$/, "") === "version 2";
-  if (!isVersion2) return relay(origin, reader.remainder());
-  const originAdv = await readCapabilityAdvertisement(reader);
+  let originAdv;
+  try {
+    // Not pkt-lines, or not an advertisement: the origin's failure (502), not the client's.
+    const first = await readingOrigin(originUrl, () => reader.peek());
+    const isVersion2 = first?.type === "data" &&
+      new TextDecoder().decode(first.data).replace(/\n$/, "") === "version 2";
+    if (!isVersion2) return relay(origin, reader.remainder());
+    originAdv = await readingOrigin(originUrl, () => readCapabilityAdvertisement(reader));
+  } catch (error) {
+    await reader.cancel().catch(() => {});
+    throw error;
+  }
   ctx.originFeatures?.remember(
     repo,
     (originAdv.capabilities.find((c) => c.key === "fetch")?.value ?? "").split(" "),

@@ -69,8 +69,12 @@ export class InProcessCoordinator implements SnapshotCoordinator {
     await this.#snapshots(repo).schedule(repo, auth, basis);
   }
 
-  async warm(repo: RepoRef, auth: OriginAuth): Promise<SnapshotStatus> {
-    return (await this.#snapshots(repo).warm(repo, auth)).status;
+  async warm(
+    repo: RepoRef,
+    auth: OriginAuth,
+    opts?: { rebuild?: boolean },
+  ): Promise<SnapshotStatus> {
+    return (await this.#snapshots(repo).warm(repo, auth, opts?.rebuild ?? false)).status;
   }
 
   /** Resolves once no build of any repository is running (whatever their outcomes). */

@@ -1,24 +1,61 @@
 /** Talking to the origin: request building and typed failures. */
 import type { OriginAuth, OriginFetch, RepoRef } from "./deps.ts";
 import { EdgeHttpError } from "./errors.ts";
+import { GitFormatError } from "../git/errors.ts";
+
+/**
+ * What a client may be told about an origin URL: the endpoint asked for (`info/refs`,
+ * `git-upload-pack`, `git-receive-pack`), never the origin's address or its path (the README:
+ * error bodies carry no internal URLs). The URL itself stays on the error, for logs.
+ */
+export function originEndpoint(url: string): string {
+  let path: string;
+  try {
+    path = new URL(url).pathname;
+  } catch {
+    return "the repository";
+  }
+  const m = /\/(info\/refs|git-upload-pack|git-receive-pack)$/.exec(path);
+  return m ? m[1] : "the repository";
+}
+
+/** A message of a lower layer (the runtime's fetch names the URL it failed on) without URLs. */
+function withoutUrls(text: string): string {
+  return text.replace(/\b[a-z][a-z0-9+.-]*:\/\/[^\s'"`)\]]*/gi, "<origin>");
+}
 
 /** The origin could not be reached (connection refused, DNS, reset): 502 to the client. */
 export class OriginUnreachableError extends EdgeHttpError {
   override name = "OriginUnreachableError";
+  /** What went wrong, as the client may see it. */
+  readonly detail: string;
   constructor(readonly url: string, cause: unknown) {
-    super(
-      `origin unreachable: ${url}: ${cause instanceof Error ? cause.message : String(cause)}`,
-      502,
-      { cause },
-    );
+    const detail = withoutUrls(cause instanceof Error ? cause.message : String(cause));
+    super(`origin unreachable (${originEndpoint(url)}): ${detail}`, 502, { cause });
+    this.detail = detail;
   }
 }
 
 /** The origin answered `originStatus`, not success: 502 to the client. */
 export class OriginStatusError extends EdgeHttpError {
   override name = "OriginStatusError";
-  constructor(readonly url: string, readonly originStatus: number, detail: string) {
-    super(`origin answered ${originStatus} for ${url}${detail ? `: ${detail}` : ""}`, 502);
+  constructor(readonly url: string, readonly originStatus: number, readonly detail: string) {
+    super(
+      `origin answered ${originStatus} to ${originEndpoint(url)}${detail ? `: ${detail}` : ""}`,
+      502,
+    );
+  }
+}
+
+/**
+ * The origin answered 200 but its answer was unusable: cut short (the connection broke, or the
+ * answer ended before its final flush) or malformed (not pkt-lines, not the protocol, a bad
+ * pack). The origin's fault, so 502 to the client, saying what the origin did.
+ */
+export class OriginAnswerError extends EdgeHttpError {
+  override name = "OriginAnswerError";
+  constructor(readonly url: string, readonly detail: string, options?: ErrorOptions) {
+    super(`origin's answer to ${originEndpoint(url)} ${detail}`, 502, options);
   }
 }
 
@@ -31,11 +68,57 @@ export class OriginRedirectError extends EdgeHttpError {
   override name = "OriginRedirectError";
   constructor(readonly url: string, readonly originStatus: number) {
     super(
-      `origin answered ${originStatus} (a redirect) for ${url}; the edge does not follow origin ` +
-        `redirects: configure the origin's final URL`,
+      `origin answered ${originStatus} (a redirect) to ${originEndpoint(url)}; the edge does not ` +
+        `follow origin redirects: configure the origin's final URL`,
       502,
     );
   }
+}
+
+/**
+ * Runs `work`, which parses the origin's answer to `url`: wire data that does not parse is the
+ * origin's failure, an {@link OriginAnswerError} (502), not the client's (400).
+ */
+export async function readingOrigin<T>(url: string, work: () => Promise<T>): Promise<T> {
+  try {
+    return await work();
+  } catch (error) {
+    throw asOriginFailure(url, error);
+  }
+}
+
+/** `error`, met parsing the origin's answer to `url`, as the origin's failure where it is one. */
+export function asOriginFailure(url: string, error: unknown): unknown {
+  if (error instanceof EdgeHttpError) return error;
+  if (error instanceof GitFormatError) {
+    return new OriginAnswerError(url, `is malformed: ${error.message}`, { cause: error });
+  }
+  return error;
+}
+
+/**
+ * The origin's response body, its read failures (the connection broke mid-answer: Deno's
+ * "error reading a body from connection", workerd's "Network connection lost") turned into
+ * {@link OriginAnswerError}s, whoever reads it.
+ */
+function guardedBody(url: string, body: ReadableStream<Uint8Array>): ReadableStream<Uint8Array> {
+  const reader = body.getReader();
+  return new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      let next: ReadableStreamReadResult<Uint8Array>;
+      try {
+        next = await reader.read();
+      } catch (error) {
+        const detail = error instanceof Error ? error.message : String(error);
+        throw new OriginAnswerError(url, `was cut short: ${withoutUrls(detail)}`, {
+          cause: error,
+        });
+      }
+      if (next.done) controller.close();
+      else controller.enqueue(next.value);
+    },
+    cancel: (reason) => reader.cancel(reason),
+  }, { highWaterMark: 0 });
 }
 
 /** Request headers a client may send that the origin needs; everything else stays at the edge. */
@@ -97,7 +180,12 @@ export async function callOrigin(
     await res.body?.cancel().catch(() => {});
     throw new OriginRedirectError(url, res.status);
   }
-  return res;
+  if (!res.body || [101, 204, 205, 304].includes(res.status)) return res;
+  return new Response(guardedBody(url, res.body), {
+    status: res.status,
+    statusText: res.statusText,
+    headers: res.headers,
+  });
 }
 
 /** POSTs a protocol-v2 command to the origin's upload-pack and requires a 200. */

@@ -202,12 +202,16 @@ export class RepoSnapshots {
     return started;
   }
 
-  /** Builds now, joining a running build; the resulting status, and whether this call started it. */
+  /**
+   * Builds now, joining a running build (`fresh`: not on top of the current snapshot, whose packs
+   * the caller found damaged); the resulting status, and whether this call started it.
+   */
   async warm(
     repo: RepoRef,
     auth: OriginAuth,
+    fresh = false,
   ): Promise<{ status: SnapshotStatus; started: boolean }> {
-    const { build, started } = await this.#build(repo, auth, false);
+    const { build, started } = await this.#build(repo, auth, fresh);
     await build;
     return { status: await this.status(repo), started };
   }

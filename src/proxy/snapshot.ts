@@ -29,7 +29,12 @@ import { readFetchResponse } from "../git/fetch_response.ts";
 import { parseLsRefsLine } from "../git/ls_refs.ts";
 import { packScanner } from "../git/pack_reader.ts";
 import { planSplit, splitPack } from "../git/pack_split.ts";
-import { getUploadPackAdvertisement, postUploadPack } from "./origin.ts";
+import {
+  getUploadPackAdvertisement,
+  OriginAnswerError,
+  postUploadPack,
+  readingOrigin,
+} from "./origin.ts";
 import { isObjectId, type ObjectFormat } from "../git/object_id.ts";
 
 export interface SnapshotBuilderDeps {
@@ -366,12 +371,13 @@ export class SnapshotBuilder {
    */
   async #originFormat(repo: RepoRef, auth: OriginAuth): Promise<OriginFormat> {
     const res = await getUploadPackAdvertisement(this.#deps.originFetch, repo, auth);
+    const url = `${repo.originUrl}/info/refs`;
     const reader = new PktLineReader(res.body!);
     try {
-      const adv = await readCapabilityAdvertisement(reader);
+      const adv = await readingOrigin(url, () => readCapabilityAdvertisement(reader));
       const value = capabilityValue(adv, "object-format");
       if (value !== undefined && value !== "sha1" && value !== "sha256") {
-        throw new SnapshotBuildError(`${repo.originUrl} uses object format ${value}`);
+        throw new OriginAnswerError(url, `names object format ${value}, which the edge lacks`);
       }
       const format: ObjectFormat = value === "sha256" ? "sha256" : "sha1";
       return { format, capabilities: value ? [AGENT, `object-format=${value}`] : [AGENT] };
@@ -391,18 +397,29 @@ export class SnapshotBuilder {
       args: ["peel", "ref-prefix refs/heads/", "ref-prefix refs/tags/"],
     });
     const res = await postUploadPack(this.#deps.originFetch, repo, auth, body);
+    const url = `${repo.originUrl}/git-upload-pack`;
     const reader = new PktLineReader(res.body!);
     const tips: Record<string, string> = {};
-    for (;;) {
-      const pkt = await reader.read();
-      if (pkt === null || pkt.type === "flush" || pkt.type === "response-end") break;
-      if (pkt.type !== "data") continue;
-      const line = parseLsRefsLine(new TextDecoder().decode(pkt.data).replace(/\n$/, ""));
-      if (line.oid && line.oid.length === (origin.format === "sha256" ? 64 : 40)) {
-        tips[line.name] = line.oid;
-      }
+    try {
+      await readingOrigin(url, async () => {
+        for (;;) {
+          const pkt = await reader.read();
+          // An ls-refs answer always ends with a flush: without one it was cut short, and tips
+          // missing from it would publish a snapshot short of refs (or an empty one).
+          if (pkt === null) {
+            throw new OriginAnswerError(url, "(ls-refs) ended before its flush: it was cut short");
+          }
+          if (pkt.type === "flush" || pkt.type === "response-end") break;
+          if (pkt.type !== "data") continue;
+          const line = parseLsRefsLine(new TextDecoder().decode(pkt.data).replace(/\n$/, ""));
+          if (line.oid && line.oid.length === (origin.format === "sha256" ? 64 : 40)) {
+            tips[line.name] = line.oid;
+          }
+        }
+      });
+    } finally {
+      await reader.cancel().catch(() => {});
     }
-    await reader.cancel().catch(() => {});
     return tips;
   }
 
@@ -428,24 +445,29 @@ export class SnapshotBuilder {
     const reader = new PktLineReader(res.body!);
     const { store, segmentBytes } = this.#deps;
     const tmp = tmpPrefix(repo, state.id);
-    let summary;
-    let segments = 0;
+    const url = `${repo.originUrl}/git-upload-pack`;
+    let received;
     try {
-      for await (const part of readFetchResponse(reader, {})) {
-        if (part.section !== "packfile") continue;
-        // The pack is checked (structure, sizes, trailer hash) on its way into the store.
-        const scanner = packScanner({ objectFormat: state.origin.format });
-        const sink = segmentSink(store, (i) => `${tmp}segment-${i}`, segmentBytes);
-        await part.pack.pipeThrough(scanner.stream).pipeTo(sink.writable);
-        summary = await scanner.summary;
-        segments = sink.count();
-      }
+      // Malformed wire data or a bad pack is the origin's failure (502), not the edge's.
+      received = await readingOrigin(url, async () => {
+        let got = null;
+        for await (const part of readFetchResponse(reader, {})) {
+          if (part.section !== "packfile") continue;
+          // The pack is checked (structure, sizes, trailer hash) on its way into the store.
+          const scanner = packScanner({ objectFormat: state.origin.format });
+          const sink = segmentSink(store, (i) => `${tmp}segment-${i}`, segmentBytes);
+          await part.pack.pipeThrough(scanner.stream).pipeTo(sink.writable);
+          got = { summary: await scanner.summary, segments: sink.count() };
+        }
+        return got;
+      });
     } finally {
       // Whatever follows the pack (or the rest of a failed response) is not needed: release the
       // origin's response instead of leaving it unread.
       await reader.cancel().catch(() => {});
     }
-    if (!summary) throw new SnapshotBuildError(`origin sent no packfile for ${repo.originUrl}`);
+    if (!received) throw new OriginAnswerError(url, "(fetch) holds no packfile");
+    const { summary, segments } = received;
     if (summary.objects === 0) return { ...state, next: "publish" };
     const parts = summary.size < this.#deps.minSplitBytes ? 1 : this.#deps.chunks;
     const plan = planSplit(summary.index, parts);

@@ -6,6 +6,7 @@ import {
   RequestTooLargeError,
 } from "../../src/proxy/errors.ts";
 import {
+  OriginAnswerError,
   OriginRedirectError,
   OriginStatusError,
   OriginUnreachableError,
@@ -57,23 +58,42 @@ const CASES: [string, Error, number, string][] = [
     "gitedge: bad request: missing command\n",
   ],
   [
-    "origin status, credentials hidden",
-    new OriginStatusError("https://u:secret@git.test/r.git/info/refs", 500, "boom"),
+    "origin status: the endpoint, not the origin's URL or credentials",
+    new OriginStatusError("https://u:secret@git.test/r.git/info/refs?service=x", 500, "boom"),
     502,
-    "gitedge: origin answered 500 for https://***@git.test/r.git/info/refs: boom\n",
+    "gitedge: origin answered 500 to info/refs: boom\n",
   ],
   [
-    "origin unreachable, server path hidden",
-    new OriginUnreachableError("https://git.test/r.git", new Error("no such file /srv/sock")),
+    "origin unreachable: no URL (the runtime's message names it), no server path",
+    new OriginUnreachableError(
+      "https://git.test/r.git/git-upload-pack",
+      new TypeError(
+        "error sending request for url (https://git.test/r.git/git-upload-pack): no such file " +
+          "/srv/sock",
+      ),
+    ),
     502,
-    "gitedge: origin unreachable: https://git.test/r.git: no such file <path>\n",
+    "gitedge: origin unreachable (git-upload-pack): error sending request for url (<origin>): " +
+    "no such file <path>\n",
   ],
   [
-    "origin redirect",
+    "origin redirect: no URL",
     new OriginRedirectError("https://git.test/r.git/info/refs", 301),
     502,
-    "gitedge: origin answered 301 (a redirect) for https://git.test/r.git/info/refs; the edge " +
-    "does not follow origin redirects: configure the origin's final URL\n",
+    "gitedge: origin answered 301 (a redirect) to info/refs; the edge does not follow origin " +
+    "redirects: configure the origin's final URL\n",
+  ],
+  [
+    "origin answer unusable",
+    new OriginAnswerError("http://10.0.0.7:8080/git/r.git/git-upload-pack", "was cut short: reset"),
+    502,
+    "gitedge: origin's answer to git-upload-pack was cut short: reset\n",
+  ],
+  [
+    "any other URL in a message is removed too",
+    new EdgeHttpError("the store at https://bucket.internal/x?sig=abc refused", 503),
+    503,
+    "gitedge: the store at <url> refused\n",
   ],
 ];
 

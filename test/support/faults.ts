@@ -17,7 +17,11 @@ export type Fault =
   /** Answer 416 even though the range is satisfiable. */
   | { kind: "bad-416"; times: number }
   /** Answer a Range request from one byte before the asked start, saying so (file server only). */
-  | { kind: "wrong-range"; times: number };
+  | { kind: "wrong-range"; times: number }
+  /** Answer 200 (or `status`) with this body instead of the content: an origin gone wrong. */
+  | { kind: "body"; body: string | Uint8Array; status?: number; times: number }
+  /** Serve as usual: lets the faults after it in a list hit later requests (a build's third). */
+  | { kind: "pass"; times: number };
 
 /**
  * Faults by URL path; `"*"` applies to any path without its own entry. A list is consumed in

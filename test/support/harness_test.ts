@@ -644,6 +644,13 @@ Deno.test("relay: ranges and faults in front of a file server", async () => {
   assertEquals([...bytes.keys()].filter((i) => bytes[i] !== content[1000 + i]), [5]);
   const normal = await ranged();
   assert(sameBytes((await readAll(normal)).bytes, content.subarray(1000, 2000)), "then normal");
+  // `pass` serves as usual, so the `body` after it replaces the second answer only.
+  relay.setFaults({ "/f": [{ kind: "pass", times: 1 }, { kind: "body", body: "zz", times: 1 }] });
+  const passed = await fetch(`${relay.url}/f`);
+  assert(sameBytes((await readAll(passed)).bytes, content), "passed");
+  const replaced = await fetch(`${relay.url}/f`);
+  assertEquals([replaced.status, await replaced.text()], [200, "zz"], "replaced");
+  assert(sameBytes((await readAll(await fetch(`${relay.url}/f`))).bytes, content), "then normal");
 });
 
 Deno.test("relay: the cap applies per response in front of another server", async () => {

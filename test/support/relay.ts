@@ -184,6 +184,10 @@ function faultResponse(fault: Fault | undefined, size: number | undefined): Resp
   if (fault?.kind === "status") {
     return new Response(`injected ${fault.status}\n`, { status: fault.status });
   }
+  if (fault?.kind === "body") {
+    const body = typeof fault.body === "string" ? new TextEncoder().encode(fault.body) : fault.body;
+    return new Response(body as Uint8Array<ArrayBuffer>, { status: fault.status ?? 200 });
+  }
   if (fault?.kind === "bad-416") {
     const headers = size === undefined ? undefined : { "Content-Range": `bytes */${size}` };
     return new Response(null, { status: 416, headers });

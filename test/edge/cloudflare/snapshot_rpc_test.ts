@@ -7,6 +7,7 @@ import {
   valueOf,
 } from "../../../edge/cloudflare/snapshot_rpc.ts";
 import {
+  OriginAnswerError,
   OriginRedirectError,
   OriginStatusError,
   OriginUnreachableError,
@@ -49,9 +50,17 @@ Deno.test("origin failures cross the Durable Object boundary as the same error t
 
   const moved = new OriginRedirectError("https://git.example/x.git/info/refs", 301);
   const redirect = errorOf("status", "x.git", structuredClone(failureOf(moved)));
-  assert(redirect instanceof OriginStatusError);
+  assert(redirect instanceof OriginRedirectError);
   assertEquals(redirect.originStatus, 301);
-  assertMatch(redirect.message, /does not follow/);
+  assertEquals(redirect.message, moved.message);
+
+  const garbled = new OriginAnswerError(
+    "https://git.example/x.git/git-upload-pack",
+    "was cut short",
+  );
+  const answer = errorOf("warm", "x.git", structuredClone(failureOf(garbled)));
+  assert(answer instanceof OriginAnswerError);
+  assertEquals([answer.message, answer.status], [garbled.message, 502]);
 });
 
 Deno.test("other failures, and calls the runtime rejects, become SnapshotCallError", async () => {
