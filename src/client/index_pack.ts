@@ -69,6 +69,8 @@ export interface PackIndexerOptions {
   gitDir: string;
   /** Extra `index-pack` arguments, e.g. `--fix-thin` or `--strict`. */
   args?: string[];
+  /** Kills index-pack when aborted (a clone stopped by a signal leaves no process behind). */
+  signal?: AbortSignal;
 }
 
 type State = "running" | "indexed" | "installed" | "discarded";
@@ -102,6 +104,21 @@ export class PackIndexer implements PackSink {
       stderr: "piped",
     }).spawn();
     this.#child.status.then(() => (this.#exited = true));
+    const signal = options.signal;
+    if (signal) {
+      const kill = () => {
+        if (!this.#exited) {
+          try {
+            this.#child.kill("SIGKILL");
+          } catch { /* it exited meanwhile */ }
+        }
+      };
+      if (signal.aborted) kill();
+      else {
+        signal.addEventListener("abort", kill, { once: true });
+        this.#child.status.then(() => signal.removeEventListener("abort", kill));
+      }
+    }
     this.#writer = this.#child.stdin.getWriter();
     this.#stdout = new Response(this.#child.stdout).text();
     this.#stderr = new Response(this.#child.stderr).text();

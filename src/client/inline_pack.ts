@@ -13,8 +13,9 @@ export async function indexInlinePack(
   url: string,
   progress: { inline(bytes: number): void } | undefined,
   signal: AbortSignal | undefined,
+  options: { promisor?: boolean } = {},
 ): Promise<number> {
-  const indexer = PackIndexer.start({ gitDir, args: ["--fix-thin"] });
+  const indexer = PackIndexer.start({ gitDir, args: ["--fix-thin"], signal });
   const reader = pack.getReader();
   let bytes = 0;
   try {
@@ -26,7 +27,9 @@ export async function indexInlinePack(
       progress?.inline(bytes);
     }
     await indexer.finish();
-    await indexer.install();
+    const packPath = await indexer.install();
+    // A partial clone's pack comes from the promisor remote: git then expects what it lacks.
+    if (options.promisor) await Deno.writeTextFile(packPath.replace(/\.pack$/, ".promisor"), "");
     return bytes;
   } finally {
     reader.releaseLock();

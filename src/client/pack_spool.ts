@@ -260,7 +260,11 @@ export class PackSpool implements PackSink {
     this.#state = "handed-over";
     await this.#early;
     this.#file.close();
-    const indexer = PackIndexer.start({ gitDir: this.#options.gitDir, args });
+    const indexer = PackIndexer.start({
+      gitDir: this.#options.gitDir,
+      args,
+      signal: this.#options.signal,
+    });
     try {
       using file = await Deno.open(this.#staged.pack, { read: true });
       const buffer = new Uint8Array(REPLAY_CHUNK);

@@ -189,7 +189,7 @@ class PackfileDownload {
     this.#probe = null;
     const { gitDir, indexPackArgs: args } = this.settings;
     this.#sink = this.#mode === "stream"
-      ? PackIndexer.start({ gitDir, args })
+      ? PackIndexer.start({ gitDir, args, signal: this.signal })
       : await PackSpool.open({
         gitDir,
         args,
