@@ -58,8 +58,10 @@ export interface ClonePlan {
   branches: RemoteRef[];
   /** The remote's tags the clone writes. */
   tags: RemoteRef[];
-  /** Tags the clone writes only if their object came along (`include-tag`, single branch). */
+  /** Tags the clone writes only if their object came along (single branch). */
   followTags: RemoteRef[];
+  /** Whether the fetch asks for `include-tag` (git does for a single branch, `--no-tags` too). */
+  includeTag: boolean;
   /** `remote.origin.fetch`, or null for none (`--revision`). */
   fetchRefspec: string | null;
 }
@@ -77,6 +79,7 @@ export function planClone(refs: RemoteRef[], choice: RefChoice, bare: boolean): 
       branches: [],
       tags: [],
       followTags: [],
+      includeTag: false,
       fetchRefspec: null,
     };
   }
@@ -92,6 +95,7 @@ export function planClone(refs: RemoteRef[], choice: RefChoice, bare: boolean): 
       branches,
       tags,
       followTags: [],
+      includeTag: false,
       fetchRefspec: defaultRefspec,
     };
   }
@@ -110,6 +114,7 @@ export function planClone(refs: RemoteRef[], choice: RefChoice, bare: boolean): 
     branches,
     tags: tag ? [tag] : [],
     followTags: tags.filter((t) => t !== tag),
+    includeTag: true,
     fetchRefspec,
   };
 }

@@ -150,7 +150,12 @@ async function cloneInto(
   );
   mark("lsRefs");
   const gitDir = bare ? directory : `${directory}/.git`;
-  if (options.config?.length) await writeConfig(gitDir, options.config);
+  // `-c` first, then (as git) `submodule.active` for --recurse-submodules, before the remote.
+  const config = [
+    ...(options.config ?? []),
+    ...(options.recurseSubmodules ? [["submodule.active", "."] as [string, string]] : []),
+  ];
+  if (config.length > 0) await writeConfig(gitDir, config);
   const singleBranch = options.singleBranch ?? options.depth !== undefined;
   const plan = planClone(refs, {
     branch: options.branch,
@@ -243,7 +248,7 @@ async function receiveObjects(
     onRemoteProgress: options.progress?.remote?.bind(options.progress),
     depth: options.depth,
     filter: options.filter,
-    includeTag: plan.followTags.length > 0,
+    includeTag: plan.includeTag,
   });
   mark("fetchResponse");
   // Before the connectivity check, which must stop at the shallow boundary.

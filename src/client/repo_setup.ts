@@ -155,14 +155,13 @@ export async function presentObjects(gitDir: string, oids: string[]): Promise<Se
 }
 
 /**
- * `git clone --recurse-submodules`'s last step, left to git: `submodule.active` set to all, then
- * `git submodule update --init --recursive` in the new work tree.
+ * `git clone --recurse-submodules`'s last step, left to git (with `submodule.active` already
+ * configured): `git submodule update --init --recursive` in the new work tree.
  */
 export async function updateSubmodules(
   directory: string,
   options: { quiet: boolean; signal?: AbortSignal },
 ): Promise<void> {
-  await runGit(["config", "submodule.active", "."], { cwd: directory });
   await runGit(
     ["submodule", "update", "--init", "--recursive", ...(options.quiet ? ["--quiet"] : [])],
     { cwd: directory, signal: options.signal },
