@@ -88,3 +88,26 @@ Deno.test("mod.ts never prints: clone and fetchPackfiles succeed and fail in sil
   assertEquals(stdout, "", "nothing on stdout");
   assertEquals(stderr, "", "nothing on stderr");
 });
+
+Deno.test("gitedge clone shows the edge's message on an HTTP error, and a usage error in two lines", async () => {
+  await using dir = await tempDir();
+  // An edge whose origin is gone answers 502 with its own text/plain message.
+  const gone = await startOrigin();
+  const originUrl = gone.url;
+  await gone.stop();
+  await using edge = await startDenoEdge({
+    store: `${dir.path}/store`,
+    config: { origin: originUrl },
+  });
+  const run = await runCloneCli([`${edge.url}/r.git`, "out"], dir.path);
+  assertEquals(run.code, 3, run.stderr);
+  assertMatch(run.stderr, /HTTP 502 from \S+: gitedge: origin unreachable/);
+  assert(!(await exists(`${dir.path}/out`)), "the failed clone's directory is removed");
+
+  const usage = await runCloneCli(["--depth", "0", `${edge.url}/r.git`], dir.path);
+  assertEquals(usage.code, 2, usage.stderr);
+  assertEquals(
+    usage.stderr,
+    "gitedge clone: depth 0 is not a positive number\nsee 'gitedge clone --help'\n",
+  );
+});
