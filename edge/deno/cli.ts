@@ -7,7 +7,7 @@ commands:
   serve   run the edge proxy (filesystem pack store)
   clone   clone a repository, downloading packfile URIs in parallel
 
-Run 'gitedge <command> --help' for a command's options.`;
+Run 'gitedge <command> --help' for a command's options, 'gitedge --version' for the version.`;
 
 /**
  * Each command's module, loaded only when that command runs. The specifiers are deliberately not
@@ -19,6 +19,7 @@ Run 'gitedge <command> --help' for a command's options.`;
 export const COMMAND_MODULES = {
   serve: new URL("./serve_cli.ts", import.meta.url).href,
   clone: new URL("../../src/client/clone_cli.ts", import.meta.url).href,
+  version: new URL("../../src/client/version.ts", import.meta.url).href,
 } as const;
 
 type ServeModule = typeof import("./serve_cli.ts");
@@ -34,6 +35,14 @@ export async function main(args: string[]): Promise<number> {
     case "clone": {
       const { cloneMain }: CloneModule = await import(COMMAND_MODULES.clone);
       return await cloneMain(rest);
+    }
+    case "--version":
+    case "version": {
+      const { VERSION } = await import(
+        COMMAND_MODULES.version
+      ) as typeof import("../../src/client/version.ts");
+      console.log(`gitedge version ${VERSION}`);
+      return 0;
     }
     case undefined:
     case "-h":
