@@ -79,7 +79,8 @@ export function planClone(refs: RemoteRef[], choice: RefChoice, bare: boolean): 
       branches: [],
       tags: [],
       followTags: [],
-      includeTag: false,
+      // No tags are written, but git still asks for them with a single branch (--depth).
+      includeTag: choice.singleBranch ?? false,
       fetchRefspec: null,
     };
   }

@@ -129,5 +129,32 @@ for (const build of (await gitBuilds()).builds) {
         else await git(["fsck", "--full", "--no-progress"], { cwd: a });
       });
     }
+    if (only) return;
+    await t.step(
+      "full clones get packs by URI, shallow ones the edge's cached answer",
+      async () => {
+        const full = await gitedgeClone(build, ["--json", "-q", viaEdge, "full-json"], dir.path);
+        assertEquals(full.code, 0, full.stderr);
+        assertEquals(JSON.parse(full.stdout).packs.length, 2, "the snapshot's two packs by URI");
+        const hits = async () => {
+          const text = await (await fetch(`${edge.url}/_edge/metrics`)).text();
+          const line = text.split("\n").find((l) =>
+            l.startsWith('gitedge_response_cache_total{result="hit"} ')
+          );
+          return Number(line?.split(" ")[1] ?? 0);
+        };
+        const before = await hits();
+        // The same requests as the "--depth 1" and "--revision" cases above: answered from the cache.
+        const again = [
+          ["--depth", "1"],
+          ...(modern ? [["--revision", sideTip, "--depth", "1"]] : []),
+        ];
+        for (const [i, args] of again.entries()) {
+          const run = await gitedgeClone(build, ["-q", ...args, viaEdge, `again-${i}`], dir.path);
+          assertEquals(run.code, 0, run.stderr);
+        }
+        assertEquals(await hits(), before + again.length);
+      },
+    );
   });
 }
