@@ -14,9 +14,11 @@ import { indexInlinePack } from "./inline_pack.ts";
 import type { PackfileUri } from "../git/packfile_uris.ts";
 import type { PackfileResult, SpoolMode } from "./packfile_download.ts";
 import type { ProgressEvent } from "./progress.ts";
+import type { ObjectCounts } from "./index_progress.ts";
 import { SmartHttpClient } from "./smart_http.ts";
 import { checkConnectivity } from "./connectivity.ts";
 import {
+  addReferences,
   checkOut,
   detachHead,
   prepareRepository,
@@ -37,6 +39,8 @@ export interface CloneProgress {
   /** Bytes of the inline pack received so far. */
   inline(bytes: number): void;
   packEvent(event: ProgressEvent): void;
+  /** Object counts of one index-pack (`key`: "inline" or a pack's hash) as it goes. */
+  objects?(key: string, counts: ObjectCounts): void;
   /** A progress message from the server (only when `serverProgress` is on). */
   remote?(message: string): void;
 }
@@ -80,6 +84,8 @@ export interface CloneOptions {
   config?: [string, string][];
   /** `--recurse-submodules`: git initialises and clones the submodules after the checkout. */
   recurseSubmodules?: boolean;
+  /** `--reference`: local repositories to borrow objects from (alternates); only the rest comes. */
+  reference?: string[];
 }
 
 /** What a clone transferred. */
@@ -156,6 +162,7 @@ async function cloneInto(
     ...(options.recurseSubmodules ? [["submodule.active", "."] as [string, string]] : []),
   ];
   if (config.length > 0) await writeConfig(gitDir, config);
+  const haves = options.reference?.length ? await addReferences(gitDir, options.reference) : [];
   const singleBranch = options.singleBranch ?? options.depth !== undefined;
   const plan = planClone(refs, {
     branch: options.branch,
@@ -168,7 +175,7 @@ async function cloneInto(
   // What needs no objects (remote, HEAD, upstream config, origin/HEAD) is written while the
   // packs arrive; refs, a detached HEAD and the checkout wait for them.
   const [received, head] = await settleAll<[Received, string | null]>([
-    receiveObjects(session, plan, gitDir, credentials, options, mark),
+    receiveObjects(session, plan, haves, gitDir, credentials, options, mark),
     prepareRepository(gitDir, options.url, refs, plan.branches, checkout, bare, {
       fetchRefspec: plan.fetchRefspec,
       noTags: options.noTags,
@@ -234,6 +241,7 @@ type Received = Pick<CloneSummary, "bytesInline" | "bytesByUri" | "packs">;
 async function receiveObjects(
   session: UploadPackSession,
   plan: ClonePlan,
+  haves: string[],
   gitDir: string,
   credentials: CredentialManager,
   options: CloneOptions,
@@ -249,6 +257,7 @@ async function receiveObjects(
     depth: options.depth,
     filter: options.filter,
     includeTag: plan.includeTag,
+    haves,
   });
   mark("fetchResponse");
   // Before the connectivity check, which must stop at the shallow boundary.
@@ -295,6 +304,9 @@ function fetchUriPacks(
     signal: options.signal,
     fetch: options.fetch,
     onProgress: options.progress ? (e) => options.progress?.packEvent(e) : undefined,
+    onObjects: options.progress?.objects
+      ? (hash, counts) => options.progress?.objects?.(hash, counts)
+      : undefined,
     trustEdgeIndex: options.trustEdgeIndex,
     spool: options.spool,
     headersFor: (uri: string): Record<string, string> =>

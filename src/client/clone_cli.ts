@@ -38,6 +38,7 @@ options (git clone's meaning; packs by URI only for full clones, the edge caches
   --filter <spec>       partial clone (e.g. blob:none); git fetches what is missing lazily
   -n, --no-checkout     no checkout of HEAD
   --recurse-submodules  then initialise and clone the submodules (git submodule update)
+  --reference <repo>    borrow objects from a local repository (alternates; repeatable)
   -c, --config <key>=<value>
                         set a config variable in the new repository (repeatable)
   --bare                make a bare repository (refs/heads/* mirror the remote's branches)
@@ -94,6 +95,8 @@ export interface CloneArgs {
   filter?: string;
   noCheckout?: boolean;
   recurseSubmodules?: boolean;
+  /** `--reference <repo>`, in order. */
+  reference?: string[];
   /** `-c key=value`, in order. */
   config?: [string, string][];
   quiet?: boolean;
@@ -175,6 +178,9 @@ export function parseCloneArgs(args: readonly string[]): CloneArgs {
         break;
       case "--recurse-submodules":
         parsed.recurseSubmodules = true;
+        break;
+      case "--reference":
+        (parsed.reference ??= []).push(value());
         break;
       case "-c":
       case "--config": {
@@ -328,6 +334,7 @@ export async function cloneMain(args: string[]): Promise<number> {
       filter: options.filter,
       noCheckout: options.noCheckout,
       recurseSubmodules: options.recurseSubmodules,
+      reference: options.reference,
       config: options.config,
     });
     view?.finish();

@@ -6,6 +6,7 @@
  */
 import { isObjectId } from "../git/object_id.ts";
 import { IndexPackError } from "./errors.ts";
+import { type ObjectCounts, readIndexPackStderr } from "./index_progress.ts";
 
 /**
  * Where a downloaded pack goes until it is checked: {@link PackIndexer} (streamed into
@@ -71,6 +72,8 @@ export interface PackIndexerOptions {
   args?: string[];
   /** Kills index-pack when aborted (a clone stopped by a signal leaves no process behind). */
   signal?: AbortSignal;
+  /** Object counts as index-pack goes (runs it with `-v`). */
+  onObjects?: (counts: ObjectCounts) => void;
 }
 
 type State = "running" | "indexed" | "installed" | "discarded";
@@ -91,6 +94,7 @@ export class PackIndexer implements PackSink {
     const args = [
       "index-pack",
       "--stdin",
+      ...(options.onObjects ? ["-v"] : []),
       ...(options.args ?? []),
       "-o",
       this.#staged.idx,
@@ -121,7 +125,9 @@ export class PackIndexer implements PackSink {
     }
     this.#writer = this.#child.stdin.getWriter();
     this.#stdout = new Response(this.#child.stdout).text();
-    this.#stderr = new Response(this.#child.stderr).text();
+    this.#stderr = options.onObjects
+      ? readIndexPackStderr(this.#child.stderr, options.onObjects)
+      : new Response(this.#child.stderr).text();
   }
 
   /** Still running: a retry may go on feeding it (index-pack errors are not resumed anyway). */

@@ -3,6 +3,7 @@
  * `origin` remote, HEAD and `origin/HEAD` (the connectivity check is in `connectivity.ts`).
  */
 import type { Checkout } from "./checkout.ts";
+import { CloneError } from "./errors.ts";
 import { runGit } from "./git_command.ts";
 import type { RemoteRef } from "./upload_pack.ts";
 
@@ -166,4 +167,32 @@ export async function updateSubmodules(
     ["submodule", "update", "--init", "--recursive", ...(options.quiet ? ["--quiet"] : [])],
     { cwd: directory, signal: options.signal },
   );
+}
+
+/**
+ * `git clone --reference`: each repository's object directory (absolute) goes into
+ * `objects/info/alternates`, and its refs (and what their tags peel to) become the fetch's
+ * `have`s, so only what the references lack comes over. Rejects a path that is not a repository.
+ */
+export async function addReferences(gitDir: string, repositories: string[]): Promise<string[]> {
+  const objectDirs: string[] = [];
+  const haves = new Set<string>();
+  for (const repository of repositories) {
+    let dir: string;
+    try {
+      dir = (await runGit(["-C", repository, "rev-parse", "--absolute-git-dir"])).trim();
+    } catch {
+      throw new CloneError(`reference repository '${repository}' is not a local repository.`);
+    }
+    objectDirs.push(`${dir}/objects`);
+    const refs = await runGit(["for-each-ref", "--format=%(objectname) %(*objectname)"], {
+      gitDir: dir,
+    });
+    for (const oid of refs.split(/\s+/)) if (oid) haves.add(oid);
+  }
+  await Deno.writeTextFile(
+    `${gitDir}/objects/info/alternates`,
+    objectDirs.map((d) => `${d}\n`).join(""),
+  );
+  return [...haves];
 }

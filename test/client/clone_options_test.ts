@@ -45,6 +45,7 @@ async function describe(dir: string, base: string): Promise<Record<string, strin
     head: await run(["rev-parse", "HEAD"]),
     symbolicHead: await run(["symbolic-ref", "-q", "HEAD"]),
     shallow: await file("shallow"),
+    alternates: await file("objects/info/alternates"),
     // The remote's URL (and a submodule's, relative to it) differs only by its base.
     config: (await run(["config", "--local", "--list"])).replaceAll(base, "<base>"),
     // A partial clone's missing objects are not fetched to list them.
@@ -80,6 +81,11 @@ for (const build of (await gitBuilds()).builds) {
       cwd: `${origin.root}/${repo.name}`,
     })).trim();
     const modern = build.version[0] > 2 || build.version[1] >= 49;
+    // For --reference: a local repository with part of the history (one branch).
+    await git(["clone", "-q", "--single-branch", "-b", repo.sideBranch, direct, "reference"], {
+      cwd: dir.path,
+      bin: build.bin,
+    });
 
     const cases: { name: string; args: string[]; skip?: boolean }[] = [
       { name: "no option (packs by URI)", args: [] },
@@ -96,6 +102,7 @@ for (const build of (await gitBuilds()).builds) {
       { name: "--filter=blob:none", args: ["--filter=blob:none"] },
       { name: "--filter blob:none --depth 1", args: ["--filter", "blob:none", "--depth", "1"] },
       { name: "--recurse-submodules", args: ["--recurse-submodules"] },
+      { name: "--reference", args: ["--reference", "reference"] },
       {
         name: "--revision of a branch",
         args: ["--revision", `refs/heads/${repo.sideBranch}`],
