@@ -131,6 +131,12 @@ for (const build of (await gitBuilds()).builds) {
         });
         const [a, b] = [`${dir.path}/${ours}`, `${dir.path}/${theirs}`];
         assertEquals(await describe(a, edge.url), await describe(b, origin.url));
+        if (c.args.includes("--reference")) {
+          // Only what the reference lacks came over: as many objects in the clone's own packs.
+          const inPack = async (d: string) =>
+            /in-pack: (\d+)/.exec(await git(["count-objects", "-v"], { cwd: d }))![1];
+          assertEquals(await inPack(a), await inPack(b), "objects in the clone's own packs");
+        }
         // A clone without checkout has an empty index: status lists every file as deleted.
         if (!c.args.some((a) => a === "-n" || a === "--no-checkout")) await assertSameClone(a, b);
         else await git(["fsck", "--full", "--no-progress"], { cwd: a });
