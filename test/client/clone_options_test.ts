@@ -80,6 +80,9 @@ for (const build of (await gitBuilds()).builds) {
     const sideTip = (await git(["rev-parse", repo.sideBranch], {
       cwd: `${origin.root}/${repo.name}`,
     })).trim();
+    const olderMain = (await git(["rev-parse", "main~2"], {
+      cwd: `${origin.root}/${repo.name}`,
+    })).trim();
     const modern = build.version[0] > 2 || build.version[1] >= 49;
     // For --reference: a local repository with part of the history (one branch).
     await git(["clone", "-q", "--single-branch", "-b", repo.sideBranch, direct, "reference"], {
@@ -110,6 +113,12 @@ for (const build of (await gitBuilds()).builds) {
       },
       { name: "--revision of a tag", args: ["--revision", "v1.0"], skip: !modern },
       { name: "--revision of an object id", args: ["--revision", sideTip], skip: !modern },
+      {
+        name: "--revision of a commit no ref points to",
+        args: ["--revision", olderMain],
+        skip: !modern,
+      },
+      { name: "--depth 1 -b side", args: ["--depth", "1", "-b", repo.sideBranch] },
       {
         name: "--revision --depth 1",
         args: ["--revision", sideTip, "--depth", "1"],
