@@ -18,6 +18,7 @@ import { SPOOL_MODES, type SpoolMode } from "./packfile_download.ts";
 import { ProgressView } from "./progress_view.ts";
 import { redactUrl } from "./redact.ts";
 import { VERSION } from "./version.ts";
+import { SIGNAL_EXIT, type StopSignal } from "./signals.ts";
 
 /** Exit codes of `gitedge clone` (a stable interface). */
 export const EXIT = { ok: 0, other: 1, usage: 2, network: 3, verification: 4 } as const;
@@ -253,9 +254,7 @@ export function parseCloneArgs(args: readonly string[]): CloneArgs {
   return { ...parsed, url, directory };
 }
 
-/** Exit codes after a signal, as a shell reports a process it ended (128 + the number). */
-export const SIGNAL_EXIT = { SIGINT: 130, SIGTERM: 143 } as const;
-type StopSignal = keyof typeof SIGNAL_EXIT;
+export { SIGNAL_EXIT } from "./signals.ts";
 
 /** The clone was stopped by a signal (its reason when aborted). */
 export class StoppedError extends Error {

@@ -6,7 +6,7 @@
  * this command adds is git's behaviour under a stop: SIGTERM and SIGINT end git (which removes
  * its temporary packs) and exit 143 / 130.
  */
-import { SIGNAL_EXIT } from "./clone_cli.ts";
+import { SIGNAL_EXIT, type StopSignal } from "./signals.ts";
 import { VERSION } from "./version.ts";
 
 const HELP = `usage: gitedge fetch [<git fetch options>] [<repository> [<refspec>...]]
@@ -44,8 +44,8 @@ export async function fetchMain(args: string[]): Promise<number> {
     stdout: "inherit",
     stderr: "inherit",
   }).spawn();
-  let stoppedBy: keyof typeof SIGNAL_EXIT | null = null;
-  const listeners = (Object.keys(SIGNAL_EXIT) as (keyof typeof SIGNAL_EXIT)[]).map((name) => {
+  let stoppedBy: StopSignal | null = null;
+  const listeners = (Object.keys(SIGNAL_EXIT) as StopSignal[]).map((name) => {
     const listener = () => {
       stoppedBy ??= name;
       try {

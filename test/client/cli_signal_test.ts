@@ -4,7 +4,7 @@
  * created and exits 143 / 130; the same clone then runs again.
  */
 import { assert, assertEquals } from "../support/assert.ts";
-import { GIT_ENV, tempDir } from "../support/git.ts";
+import { git, GIT_ENV, tempDir } from "../support/git.ts";
 import { startOrigin } from "../support/origin.ts";
 import { makeRepo } from "../support/fixtures.ts";
 import { startDenoEdge } from "../../edge/deno/server.ts";
@@ -154,4 +154,59 @@ Deno.test("gitedge clone stopped by SIGTERM or SIGINT mid-download and mid-index
       assertEquals(again.code, 0, again.stderr);
     });
   }
+});
+
+Deno.test("gitedge fetch stopped by SIGTERM mid-download ends git, leaves no temporary pack, exits 143, and runs again", async () => {
+  await using origin = await startOrigin();
+  await makeRepo(origin, "r.git", { commits: 6, binaryBytes: 2 << 20 });
+  await using dir = await tempDir();
+  await using edge = await startDenoEdge({
+    store: `${dir.path}/store`,
+    config: { origin: origin.url },
+  });
+  // The workspace fetches through a relay capped at 256 KiB/s: seconds for the history.
+  await using relay = await startRelay(edge.url, { bytesPerSecond: 256 << 10 });
+  // A persistent workspace's first fetch: an empty repository with its remote.
+  const work = `${dir.path}/work`;
+  await git(["init", "-q", work]);
+  await git(["remote", "add", "origin", `${relay.url}/r.git`], { cwd: work });
+
+  const fetch = () =>
+    new Deno.Command(Deno.execPath(), {
+      args: ["run", "--allow-all", CLI, "fetch", "-q", "origin"],
+      cwd: work,
+      env: GIT_ENV,
+      stdout: "null",
+      stderr: "piped",
+    }).spawn();
+  const child = fetch();
+  const stderr = new Response(child.stderr).text();
+  const packDir = `${work}/.git/objects/pack`;
+  let exited = false;
+  child.status.then(() => (exited = true));
+  const seen = await pollUntil("git fetch receiving its pack", async () => {
+    if (exited) throw new Error(`gitedge fetch ended before the signal: ${await stderr}`);
+    // The pack is arriving: git's index-pack (or, for few objects, unpack-objects) runs.
+    const procs = descendants(child.pid);
+    return procs.some((p) => /index-pack|unpack-objects/.test(p.cmdline)) ? procs : null;
+  });
+  Deno.kill(child.pid, "SIGTERM");
+  try {
+    const status = await withinDeadline(child.status, "gitedge fetch's exit after SIGTERM");
+    assertEquals(status.code, 143, await stderr);
+    for (const p of seen) assert(!running(p.pid), `${p.pid} still runs: ${p.cmdline}`);
+    const left = (await Array.fromAsync(Deno.readDir(packDir))).map((e) => e.name);
+    assertEquals(left.filter((name) => name.startsWith("tmp_")), [], "temporary packs");
+  } finally {
+    for (const p of seen) if (running(p.pid)) Deno.kill(p.pid, "SIGKILL");
+  }
+  const again = fetch();
+  const againErr = new Response(again.stderr).text();
+  const status = await withinDeadline(again.status, "the second fetch");
+  assertEquals(status.code, 0, await againErr);
+  assertEquals(
+    await git(["rev-parse", "refs/remotes/origin/main"], { cwd: work }),
+    await git(["rev-parse", "refs/heads/main"], { cwd: `${origin.root}/r.git` }),
+  );
+  await git(["fsck", "--full", "--no-progress"], { cwd: work });
 });
