@@ -36,8 +36,10 @@ async function gitedgeClone(build: GitBuild, args: string[], cwd: string): Promi
 /** What a clone is, beyond `assertSameClone`: shallow, config, objects, index, submodules. */
 async function describe(dir: string, base: string): Promise<Record<string, string>> {
   const run = (args: string[]) => git(args, { cwd: dir }).catch((e) => `(failed: ${e.message})`);
-  const file = (path: string) => Deno.readTextFile(`${dir}/.git/${path}`).catch(() => "(none)");
-  const packDir = `${dir}/.git/objects/pack`;
+  const bare = !(await Deno.stat(`${dir}/.git`).then(() => true, () => false));
+  const gitDir = bare ? dir : `${dir}/.git`;
+  const file = (path: string) => Deno.readTextFile(`${gitDir}/${path}`).catch(() => "(none)");
+  const packDir = `${gitDir}/objects/pack`;
   const promisors = (await Array.fromAsync(Deno.readDir(packDir)))
     .filter((e) => e.name.endsWith(".promisor")).length;
   return {
@@ -53,11 +55,13 @@ async function describe(dir: string, base: string): Promise<Record<string, strin
       cwd: dir,
       env: { GIT_NO_LAZY_FETCH: "1" },
     }),
-    index: await Deno.stat(`${dir}/.git/index`).then(() => "present", () => "none"),
+    index: await Deno.stat(`${gitDir}/index`).then(() => "present", () => "none"),
     promisorPacks: promisors > 0 ? "some" : "none",
-    files: await run(["ls-files", "-s"]),
-    status: await run(["status", "--porcelain"]),
-    submodules: await run(["submodule", "status", "--recursive"]),
+    ...(bare ? {} : {
+      files: await run(["ls-files", "-s"]),
+      status: await run(["status", "--porcelain"]),
+      submodules: await run(["submodule", "status", "--recursive"]),
+    }),
   };
 }
 
@@ -105,6 +109,11 @@ for (const build of (await gitBuilds()).builds) {
       { name: "--filter=blob:none", args: ["--filter=blob:none"] },
       { name: "--filter blob:none --depth 1", args: ["--filter", "blob:none", "--depth", "1"] },
       { name: "--recurse-submodules", args: ["--recurse-submodules"] },
+      { name: "--bare --depth 1", args: ["--bare", "--depth", "1"] },
+      {
+        name: "--bare --single-branch --no-tags",
+        args: ["--bare", "--single-branch", "--no-tags"],
+      },
       { name: "--reference", args: ["--reference", "reference"] },
       {
         name: "--revision of a branch",
