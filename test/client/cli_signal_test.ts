@@ -108,7 +108,19 @@ Deno.test("gitedge clone stopped by SIGTERM or SIGINT mid-download and mid-index
       // Streamed: index-pack runs while each pack downloads. Spooled: it runs once one is in.
       const spool = c.phase === "download" ? "never" : "always";
       const child = new Deno.Command(Deno.execPath(), {
-        args: ["run", "--allow-all", CLI, "clone", "--spool", spool, "--jobs", "3", url, target],
+        // Mid-index: one pack at a time, so each index-pack runs while the next pack downloads.
+        args: [
+          "run",
+          "--allow-all",
+          CLI,
+          "clone",
+          "--spool",
+          spool,
+          "--jobs",
+          c.phase === "download" ? "3" : "1",
+          url,
+          target,
+        ],
         cwd: dir.path,
         env: GIT_ENV,
         stdout: "null",
@@ -117,7 +129,10 @@ Deno.test("gitedge clone stopped by SIGTERM or SIGINT mid-download and mid-index
       const stderr = new Response(child.stderr).text();
       const indexPacks = () =>
         descendants(child.pid).filter((p) => p.cmdline.includes("index-pack"));
+      let exited = false;
+      child.status.then(() => (exited = true));
       const seen = await pollUntil(`index-pack under the clone (${c.phase})`, async () => {
+        if (exited) throw new Error(`the clone ended before the signal: ${await stderr}`);
         const procs = indexPacks();
         if (c.phase === "download") {
           // Every pack is downloading into its index-pack, and bytes have landed.
@@ -128,13 +143,18 @@ Deno.test("gitedge clone stopped by SIGTERM or SIGINT mid-download and mid-index
             ? procs
             : null;
         }
-        // A spooled pack's index-pack reads its file (the inline pack's reads stdin).
-        return procs.some((p) => !p.cmdline.includes("--stdin")) ? procs : null;
+        // A spooled pack's index-pack reads its file (the inline pack's reads stdin). Frozen, it
+        // stays mid-index until the clone stops it; one that ended first is not the one.
+        const indexing = procs.find((p) => !p.cmdline.includes("--stdin"));
+        if (!indexing) return null;
+        try {
+          Deno.kill(indexing.pid, "SIGSTOP");
+        } catch {
+          return null;
+        }
+        return procs;
       });
       // Mid-index for sure: the first index-pack is frozen until the clone stops it.
-      if (c.phase === "index") {
-        Deno.kill(seen.find((p) => !p.cmdline.includes("--stdin"))!.pid, "SIGSTOP");
-      }
       Deno.kill(child.pid, c.signal);
       try {
         const status = await withinDeadline(child.status, `the clone's exit after ${c.signal}`);
