@@ -146,12 +146,12 @@ export async function writeShallow(gitDir: string, oids: string[]): Promise<void
 
 /** Which of `oids` are in the repository (one `cat-file --batch-check`). */
 export async function presentObjects(gitDir: string, oids: string[]): Promise<Set<string>> {
-  const out = await runGit(["cat-file", "--batch-check=%(objectname)"], {
-    gitDir,
-    stdin: oids.join("\n") + "\n",
-    // A missing object must not be fetched lazily (a partial clone): it is just absent.
-    env: { GIT_NO_LAZY_FETCH: "1" },
-  });
+  // A missing object must not be fetched lazily (a partial clone): it is just absent. git 2.45+
+  // reads GIT_NO_LAZY_FETCH; older ones fetch lazily only from a promisor remote.
+  const out = await runGit(
+    ["-c", "remote.origin.promisor=false", "cat-file", "--batch-check=%(objectname)"],
+    { gitDir, stdin: oids.join("\n") + "\n", env: { GIT_NO_LAZY_FETCH: "1" } },
+  );
   return new Set(out.split("\n").filter((line) => /^[0-9a-f]+$/.test(line)));
 }
 
