@@ -6,8 +6,9 @@ const USAGE = `usage: gitedge <command> [options]
 commands:
   serve   run the edge proxy (filesystem pack store)
   clone   clone a repository, downloading packfile URIs in parallel
+  fetch   git fetch in an existing clone, packfile URIs accepted, stopped cleanly by signals
 
-Run 'gitedge <command> --help' for a command's options.`;
+Run 'gitedge <command> --help' for a command's options, 'gitedge --version' for the version.`;
 
 /**
  * Each command's module, loaded only when that command runs. The specifiers are deliberately not
@@ -19,10 +20,13 @@ Run 'gitedge <command> --help' for a command's options.`;
 export const COMMAND_MODULES = {
   serve: new URL("./serve_cli.ts", import.meta.url).href,
   clone: new URL("../../src/client/clone_cli.ts", import.meta.url).href,
+  fetch: new URL("../../src/client/fetch_cli.ts", import.meta.url).href,
+  version: new URL("../../src/client/version.ts", import.meta.url).href,
 } as const;
 
 type ServeModule = typeof import("./serve_cli.ts");
 type CloneModule = typeof import("../../src/client/clone_cli.ts");
+type FetchModule = typeof import("../../src/client/fetch_cli.ts");
 
 export async function main(args: string[]): Promise<number> {
   const [command, ...rest] = args;
@@ -34,6 +38,18 @@ export async function main(args: string[]): Promise<number> {
     case "clone": {
       const { cloneMain }: CloneModule = await import(COMMAND_MODULES.clone);
       return await cloneMain(rest);
+    }
+    case "fetch": {
+      const { fetchMain }: FetchModule = await import(COMMAND_MODULES.fetch);
+      return await fetchMain(rest);
+    }
+    case "--version":
+    case "version": {
+      const { VERSION } = await import(
+        COMMAND_MODULES.version
+      ) as typeof import("../../src/client/version.ts");
+      console.log(`gitedge version ${VERSION}`);
+      return 0;
     }
     case undefined:
     case "-h":

@@ -5,7 +5,7 @@
  * checkout written the way `git clone` writes them. A failed clone removes what it created.
  */
 import { type CredentialHelper, CredentialManager, GitCredentialHelper } from "./credentials.ts";
-import { chooseCheckout, wantedObjects } from "./checkout.ts";
+import { type ClonePlan, planClone } from "./checkout.ts";
 import { defaultDirectory, prepareTarget, removeTarget } from "./clone_target.ts";
 import { fetchPackfiles } from "./fetch_packfiles.ts";
 import { settleAll } from "./pool.ts";
@@ -14,9 +14,21 @@ import { indexInlinePack } from "./inline_pack.ts";
 import type { PackfileUri } from "../git/packfile_uris.ts";
 import type { PackfileResult, SpoolMode } from "./packfile_download.ts";
 import type { ProgressEvent } from "./progress.ts";
+import type { ObjectCounts } from "./index_progress.ts";
 import { SmartHttpClient } from "./smart_http.ts";
 import { checkConnectivity } from "./connectivity.ts";
-import { checkOut, detachHead, prepareRepository, writeRefs } from "./repo_setup.ts";
+import {
+  addReferences,
+  checkOut,
+  detachHead,
+  prepareRepository,
+  presentObjects,
+  updateSubmodules,
+  writeConfig,
+  writeRefs,
+  writeShallow,
+} from "./repo_setup.ts";
+import type { RemoteRef } from "./upload_pack.ts";
 import { UploadPackSession } from "./upload_pack.ts";
 
 export { defaultDirectory } from "./clone_target.ts";
@@ -27,6 +39,8 @@ export interface CloneProgress {
   /** Bytes of the inline pack received so far. */
   inline(bytes: number): void;
   packEvent(event: ProgressEvent): void;
+  /** Object counts of one index-pack (`key`: "inline" or a pack's hash) as it goes. */
+  objects?(key: string, counts: ObjectCounts): void;
   /** A progress message from the server (only when `serverProgress` is on). */
   remote?(message: string): void;
 }
@@ -54,6 +68,24 @@ export interface CloneOptions {
   trustEdgeIndex?: boolean;
   /** Where URI packs go while they download (see {@link SpoolMode}; default "auto"). */
   spool?: SpoolMode;
+  /** `--depth`: a shallow clone of that many commits (implies `singleBranch` unless false). */
+  depth?: number;
+  /** `--single-branch` (true) or `--no-single-branch` (false); default: true with `depth`. */
+  singleBranch?: boolean;
+  /** `--no-tags`. */
+  noTags?: boolean;
+  /** `--revision`: one commit (ref name or object id), detached, no refs (git 2.49+). */
+  revision?: string;
+  /** `--no-checkout`. */
+  noCheckout?: boolean;
+  /** `--filter`: a partial clone (the remote becomes a promisor; git fetches the rest lazily). */
+  filter?: string;
+  /** `-c key=value`, written to the new repository's config first, in order. */
+  config?: [string, string][];
+  /** `--recurse-submodules`: git initialises and clones the submodules after the checkout. */
+  recurseSubmodules?: boolean;
+  /** `--reference`: local repositories to borrow objects from (alternates); only the rest comes. */
+  reference?: string[];
 }
 
 /** What a clone transferred. */
@@ -123,41 +155,80 @@ async function cloneInto(
     ] as const,
   );
   mark("lsRefs");
-  const checkout = chooseCheckout(refs, options.branch);
   const gitDir = bare ? directory : `${directory}/.git`;
-
-  const wants = wantedObjects(refs);
+  // `-c` first, then (as git) `submodule.active` for --recurse-submodules, before the remote.
+  const config = [
+    ...(options.config ?? []),
+    ...(options.recurseSubmodules ? [["submodule.active", "."] as [string, string]] : []),
+  ];
+  if (config.length > 0) await writeConfig(gitDir, config);
+  const haves = options.reference?.length ? await addReferences(gitDir, options.reference) : [];
+  const singleBranch = options.singleBranch ?? options.depth !== undefined;
+  const plan = planClone(refs, {
+    branch: options.branch,
+    singleBranch,
+    noTags: options.noTags,
+    revision: options.revision,
+  }, bare);
+  const checkout = plan.checkout;
+  const wants = plan.wants;
   // What needs no objects (remote, HEAD, upstream config, origin/HEAD) is written while the
   // packs arrive; refs, a detached HEAD and the checkout wait for them.
   const [received, head] = await settleAll<[Received, string | null]>([
-    receiveObjects(session, wants, gitDir, credentials, options, mark),
-    prepareRepository(gitDir, options.url, refs, checkout, bare).then((h) => {
+    receiveObjects(session, plan, haves, gitDir, credentials, options, mark),
+    prepareRepository(gitDir, options.url, refs, plan.branches, checkout, bare, {
+      fetchRefspec: plan.fetchRefspec,
+      noTags: options.noTags,
+      filter: options.filter,
+    }).then((h) => {
       mark("setup");
       return h;
     }),
   ]);
+  const signal = options.signal;
   // The connectivity check, writing refs and the checkout (of a commit, not of HEAD) are
   // independent: all three run at once; a failure of any fails the clone (the directory goes).
   const finish = async () => {
-    const checkingOut = !bare && checkout.oid !== null;
+    const checkingOut = !bare && checkout.oid !== null && !options.noCheckout;
     if (checkingOut) options.progress?.phase("Checking out");
+    // Tags followed (single branch) are written only where their object came along, as git.
+    const followed = plan.followTags.length === 0
+      ? []
+      : await followedTags(gitDir, plan.followTags);
     await settleAll<[void, void]>([
-      writeRefs(gitDir, refs, bare, checkout).then(async () => {
-        if (checkout.ref === null && checkout.oid !== null) await detachHead(gitDir, checkout.oid);
-      }),
-      checkingOut ? checkOut(directory, checkout.oid!) : Promise.resolve(),
+      writeRefs(gitDir, [...plan.branches, ...plan.tags, ...followed], bare, checkout).then(
+        async () => {
+          if (checkout.ref === null && checkout.oid !== null) {
+            await detachHead(gitDir, checkout.oid);
+          }
+        },
+      ),
+      checkingOut ? checkOut(directory, checkout.oid!, signal) : Promise.resolve(),
     ]);
+    if (checkingOut && options.recurseSubmodules) {
+      options.progress?.phase("Cloning submodules");
+      await updateSubmodules(directory, { quiet: !options.serverProgress, signal });
+    }
     mark("finish");
   };
   if (wants.length > 0) options.progress?.phase("Checking connectivity");
   await settleAll<[void, void]>([
     wants.length > 0
-      ? checkConnectivity(gitDir, wants, { packBytes: received.bytesInline + received.bytesByUri })
-        .then(() => mark("connectivity"))
+      ? checkConnectivity(gitDir, wants, {
+        packBytes: received.bytesInline + received.bytesByUri,
+        promisor: options.filter !== undefined,
+        signal,
+      }).then(() => mark("connectivity"))
       : Promise.resolve(),
     finish(),
   ]);
   return { ...received, head, phases };
+}
+
+/** The tags among `tags` whose object is in the repository. */
+async function followedTags(gitDir: string, tags: RemoteRef[]): Promise<RemoteRef[]> {
+  const present = await presentObjects(gitDir, tags.map((t) => t.oid!));
+  return tags.filter((t) => present.has(t.oid!));
 }
 
 /** What {@link receiveObjects} brought in. */
@@ -169,27 +240,37 @@ type Received = Pick<CloneSummary, "bytesInline" | "bytesByUri" | "packs">;
  */
 async function receiveObjects(
   session: UploadPackSession,
-  wants: string[],
+  plan: ClonePlan,
+  haves: string[],
   gitDir: string,
   credentials: CredentialManager,
   options: CloneOptions,
   mark: (phase: string) => void,
 ): Promise<Received> {
+  const wants = plan.wants;
   if (wants.length === 0) return { bytesInline: 0, bytesByUri: 0, packs: [] };
   options.progress?.phase("Receiving pack");
   const response = await session.fetch(wants, {
     packfileUris: session.supportsPackfileUris,
     progress: options.serverProgress ?? false,
     onRemoteProgress: options.progress?.remote?.bind(options.progress),
+    depth: options.depth,
+    filter: options.filter,
+    includeTag: plan.includeTag,
+    haves,
   });
   mark("fetchResponse");
+  // Before the connectivity check, which must stop at the shallow boundary.
+  if (response.shallow.length > 0) await writeShallow(gitDir, response.shallow);
   const baseUrl = session.http.baseUrl;
   // The URI packs are self-contained, so their downloads need not wait for the inline pack's
   // index (stock git waits); a failure of either stops the other.
   const stop = new AbortController();
   const signal = options.signal ? AbortSignal.any([options.signal, stop.signal]) : stop.signal;
   const both = [
-    indexInlinePack(response.pack, gitDir, baseUrl, options.progress, signal).then((bytes) => {
+    indexInlinePack(response.pack, gitDir, baseUrl, options.progress, signal, {
+      promisor: options.filter !== undefined,
+    }).then((bytes) => {
       mark("inlineIndexed");
       return bytes;
     }),
@@ -223,6 +304,9 @@ function fetchUriPacks(
     signal: options.signal,
     fetch: options.fetch,
     onProgress: options.progress ? (e) => options.progress?.packEvent(e) : undefined,
+    onObjects: options.progress?.objects
+      ? (hash, counts) => options.progress?.objects?.(hash, counts)
+      : undefined,
     trustEdgeIndex: options.trustEdgeIndex,
     spool: options.spool,
     headersFor: (uri: string): Record<string, string> =>

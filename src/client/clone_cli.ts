@@ -1,10 +1,9 @@
 /**
  * `gitedge clone`: argument parsing, terminal output and exit codes around {@link clone}.
  */
-import { clone, type CloneSummary } from "./clone.ts";
+import { clone, type CloneSummary, defaultDirectory } from "./clone.ts";
 import {
   AuthenticationError,
-  CloneError,
   ConnectivityError,
   EdgeIndexError,
   HttpStatusError,
@@ -18,6 +17,8 @@ import {
 import { SPOOL_MODES, type SpoolMode } from "./packfile_download.ts";
 import { ProgressView } from "./progress_view.ts";
 import { redactUrl } from "./redact.ts";
+import { VERSION } from "./version.ts";
+import { SIGNAL_EXIT, type StopSignal } from "./signals.ts";
 
 /** Exit codes of `gitedge clone` (a stable interface). */
 export const EXIT = { ok: 0, other: 1, usage: 2, network: 3, verification: 4 } as const;
@@ -28,10 +29,24 @@ Clones a repository over Git smart HTTP (protocol v2). When the server announces
 (for example a gitedge edge), those packs are downloaded in parallel, each into its own git
 index-pack, with resumable retries. The result is an ordinary git repository.
 
-options:
-  --jobs <n>      parallel packfile-URI downloads (default 0 = min(8, number of packs))
-  --bare          make a bare repository (refs/heads/* mirror the remote's branches)
-  --branch <b>    check out <b> instead of the remote's HEAD (-b <b> also works)
+options (git clone's meaning; packs by URI only for full clones, the edge caches the rest):
+  -b, --branch <b>      check out <b> (a branch, or a tag: detached) instead of the remote HEAD
+  --depth <n>           shallow clone of <n> commits (implies --single-branch)
+  --single-branch, --no-single-branch
+                        only the branch to check out (and the tags pointing into it)
+  --no-tags             no tags, now or in later fetches (remote.origin.tagOpt)
+  --revision <rev>      one commit (a ref name or a full object id), detached, no refs
+  --filter <spec>       partial clone (e.g. blob:none); git fetches what is missing lazily
+  -n, --no-checkout     no checkout of HEAD
+  --recurse-submodules  then initialise and clone the submodules (git submodule update)
+  --reference <repo>    borrow objects from a local repository (alternates; repeatable)
+  -c, --config <key>=<value>
+                        set a config variable in the new repository (repeatable)
+  --bare                make a bare repository (refs/heads/* mirror the remote's branches)
+  -q, --quiet           print nothing on success
+  --progress            show progress even when stderr is not a terminal
+  --version             print the version
+  --jobs <n>            parallel packfile-URI downloads (default 0 = min(8, number of packs))
   --json          print one JSON summary on stdout (bytesInline, bytesByUri, seconds, packs)
   --trust-edge-index
                   for packs whose edge keeps their index (gitedge serve --pack-indexes on):
@@ -53,7 +68,15 @@ exit codes:
   2  usage error
   3  network failure (unreachable, HTTP error, authentication, downloads exhausted)
   4  verification failure (corrupt pack, hash mismatch, missing objects)
+  130, 143  stopped by SIGINT, SIGTERM (what the clone created is removed first)
 `;
+
+/** The hint after a usage error (instead of the whole help). */
+export const USAGE_HINT = "see 'gitedge clone --help'";
+
+/** Bounds on option values (every input has one). */
+const MAX_DEPTH = 2 ** 31 - 1;
+const MAX_VALUE_LENGTH = 4096;
 
 /** What the command line asked for. */
 export interface CloneArgs {
@@ -66,6 +89,21 @@ export interface CloneArgs {
   help: boolean;
   trustEdgeIndex: boolean;
   spool: SpoolMode;
+  depth?: number;
+  singleBranch?: boolean;
+  noTags?: boolean;
+  revision?: string;
+  filter?: string;
+  noCheckout?: boolean;
+  recurseSubmodules?: boolean;
+  /** `--reference <repo>`, in order. */
+  reference?: string[];
+  /** `-c key=value`, in order. */
+  config?: [string, string][];
+  quiet?: boolean;
+  /** `--progress` (true) or `--no-progress` (false); default: when stderr is a terminal. */
+  progress?: boolean;
+  version?: boolean;
 }
 
 /** Parses `gitedge clone` arguments; throws {@link UsageError} on anything it does not accept. */
@@ -87,9 +125,75 @@ export function parseCloneArgs(args: readonly string[]): CloneArgs {
     const value = (): string => {
       const v = inline ?? args[++i];
       if (v === undefined) throw new UsageError(`${flag} needs a value`);
+      if (v.length > MAX_VALUE_LENGTH) throw new UsageError(`${flag}: value too long`);
       return v;
     };
     switch (flag) {
+      case "--version":
+        parsed.version = true;
+        break;
+      case "-q":
+      case "--quiet":
+        parsed.quiet = true;
+        break;
+      case "--progress":
+        parsed.progress = true;
+        break;
+      case "--no-progress":
+        parsed.progress = false;
+        break;
+      case "--depth": {
+        const v = value();
+        if (!/^\d+$/.test(v) || Number(v) < 1 || Number(v) > MAX_DEPTH) {
+          throw new UsageError(`depth ${v} is not a positive number`);
+        }
+        parsed.depth = Number(v);
+        break;
+      }
+      case "--single-branch":
+        parsed.singleBranch = true;
+        break;
+      case "--no-single-branch":
+        parsed.singleBranch = false;
+        break;
+      case "--no-tags":
+        parsed.noTags = true;
+        break;
+      case "--revision": {
+        const v = value();
+        if (!printable(v) || /[\s~^:?*[\\]/.test(v) || v.startsWith("-")) {
+          throw new UsageError(`--revision needs a ref name or an object id, got '${v}'`);
+        }
+        parsed.revision = v;
+        break;
+      }
+      case "--filter": {
+        const v = value();
+        if (!printable(v) || /\s/.test(v)) throw new UsageError(`invalid filter-spec '${v}'`);
+        parsed.filter = v;
+        break;
+      }
+      case "-n":
+      case "--no-checkout":
+        parsed.noCheckout = true;
+        break;
+      case "--recurse-submodules":
+        parsed.recurseSubmodules = true;
+        break;
+      case "--reference":
+        (parsed.reference ??= []).push(value());
+        break;
+      case "-c":
+      case "--config": {
+        const v = value();
+        const eq = v.indexOf("=");
+        const key = eq < 0 ? v : v.slice(0, eq);
+        if (eq < 0 || !/^[A-Za-z0-9][A-Za-z0-9-]*\.(.+\.)?[A-Za-z][A-Za-z0-9-]*$/s.test(key)) {
+          throw new UsageError(`-c needs <key>=<value> with a valid key, got '${v}'`);
+        }
+        (parsed.config ??= []).push([key, v.slice(eq + 1)]);
+        break;
+      }
       case "-h":
       case "--help":
         parsed.help = true;
@@ -133,7 +237,11 @@ export function parseCloneArgs(args: readonly string[]): CloneArgs {
         positional.push(arg);
     }
   }
-  if (parsed.help) return { ...parsed, url: positional[0] ?? "" };
+  if (parsed.help || parsed.version) return { ...parsed, url: positional[0] ?? "" };
+  if (parsed.revision !== undefined && parsed.branch !== undefined) {
+    throw new UsageError("options '--revision' and '--branch' cannot be used together");
+  }
+
   if (positional.length === 0) throw new UsageError("missing repository URL");
   if (positional.length > 2) throw new UsageError(`too many arguments: ${positional.slice(2)}`);
   const [url, directory] = positional;
@@ -146,6 +254,21 @@ export function parseCloneArgs(args: readonly string[]): CloneArgs {
   return { ...parsed, url, directory };
 }
 
+export { SIGNAL_EXIT } from "./signals.ts";
+
+/** The clone was stopped by a signal (its reason when aborted). */
+export class StoppedError extends Error {
+  override name = "StoppedError";
+  constructor(readonly signal: StopSignal) {
+    super(`stopped by ${signal}`);
+  }
+}
+
+/** Printable ASCII only (what ref names and filter specs on a command line are). */
+function printable(value: string): boolean {
+  return [...value].every((c) => c >= "!" && c <= "~");
+}
+
 /** Runs `gitedge clone` and returns its exit code. */
 export async function cloneMain(args: string[]): Promise<number> {
   let options: CloneArgs;
@@ -153,23 +276,47 @@ export async function cloneMain(args: string[]): Promise<number> {
     options = parseCloneArgs(args);
   } catch (error) {
     if (!(error instanceof UsageError)) throw error;
-    console.error(`gitedge clone: ${error.message}\n\n${HELP}`);
+    console.error(`gitedge clone: ${error.message}\n${USAGE_HINT}`);
     return EXIT.usage;
   }
   if (options.help) {
     console.log(HELP);
     return EXIT.ok;
   }
-  const view = Deno.stderr.isTerminal() ? new ProgressView() : null;
+  if (options.version) {
+    console.log(`gitedge version ${VERSION}`);
+    return EXIT.ok;
+  }
+  const quiet = options.quiet ?? false;
+  const showProgress = !quiet && (options.progress ?? Deno.stderr.isTerminal());
+  const view = showProgress ? new ProgressView() : null;
+  // SIGINT and SIGTERM stop the downloads and every child process; the clone then removes what
+  // it created and the exit code says which signal (a second one exits at once).
   const interrupt = new AbortController();
-  const onInterrupt = () => interrupt.abort(new CloneError("interrupted"));
-  Deno.addSignalListener("SIGINT", onInterrupt);
+  let stoppedBy: StopSignal | null = null;
+  const listeners = (Object.keys(SIGNAL_EXIT) as StopSignal[]).map((name) => {
+    const listener = () => {
+      if (stoppedBy !== null) Deno.exit(SIGNAL_EXIT[stoppedBy]);
+      stoppedBy = name;
+      interrupt.abort(new StoppedError(name));
+    };
+    Deno.addSignalListener(name, listener);
+    return [name, listener] as const;
+  });
+  const directory = options.directory ?? defaultDirectory(options.url, options.bare);
+  if (!quiet) {
+    console.error(
+      options.bare
+        ? `Cloning into bare repository '${directory}'...`
+        : `Cloning into '${directory}'...`,
+    );
+  }
   try {
     // Seconds from the runtime's time origin to here: Deno's start-up and module loading.
     const startedAt = performance.now() / 1000;
     const summary = await clone({
       url: options.url,
-      directory: options.directory,
+      directory,
       jobs: options.jobs,
       bare: options.bare,
       branch: options.branch,
@@ -179,18 +326,52 @@ export async function cloneMain(args: string[]): Promise<number> {
       signal: interrupt.signal,
       trustEdgeIndex: options.trustEdgeIndex,
       spool: options.spool,
+      depth: options.depth,
+      singleBranch: options.singleBranch,
+      noTags: options.noTags,
+      revision: options.revision,
+      filter: options.filter,
+      noCheckout: options.noCheckout,
+      recurseSubmodules: options.recurseSubmodules,
+      reference: options.reference,
+      config: options.config,
     });
     view?.finish();
     if (options.json) console.log(JSON.stringify(jsonSummary(summary, startedAt)));
-    else if (view) console.error(`Cloned into '${summary.directory}'.`);
+    if (!quiet) console.error(summaryLine(summary));
     return EXIT.ok;
   } catch (error) {
     view?.finish();
+    if (stoppedBy !== null) return SIGNAL_EXIT[stoppedBy];
     console.error(`gitedge clone: error: ${error instanceof Error ? error.message : error}`);
     return exitCodeFor(error);
   } finally {
-    Deno.removeSignalListener("SIGINT", onInterrupt);
+    for (const [name, listener] of listeners) Deno.removeSignalListener(name, listener);
   }
+}
+
+/** The one line a clone ends with: what came, how, and how fast. */
+export function summaryLine(summary: CloneSummary): string {
+  const bytes = summary.bytesInline + summary.bytesByUri;
+  const seconds = Math.max(summary.seconds, 0.001);
+  const packs = summary.packs.length;
+  const how = packs > 0
+    ? `${packs} pack${packs === 1 ? "" : "s"} by URI (${formatBytes(summary.bytesByUri)}) + ` +
+      `${formatBytes(summary.bytesInline)} inline`
+    : "inline";
+  return `Received ${formatBytes(bytes)} in ${seconds.toFixed(2)} s ` +
+    `(${formatBytes(bytes / seconds)}/s; ${how}) into '${summary.directory}'.`;
+}
+
+function formatBytes(bytes: number): string {
+  const units = ["bytes", "KiB", "MiB", "GiB", "TiB"];
+  let value = bytes;
+  let unit = 0;
+  while (value >= 1024 && unit < units.length - 1) {
+    value /= 1024;
+    unit++;
+  }
+  return unit === 0 ? `${Math.round(value)} bytes` : `${value.toFixed(2)} ${units[unit]}`;
 }
 
 /**

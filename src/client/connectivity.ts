@@ -26,6 +26,10 @@ export interface ConnectivityOptions {
    * CPU).
    */
   walks?: number;
+  /** Stops the walks (their git processes are killed). */
+  signal?: AbortSignal;
+  /** A partial clone: objects its promisor packs lack are not missing (git's own check). */
+  promisor?: boolean;
 }
 
 /** Smaller clones check in one walk: the cut points' lookup would cost more than it saves. */
@@ -48,7 +52,8 @@ export async function checkConnectivity(
   const big = (options.packBytes ?? Infinity) >= SPLIT_MIN_BYTES;
   const cuts = walks > 1 && big ? await cutPoints(gitDir, wants, walks - 1) : [];
   const plan = planWalks(wants, cuts);
-  await settleAll(plan.map((lines) => walk(gitDir, lines)));
+  const flags = options.promisor ? ["--exclude-promisor-objects"] : [];
+  await settleAll(plan.map((lines) => walk(gitDir, lines, flags, options.signal)));
   return plan.length;
 }
 
@@ -74,11 +79,17 @@ export function planWalks(wants: string[], cuts: string[]): string[][] {
   return starts.map((start, i) => i < cuts.length ? [...start, `^${cuts[i]}`] : start);
 }
 
-async function walk(gitDir: string, lines: string[]): Promise<void> {
+async function walk(
+  gitDir: string,
+  lines: string[],
+  flags: string[],
+  signal?: AbortSignal,
+): Promise<void> {
   try {
-    await runGit(["rev-list", "--objects", "--quiet", "--stdin"], {
+    await runGit(["rev-list", "--objects", "--quiet", ...flags, "--stdin"], {
       gitDir,
       stdin: lines.join("\n") + "\n",
+      signal,
     });
   } catch (error) {
     if (error instanceof GitProcessError) throw new ConnectivityError(error.stderr);

@@ -3,6 +3,7 @@
  * from a staged file on a fast link), at most `jobs` at a time, with resumable retries. The first
  * URI that cannot be fetched aborts the rest.
  */
+import type { ObjectCounts } from "./index_progress.ts";
 import { isObjectId } from "../git/object_id.ts";
 import type { PackfileUri } from "../git/packfile_uris.ts";
 import {
@@ -40,6 +41,8 @@ export interface FetchPackfilesOptions {
   spool?: SpoolMode;
   /** Receives progress events; called synchronously, so keep it cheap. */
   onProgress?: (event: ProgressEvent) => void;
+  /** Object counts of each pack's index-pack as it goes (runs index-pack with `-v`). */
+  onObjects?: (hash: string, counts: ObjectCounts) => void;
   /** Aborts every download (already installed packs stay). */
   signal?: AbortSignal;
   /** The fetch implementation (defaults to the global one). */
@@ -75,6 +78,7 @@ export async function fetchPackfiles(
     // Read once, by the first download that stages a pack (a streamed one never asks).
     fsyncPacks: once(() => readFsyncsPacks(options.gitDir).catch(() => true)),
     onProgress: options.onProgress ?? (() => {}),
+    onObjects: options.onObjects,
     fetch: options.fetch ?? fetch,
   };
   // Loaded only when asked for: it brings node:crypto, whose start-up costs every clone ~25 ms.

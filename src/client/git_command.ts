@@ -9,6 +9,8 @@ export interface RunGitOptions {
   /** Text fed to stdin (stdin is closed when absent). */
   stdin?: string;
   env?: Record<string, string>;
+  /** Kills git when aborted (then rejects with the signal's reason). */
+  signal?: AbortSignal;
 }
 
 /** Runs git to completion and returns its stdout; throws {@link GitProcessError} on failure. */
@@ -22,6 +24,7 @@ export async function runGit(args: string[], options: RunGitOptions = {}): Promi
     stdin: options.stdin === undefined ? "null" : "piped",
     stdout: "piped",
     stderr: "piped",
+    signal: options.signal,
   }).spawn();
   const output = child.output();
   let writeError: unknown = null;
@@ -35,6 +38,7 @@ export async function runGit(args: string[], options: RunGitOptions = {}): Promi
     }
   }
   const out = await output;
+  if (options.signal?.aborted) throw options.signal.reason;
   const decoder = new TextDecoder();
   if (!out.success) throw new GitProcessError(args, out.code, decoder.decode(out.stderr));
   if (writeError !== null) throw writeError;

@@ -6,6 +6,7 @@
  */
 import { isObjectId } from "../git/object_id.ts";
 import { IndexPackError } from "./errors.ts";
+import { type ObjectCounts, readIndexPackStderr } from "./index_progress.ts";
 
 /**
  * Where a downloaded pack goes until it is checked: {@link PackIndexer} (streamed into
@@ -69,6 +70,10 @@ export interface PackIndexerOptions {
   gitDir: string;
   /** Extra `index-pack` arguments, e.g. `--fix-thin` or `--strict`. */
   args?: string[];
+  /** Kills index-pack when aborted (a clone stopped by a signal leaves no process behind). */
+  signal?: AbortSignal;
+  /** Object counts as index-pack goes (runs it with `-v`). */
+  onObjects?: (counts: ObjectCounts) => void;
 }
 
 type State = "running" | "indexed" | "installed" | "discarded";
@@ -89,6 +94,7 @@ export class PackIndexer implements PackSink {
     const args = [
       "index-pack",
       "--stdin",
+      ...(options.onObjects ? ["-v"] : []),
       ...(options.args ?? []),
       "-o",
       this.#staged.idx,
@@ -102,9 +108,26 @@ export class PackIndexer implements PackSink {
       stderr: "piped",
     }).spawn();
     this.#child.status.then(() => (this.#exited = true));
+    const signal = options.signal;
+    if (signal) {
+      const kill = () => {
+        if (!this.#exited) {
+          try {
+            this.#child.kill("SIGKILL");
+          } catch { /* it exited meanwhile */ }
+        }
+      };
+      if (signal.aborted) kill();
+      else {
+        signal.addEventListener("abort", kill, { once: true });
+        this.#child.status.then(() => signal.removeEventListener("abort", kill));
+      }
+    }
     this.#writer = this.#child.stdin.getWriter();
     this.#stdout = new Response(this.#child.stdout).text();
-    this.#stderr = new Response(this.#child.stderr).text();
+    this.#stderr = options.onObjects
+      ? readIndexPackStderr(this.#child.stderr, options.onObjects)
+      : new Response(this.#child.stderr).text();
   }
 
   /** Still running: a retry may go on feeding it (index-pack errors are not resumed anyway). */

@@ -2,6 +2,7 @@
 import { GitFormatError } from "../git/errors.ts";
 import { NetworkError } from "./errors.ts";
 import { PackIndexer } from "./index_pack.ts";
+import type { ObjectCounts } from "./index_progress.ts";
 
 /**
  * Streams the fetch response's pack into `index-pack --fix-thin`; returns its size. A transport
@@ -11,10 +12,19 @@ export async function indexInlinePack(
   pack: ReadableStream<Uint8Array>,
   gitDir: string,
   url: string,
-  progress: { inline(bytes: number): void } | undefined,
+  progress:
+    | { inline(bytes: number): void; objects?(key: string, counts: ObjectCounts): void }
+    | undefined,
   signal: AbortSignal | undefined,
+  options: { promisor?: boolean } = {},
 ): Promise<number> {
-  const indexer = PackIndexer.start({ gitDir, args: ["--fix-thin"] });
+  const report = progress?.objects?.bind(progress);
+  const indexer = PackIndexer.start({
+    gitDir,
+    args: ["--fix-thin"],
+    signal,
+    onObjects: report ? (counts) => report("inline", counts) : undefined,
+  });
   const reader = pack.getReader();
   let bytes = 0;
   try {
@@ -26,7 +36,9 @@ export async function indexInlinePack(
       progress?.inline(bytes);
     }
     await indexer.finish();
-    await indexer.install();
+    const packPath = await indexer.install();
+    // A partial clone's pack comes from the promisor remote: git then expects what it lacks.
+    if (options.promisor) await Deno.writeTextFile(packPath.replace(/\.pack$/, ".promisor"), "");
     return bytes;
   } finally {
     reader.releaseLock();

@@ -9,6 +9,7 @@
  */
 import { isObjectId } from "../git/object_id.ts";
 import { IndexPackError } from "./errors.ts";
+import { type ObjectCounts, readIndexPackStderr } from "./index_progress.ts";
 import {
   installStaged,
   PackIndexer,
@@ -27,6 +28,8 @@ export interface PackSpoolOptions {
   args?: string[];
   /** Kills a running index-pack when aborted. */
   signal?: AbortSignal;
+  /** Object counts as index-pack goes (runs it with `-v`). */
+  onObjects?: (counts: ObjectCounts) => void;
   /**
    * Whether to flush the pack to disk before it is installed, as `index-pack --stdin` does unless
    * `core.fsync` leaves packs out (see fsync_config.ts). Default: flush.
@@ -193,6 +196,7 @@ export class PackSpool implements PackSink {
     const child = new Deno.Command("git", {
       args: [
         "index-pack",
+        ...(this.#options.onObjects ? ["-v"] : []),
         ...(this.#options.args ?? []),
         "-o",
         this.#staged.idx,
@@ -206,9 +210,15 @@ export class PackSpool implements PackSink {
     this.#child = child;
     const kill = () => killQuietly(child);
     signal?.addEventListener("abort", kill, { once: true });
-    let output: Deno.CommandOutput;
+    const onObjects = this.#options.onObjects;
+    const stderrText = onObjects
+      ? readIndexPackStderr(child.stderr, onObjects)
+      : new Response(child.stderr).text();
+    const stdoutText = new Response(child.stdout).text();
+    let output: { success: boolean; code: number; stdout: string; stderr: string };
     try {
-      output = await child.output();
+      const status = await child.status;
+      output = { ...status, stdout: await stdoutText, stderr: await stderrText };
     } finally {
       signal?.removeEventListener("abort", kill);
       this.#child = null;
@@ -222,10 +232,10 @@ export class PackSpool implements PackSink {
       await this.discard();
       throw signal?.reason ?? new Error("PackSpool was discarded while indexing");
     }
-    const stdout = new TextDecoder().decode(output.stdout);
+    const stdout = output.stdout;
     if (!output.success) {
       await this.discard();
-      throw new IndexPackError(output.code, new TextDecoder().decode(output.stderr));
+      throw new IndexPackError(output.code, output.stderr);
     }
     // From a file (not --stdin) index-pack prints the bare checksum.
     const match = /^(\S*)\n?$/.exec(stdout);
@@ -260,7 +270,12 @@ export class PackSpool implements PackSink {
     this.#state = "handed-over";
     await this.#early;
     this.#file.close();
-    const indexer = PackIndexer.start({ gitDir: this.#options.gitDir, args });
+    const indexer = PackIndexer.start({
+      gitDir: this.#options.gitDir,
+      args,
+      signal: this.#options.signal,
+      onObjects: this.#options.onObjects,
+    });
     try {
       using file = await Deno.open(this.#staged.pack, { read: true });
       const buffer = new Uint8Array(REPLAY_CHUNK);

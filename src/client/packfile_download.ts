@@ -17,6 +17,7 @@ import {
 } from "./errors.ts";
 import { IdleWatchdog } from "./idle_watchdog.ts";
 import { PackIndexer, type PackSink } from "./index_pack.ts";
+import type { ObjectCounts } from "./index_progress.ts";
 import { PackSpool } from "./pack_spool.ts";
 import type { ProgressEvent } from "./progress.ts";
 import { planResponse } from "./ranged_response.ts";
@@ -81,6 +82,8 @@ export interface DownloadSettings {
   /** Whether staged packs are flushed to disk (`core.fsync`; see fsync_config.ts), read once. */
   fsyncPacks: () => Promise<boolean>;
   onProgress: (event: ProgressEvent) => void;
+  /** Object counts of the pack's index-pack as it goes (see `fetchPackfiles`). */
+  onObjects?: (hash: string, counts: ObjectCounts) => void;
   fetch: typeof fetch;
 }
 
@@ -188,12 +191,16 @@ class PackfileDownload {
     this.#total = undefined;
     this.#probe = null;
     const { gitDir, indexPackArgs: args } = this.settings;
+    const report = this.settings.onObjects;
+    const hash = this.entry.hash;
+    const onObjects = report ? (counts: ObjectCounts) => report(hash, counts) : undefined;
     this.#sink = this.#mode === "stream"
-      ? PackIndexer.start({ gitDir, args })
+      ? PackIndexer.start({ gitDir, args, signal: this.signal, onObjects })
       : await PackSpool.open({
         gitDir,
         args,
         signal: this.signal,
+        onObjects,
         fsync: this.settings.fsyncPacks(),
       });
   }

@@ -3,6 +3,7 @@
  * packs in flight with their percentage. Redraws at most every `intervalMs`.
  */
 import type { ProgressEvent } from "./progress.ts";
+import type { ObjectCounts } from "./index_progress.ts";
 
 interface PackState {
   bytes: number;
@@ -16,19 +17,41 @@ export class ProgressView {
   readonly #write: (text: string) => void;
   readonly #intervalMs: number;
   readonly #width: () => number;
+  readonly #objects = new Map<string, ObjectCounts>();
+  readonly #now: () => number;
   #phase = "";
   #inlineBytes = 0;
-  #started = performance.now();
+  /**
+   * From the start to the latest byte: the rate is over that span, so it holds still while packs
+   * are indexed and checked out instead of decaying.
+   */
+  readonly #started: number;
+  #lastByteAt: number;
+  #bytesSeen = 0;
   #lastDraw = 0;
   #drawn = false;
 
   constructor(
-    options: { write?: (text: string) => void; intervalMs?: number; width?: () => number } = {},
+    options: {
+      write?: (text: string) => void;
+      intervalMs?: number;
+      width?: () => number;
+      /** The clock, in milliseconds (tests pass their own). */
+      now?: () => number;
+    } = {},
   ) {
     const encoder = new TextEncoder();
     this.#write = options.write ?? ((text) => Deno.stderr.writeSync(encoder.encode(text)));
     this.#intervalMs = options.intervalMs ?? 100;
     this.#width = options.width ?? terminalWidth;
+    this.#now = options.now ?? (() => performance.now());
+    this.#started = this.#lastByteAt = this.#now();
+  }
+
+  /** Takes one index-pack's object counts (`key`: "inline" or a pack's hash). */
+  objects(key: string, counts: ObjectCounts): void {
+    this.#objects.set(key, counts);
+    this.#draw(false);
   }
 
   /** Shows a phase name ("Receiving inline pack", "Checking connectivity", ...). */
@@ -52,7 +75,6 @@ export class ProgressView {
 
   /** Feeds a packfile-URI progress event. */
   packEvent(event: ProgressEvent): void {
-    if (event.type === "start") this.#started = Math.min(this.#started, performance.now());
     this.#packs.set(event.hash, {
       bytes: event.bytes,
       total: event.total,
@@ -71,7 +93,7 @@ export class ProgressView {
   }
 
   #draw(force: boolean): void {
-    const now = performance.now();
+    const now = this.#now();
     if (!force && now - this.#lastDraw < this.#intervalMs) return;
     this.#lastDraw = now;
     const line = this.#line(now).slice(0, Math.max(20, this.#width() - 1));
@@ -83,8 +105,22 @@ export class ProgressView {
     const packs = [...this.#packs.entries()];
     const uriBytes = packs.reduce((sum, [, p]) => sum + p.bytes, 0);
     const total = this.#inlineBytes + uriBytes;
-    const seconds = Math.max(0.001, (now - this.#started) / 1000);
-    const parts = [this.#phase, `${formatBytes(total)}, ${formatBytes(total / seconds)}/s`];
+    if (total > this.#bytesSeen) {
+      this.#lastByteAt = now;
+      this.#bytesSeen = total;
+    }
+    const span = (this.#lastByteAt - this.#started) / 1000;
+    const rate = span > 0.05 ? `, ${formatBytes(total / span)}/s` : "";
+    const parts = [this.#phase, `${formatBytes(total)}${rate}`];
+    const counts = [...this.#objects.values()];
+    if (counts.length > 0) {
+      const sum = (f: (c: ObjectCounts) => number) => counts.reduce((n, c) => n + f(c), 0);
+      const deltasTotal = sum((c) => c.deltasTotal);
+      parts.push(
+        `objects ${sum((c) => c.objects)}/${sum((c) => c.objectsTotal)}` +
+          (deltasTotal > 0 ? `, deltas ${sum((c) => c.deltas)}/${deltasTotal}` : ""),
+      );
+    }
     if (packs.length > 0) {
       const done = packs.filter(([, p]) => p.done).length;
       parts.push(`packs ${done}/${packs.length}`);

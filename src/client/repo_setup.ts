@@ -3,6 +3,7 @@
  * `origin` remote, HEAD and `origin/HEAD` (the connectivity check is in `connectivity.ts`).
  */
 import type { Checkout } from "./checkout.ts";
+import { CloneError } from "./errors.ts";
 import { runGit } from "./git_command.ts";
 import type { RemoteRef } from "./upload_pack.ts";
 
@@ -33,22 +34,40 @@ export async function writeRefs(
   }
 }
 
+/** How the clone's `origin` remote is configured. */
+export interface RemoteSetup {
+  /** `remote.origin.fetch`, or null for none (bare, `--revision`). */
+  fetchRefspec: string | null;
+  /** `remote.origin.tagOpt = --no-tags`. */
+  noTags?: boolean;
+  /** A partial clone's filter: the remote becomes a promisor. */
+  filter?: string;
+}
+
 /**
  * What a clone writes that needs no objects, so it can run while the packs arrive: the remote,
- * HEAD (symbolic), the checked-out branch's upstream config, `origin/HEAD`. Returns HEAD's ref
- * (null when detached, see {@link detachHead}, or for an empty remote).
+ * HEAD (symbolic), the checked-out branch's upstream config, `origin/HEAD` (when the remote's HEAD
+ * is among `branches`). Returns HEAD's ref (null when detached, see {@link detachHead}, or for an
+ * empty remote).
  */
 export async function prepareRepository(
   gitDir: string,
   url: string,
   refs: RemoteRef[],
+  branches: RemoteRef[],
   checkout: Checkout,
   bare: boolean,
+  remote: RemoteSetup,
 ): Promise<string | null> {
-  await configureRemote(gitDir, url, bare);
+  await configureRemote(gitDir, url, remote);
   const head = await writeHead(gitDir, checkout, bare);
-  if (!bare) await writeRemoteHead(gitDir, refs);
+  if (!bare) await writeRemoteHead(gitDir, refs, branches);
   return head;
+}
+
+/** `git clone -c key=value`: each added to the new repository's config, in order. */
+export async function writeConfig(gitDir: string, pairs: [string, string][]): Promise<void> {
+  for (const [key, value] of pairs) await runGit(["config", "--add", key, value], { gitDir });
 }
 
 /** A detached HEAD at `oid` (the object must be in). */
@@ -61,19 +80,28 @@ export async function detachHead(gitDir: string, oid: string): Promise<void> {
  * alone (so it runs alongside writing them). Parallel checkout (`checkout.workers`, one per core)
  * for trees of at least `checkout.thresholdForParallelism` (100) files, as git clone could.
  */
-export async function checkOut(directory: string, oid: string): Promise<void> {
+export async function checkOut(
+  directory: string,
+  oid: string,
+  signal?: AbortSignal,
+): Promise<void> {
   await runGit(["-c", "checkout.workers=0", "read-tree", "-u", "--reset", oid], {
     cwd: directory,
+    signal,
   });
 }
 
-/** `remote.origin.url`, plus git's default fetch refspec for non-bare clones. */
-async function configureRemote(gitDir: string, url: string, bare: boolean): Promise<void> {
+/** `remote.origin.*` in git clone's order: url, tagOpt, fetch, then a promisor's settings. */
+async function configureRemote(gitDir: string, url: string, remote: RemoteSetup): Promise<void> {
   await runGit(["config", "remote.origin.url", url], { gitDir });
-  if (!bare) {
-    await runGit(["config", "remote.origin.fetch", "+refs/heads/*:refs/remotes/origin/*"], {
-      gitDir,
-    });
+  if (remote.noTags) await runGit(["config", "remote.origin.tagOpt", "--no-tags"], { gitDir });
+  if (remote.fetchRefspec !== null) {
+    await runGit(["config", "remote.origin.fetch", remote.fetchRefspec], { gitDir });
+  }
+  if (remote.filter !== undefined) {
+    await runGit(["config", "core.repositoryformatversion", "1"], { gitDir });
+    await runGit(["config", "remote.origin.promisor", "true"], { gitDir });
+    await runGit(["config", "remote.origin.partialclonefilter", remote.filter], { gitDir });
   }
 }
 
@@ -95,13 +123,76 @@ async function writeHead(
   return checkout.ref;
 }
 
-/** `refs/remotes/origin/HEAD` follows the remote's HEAD when it names an existing branch. */
-async function writeRemoteHead(gitDir: string, refs: RemoteRef[]): Promise<void> {
+/** `refs/remotes/origin/HEAD` follows the remote's HEAD when it names a branch the clone has. */
+async function writeRemoteHead(
+  gitDir: string,
+  refs: RemoteRef[],
+  branches: RemoteRef[],
+): Promise<void> {
   const target = refs.find((r) => r.name === "HEAD")?.symrefTarget;
   if (!target?.startsWith("refs/heads/")) return;
-  if (!refs.some((r) => r.name === target && r.oid !== null)) return;
+  if (!branches.some((r) => r.name === target && r.oid !== null)) return;
   const branch = target.slice("refs/heads/".length);
   await runGit(["symbolic-ref", "refs/remotes/origin/HEAD", `refs/remotes/origin/${branch}`], {
     gitDir,
   });
+}
+
+/** `.git/shallow`: the commits whose parents a shallow clone lacks, sorted as git writes them. */
+export async function writeShallow(gitDir: string, oids: string[]): Promise<void> {
+  const lines = [...new Set(oids)].sort();
+  await Deno.writeTextFile(`${gitDir}/shallow`, lines.map((oid) => `${oid}\n`).join(""));
+}
+
+/** Which of `oids` are in the repository (one `cat-file --batch-check`). */
+export async function presentObjects(gitDir: string, oids: string[]): Promise<Set<string>> {
+  // A missing object must not be fetched lazily (a partial clone): it is just absent. git 2.45+
+  // reads GIT_NO_LAZY_FETCH; older ones fetch lazily only from a promisor remote.
+  const out = await runGit(
+    ["-c", "remote.origin.promisor=false", "cat-file", "--batch-check=%(objectname)"],
+    { gitDir, stdin: oids.join("\n") + "\n", env: { GIT_NO_LAZY_FETCH: "1" } },
+  );
+  return new Set(out.split("\n").filter((line) => /^[0-9a-f]+$/.test(line)));
+}
+
+/**
+ * `git clone --recurse-submodules`'s last step, left to git (with `submodule.active` already
+ * configured): `git submodule update --init --recursive` in the new work tree.
+ */
+export async function updateSubmodules(
+  directory: string,
+  options: { quiet: boolean; signal?: AbortSignal },
+): Promise<void> {
+  await runGit(
+    ["submodule", "update", "--init", "--recursive", ...(options.quiet ? ["--quiet"] : [])],
+    { cwd: directory, signal: options.signal },
+  );
+}
+
+/**
+ * `git clone --reference`: each repository's object directory (absolute) goes into
+ * `objects/info/alternates`, and its refs (and what their tags peel to) become the fetch's
+ * `have`s, so only what the references lack comes over. Rejects a path that is not a repository.
+ */
+export async function addReferences(gitDir: string, repositories: string[]): Promise<string[]> {
+  const objectDirs: string[] = [];
+  const haves = new Set<string>();
+  for (const repository of repositories) {
+    let dir: string;
+    try {
+      dir = (await runGit(["-C", repository, "rev-parse", "--absolute-git-dir"])).trim();
+    } catch {
+      throw new CloneError(`reference repository '${repository}' is not a local repository.`);
+    }
+    objectDirs.push(`${dir}/objects`);
+    const refs = await runGit(["for-each-ref", "--format=%(objectname) %(*objectname)"], {
+      gitDir: dir,
+    });
+    for (const oid of refs.split(/\s+/)) if (oid) haves.add(oid);
+  }
+  await Deno.writeTextFile(
+    `${gitDir}/objects/info/alternates`,
+    objectDirs.map((d) => `${d}\n`).join(""),
+  );
+  return [...haves];
 }

@@ -97,13 +97,49 @@ export class SmartHttpClient {
         throw new AuthenticationError(url);
       }
       if (!response.ok) {
-        await response.body?.cancel();
-        throw new HttpStatusError(url, response.status, response.statusText);
+        const message = await errorMessage(response);
+        throw new HttpStatusError(url, response.status, message || response.statusText);
       }
       await this.#credentials.confirm();
       return response;
     }
   }
+}
+
+/** At most this much of an error body is read for its message. */
+const MAX_ERROR_BODY = 4096;
+
+/**
+ * The server's own words for an HTTP error (as git shows them): a `text/plain` body, first
+ * {@link MAX_ERROR_BODY} bytes, control characters dropped, lines joined; "" when there is none.
+ */
+async function errorMessage(response: Response): Promise<string> {
+  const type = response.headers.get("content-type")?.split(";")[0].trim().toLowerCase();
+  if (type !== "text/plain" || !response.body) {
+    await response.body?.cancel();
+    return "";
+  }
+  const reader = response.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  try {
+    while (size < MAX_ERROR_BODY) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      chunks.push(value);
+      size += value.byteLength;
+    }
+  } catch {
+    // A body cut short still says what it said.
+  } finally {
+    await reader.cancel().catch(() => {});
+  }
+  const bytes = new Uint8Array(size);
+  let at = 0;
+  for (const chunk of chunks) bytes.set(chunk, (at += chunk.byteLength) - chunk.byteLength);
+  const text = new TextDecoder().decode(bytes.subarray(0, MAX_ERROR_BODY));
+  return [...text].map((c) => (c < " " || c === "\x7f" ? " " : c)).join("")
+    .replace(/\s+/g, " ").trim();
 }
 
 function expectContentType(response: Response, expected: string, url: string): void {

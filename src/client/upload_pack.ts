@@ -37,6 +37,14 @@ export interface FetchRequestOptions {
   /** Let the server send progress messages (delivered to `onRemoteProgress`). */
   progress: boolean;
   onRemoteProgress?: (message: string) => void;
+  /** `deepen <n>`: a shallow fetch of that many commits from each want. */
+  depth?: number;
+  /** `filter <spec>`: a partial fetch (only when the server lists the feature). */
+  filter?: string;
+  /** `include-tag`: annotated tags pointing into the pack come along. */
+  includeTag?: boolean;
+  /** Objects we already have (from a `--reference` repository); `done` is sent with them. */
+  haves?: string[];
 }
 
 /** The two things a clone's fetch response carries. */
@@ -45,6 +53,8 @@ export interface FetchResult {
   uris: PackfileUri[];
   /** The inline pack, demultiplexed from side-band 1; consume or cancel it. */
   pack: ReadableStream<Uint8Array>;
+  /** Commits the server made shallow (`shallow-info`'s `shallow` lines). */
+  shallow: string[];
 }
 
 /** One repository's upload-pack service, after reading its capability advertisement. */
@@ -130,13 +140,24 @@ export class UploadPackSession {
     return this.#request("ls-refs", args);
   }
 
-  /** Asks for `wants` with no haves (a clone) and returns the URIs and the inline pack. */
+  /** Asks for `wants` (with `haves`, if any, then `done`) and returns the URIs and the inline pack. */
   async fetch(wants: string[], options: FetchRequestOptions): Promise<FetchResult> {
     if (capabilityValue(this.advertisement, "fetch") === undefined) {
       throw new ProtocolError("no-fetch", "server lacks fetch");
     }
     const args = emptyFetchArgs();
     args.wants = wants;
+    args.haves = options.haves ?? [];
+    args.includeTag = options.includeTag ?? false;
+    if (options.depth !== undefined) {
+      if (!hasFetchFeature(this.advertisement, "shallow")) {
+        throw new ProtocolError("no-shallow", "server does not support shallow clients");
+      }
+      args.deepen = options.depth;
+    }
+    if (options.filter !== undefined && hasFetchFeature(this.advertisement, "filter")) {
+      args.filter = options.filter;
+    }
     args.thinPack = true;
     args.ofsDelta = true;
     args.noProgress = !options.progress;
@@ -147,6 +168,7 @@ export class UploadPackSession {
     const body = await this.http.command(this.#request("fetch", serializeFetchArgs(args)));
     const reader = new PktLineReader(body);
     const uris: PackfileUri[] = [];
+    const shallow: string[] = [];
     const parts = readFetchResponse(reader, {
       sidebandAll: args.sidebandAll,
       onProgress: options.onRemoteProgress,
@@ -158,9 +180,15 @@ export class UploadPackSession {
           const release = new TransformStream<Uint8Array, Uint8Array>({
             flush: () => reader.cancel(),
           });
-          return { uris, pack: part.pack.pipeThrough(release) };
+          return { uris, shallow, pack: part.pack.pipeThrough(release) };
         }
         if (part.section === "packfile-uris") uris.push(...part.lines.map(parsePackfileUriLine));
+        if (part.section === "shallow-info") {
+          for (const line of part.lines) {
+            const [kind, oid] = line.split(" ");
+            if (kind === "shallow" && oid) shallow.push(oid);
+          }
+        }
       }
     } catch (error) {
       await reader.cancel().catch(() => {});

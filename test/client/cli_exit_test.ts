@@ -88,3 +88,53 @@ Deno.test("mod.ts never prints: clone and fetchPackfiles succeed and fail in sil
   assertEquals(stdout, "", "nothing on stdout");
   assertEquals(stderr, "", "nothing on stderr");
 });
+
+Deno.test("gitedge clone shows the edge's message on an HTTP error, and a usage error in two lines", async () => {
+  await using dir = await tempDir();
+  // An edge whose origin is gone answers 502 with its own text/plain message.
+  const gone = await startOrigin();
+  const originUrl = gone.url;
+  await gone.stop();
+  await using edge = await startDenoEdge({
+    store: `${dir.path}/store`,
+    config: { origin: originUrl },
+  });
+  const run = await runCloneCli([`${edge.url}/r.git`, "out"], dir.path);
+  assertEquals(run.code, 3, run.stderr);
+  assertMatch(run.stderr, /HTTP 502 from \S+: gitedge: origin unreachable/);
+  assert(!(await exists(`${dir.path}/out`)), "the failed clone's directory is removed");
+
+  const usage = await runCloneCli(["--depth", "0", `${edge.url}/r.git`], dir.path);
+  assertEquals(usage.code, 2, usage.stderr);
+  assertEquals(
+    usage.stderr,
+    "gitedge clone: depth 0 is not a positive number\nsee 'gitedge clone --help'\n",
+  );
+});
+
+Deno.test("gitedge clone --progress shows object counts from index-pack and ends with a summary", async () => {
+  await using origin = await startOrigin();
+  await makeRepo(origin, "r.git", { commits: 10, binaryBytes: 300_000 });
+  await using dir = await tempDir();
+  await using edge = await startDenoEdge({
+    store: `${dir.path}/store`,
+    config: { origin: origin.url, chunks: 2 },
+  });
+  await warm(edge, "r.git");
+  const run = await runCloneCli(["--progress", `${edge.url}/r.git`, "out"], dir.path);
+  assertEquals(run.code, 0, run.stderr);
+  assert(run.stderr.startsWith("Cloning into 'out'...\n"), run.stderr);
+  const objects = [...run.stderr.matchAll(/objects (\d+)\/(\d+)/g)];
+  assert(objects.length > 0, run.stderr);
+  const [, done, total] = objects.at(-1)!;
+  assertEquals(done, total, "the last count has every object");
+  const count = await new Deno.Command("git", {
+    args: ["count-objects", "-v"],
+    cwd: `${dir.path}/out`,
+    env: GIT_ENV,
+    stdout: "piped",
+  }).output();
+  const inPack = /in-pack: (\d+)/.exec(new TextDecoder().decode(count.stdout))![1];
+  assertEquals(total, inPack, "objects counted across the packs");
+  assertMatch(run.stderr, /\nReceived .*; 2 packs by URI .* into 'out'\.\n$/);
+});

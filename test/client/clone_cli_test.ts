@@ -32,6 +32,36 @@ Deno.test("parseCloneArgs accepts the documented flags in any order", () => {
   assertEquals(parseCloneArgs(["--help"]).help, true);
 });
 
+Deno.test("parseCloneArgs takes git clone's options for CI checkouts", () => {
+  const args = parseCloneArgs([
+    "-q",
+    "--depth=1",
+    "--no-single-branch",
+    "--no-tags",
+    "--filter",
+    "blob:none",
+    "-n",
+    "--recurse-submodules",
+    "-c",
+    "core.autocrlf=false",
+    "--config=x.y=a=b",
+    "--progress",
+    "https://h/x.git",
+  ]);
+  assertEquals(
+    [args.quiet, args.depth, args.singleBranch, args.noTags, args.filter, args.noCheckout],
+    [true, 1, false, true, "blob:none", true],
+  );
+  assertEquals([args.recurseSubmodules, args.progress], [true, true]);
+  assertEquals(args.config, [["core.autocrlf", "false"], ["x.y", "a=b"]]);
+  assertEquals(
+    parseCloneArgs(["--revision", "refs/tags/v1", "http://h/y"]).revision,
+    "refs/tags/v1",
+  );
+  assertEquals(parseCloneArgs(["--single-branch", "http://h/y"]).singleBranch, true);
+  assertEquals(parseCloneArgs(["--version"]).version, true);
+});
+
 Deno.test("parseCloneArgs rejects bad input with UsageError, without echoing credentials", () => {
   for (
     const args of [
@@ -43,6 +73,17 @@ Deno.test("parseCloneArgs rejects bad input with UsageError, without echoing cre
       ["--frobnicate", "https://h/x"],
       ["https://h/x", "a", "b"],
       ["git@h:x.git"],
+      ["--depth", "0", "https://h/x"],
+      ["--depth", "-1", "https://h/x"],
+      ["--depth", "1e3", "https://h/x"],
+      ["--depth", "99999999999", "https://h/x"],
+      ["-c", "novalue", "https://h/x"],
+      ["-c", "nodot=1", "https://h/x"],
+      ["--filter", "blob:none x", "https://h/x"],
+      ["--revision", "a..b^", "https://h/x"],
+      ["--revision", "--upload-pack=x", "https://h/x"],
+      ["--revision", "v1", "--branch", "main", "https://h/x"],
+      ["--revision", "x".repeat(5000), "https://h/x"],
     ]
   ) {
     assertThrows(() => parseCloneArgs(args), UsageError);

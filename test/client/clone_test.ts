@@ -1,4 +1,4 @@
-import { assert, assertEquals, assertRejects } from "../support/assert.ts";
+import { assert, assertEquals, assertMatch, assertRejects } from "../support/assert.ts";
 import { clone } from "../../src/client/clone.ts";
 import { exitCodeFor } from "../../src/client/clone_cli.ts";
 import { AuthenticationError, CloneError } from "../../src/client/errors.ts";
@@ -110,7 +110,11 @@ Deno.test("gitedge clone CLI: --json summary, usage and a 404 repository", async
   const summary = JSON.parse(ok.stdout);
   assertEquals(summary.packs, []);
   assert(summary.bytesInline > 0);
-  assertEquals(ok.stderr, "", "quiet when not a terminal");
+  // Like git: `Cloning into` and (ours) a one-line summary on stderr; -q prints nothing.
+  assertMatch(ok.stderr, /^Cloning into 'cli'\.\.\.\nReceived \d.* into 'cli'\.\n$/);
+  const quiet = await run(["-q", "--json", origin.repoUrl("cli.git"), "cli-q"]);
+  assertEquals(quiet.code, 0, quiet.stderr);
+  assertEquals(quiet.stderr, "", "-q prints nothing");
   await git(["fsck", "--full"], { cwd: `${dir.path}/cli` });
 
   const missing = await run([origin.repoUrl("nope.git"), `${dir.path}/nope`]);
