@@ -24,17 +24,27 @@ export const COMMAND_MODULES = {
 type ServeModule = typeof import("./serve_cli.ts");
 type CloneModule = typeof import("../../src/client/clone_cli.ts");
 
-export async function main(args: string[]): Promise<number> {
+/** How each command's module is loaded: by URL here; the npm package's bundle loads its chunks. */
+export interface CommandLoaders {
+  serve(): Promise<Pick<ServeModule, "serveMain">>;
+  clone(): Promise<Pick<CloneModule, "cloneMain">>;
+}
+
+const BY_URL: CommandLoaders = {
+  serve: () => import(COMMAND_MODULES.serve),
+  clone: () => import(COMMAND_MODULES.clone),
+};
+
+export async function main(
+  args: string[],
+  load: CommandLoaders = BY_URL,
+): Promise<number> {
   const [command, ...rest] = args;
   switch (command) {
-    case "serve": {
-      const { serveMain }: ServeModule = await import(COMMAND_MODULES.serve);
-      return await serveMain(rest);
-    }
-    case "clone": {
-      const { cloneMain }: CloneModule = await import(COMMAND_MODULES.clone);
-      return await cloneMain(rest);
-    }
+    case "serve":
+      return await (await load.serve()).serveMain(rest);
+    case "clone":
+      return await (await load.clone()).cloneMain(rest);
     case undefined:
     case "-h":
     case "--help":

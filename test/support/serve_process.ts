@@ -26,16 +26,29 @@ export class ServeStartError extends Error {
   override name = "ServeStartError";
 }
 
-/** Starts `gitedge serve --port 0 ARGS` and waits for its `listening on` line. */
+/**
+ * Starts `gitedge serve --port 0 ARGS` and waits for its `listening on` line. `gitedge` is the
+ * checkout's CLI on this Deno unless `opts.gitedge` names another command (an installed bin).
+ */
 export async function startServeProcess(
   args: string[],
-  opts: { env?: Record<string, string>; ulimitNofile?: number } = {},
+  opts: {
+    env?: Record<string, string>;
+    ulimitNofile?: number;
+    gitedge?: string[];
+  } = {},
 ): Promise<ServeProcess> {
-  const deno = [Deno.execPath(), "run", "--allow-all", CLI, "serve", "--port", "0", ...args];
+  const gitedge = opts.gitedge ?? [Deno.execPath(), "run", "--allow-all", CLI];
+  const deno = [...gitedge, "serve", "--port", "0", ...args];
   // `ulimit -n` for the server only, through sh: Deno has no setrlimit.
   const cmd = opts.ulimitNofile
     ? new Deno.Command("sh", {
-      args: ["-c", `ulimit -n ${opts.ulimitNofile} && exec "$@"`, "sh", ...deno],
+      args: [
+        "-c",
+        `ulimit -n ${opts.ulimitNofile} && exec "$@"`,
+        "sh",
+        ...deno,
+      ],
       env: opts.env,
       stdout: "piped",
       stderr: "piped",
@@ -63,18 +76,24 @@ export async function startServeProcess(
     const { done, value } = await lines.read();
     if (done) {
       await errDone;
-      throw new ServeStartError(`gitedge serve exited before listening: ${err}`);
+      throw new ServeStartError(
+        `gitedge serve exited before listening: ${err}`,
+      );
     }
     out += value;
     url = /listening on (http:\/\/\S+)/.exec(out)?.[1];
   }
   // Keep draining stdout so the server never blocks on a full pipe.
   const outDone = (async () => {
-    while (!(await lines.read().catch(() => ({ done: true }))).done) { /* drain */ }
+    while (
+      !(await lines.read().catch(() => ({ done: true }))).done
+    ) { /* drain */ }
   })();
   const memory = async (field: string): Promise<number> => {
     const text = await Deno.readTextFile(`/proc/${child.pid}/status`);
-    const kb = Number(new RegExp(`^${field}:\\s+(\\d+) kB`, "m").exec(text)?.[1]);
+    const kb = Number(
+      new RegExp(`^${field}:\\s+(\\d+) kB`, "m").exec(text)?.[1],
+    );
     return kb * 1024;
   };
   let stopped: Promise<number> | undefined;
