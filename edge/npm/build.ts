@@ -1,6 +1,6 @@
 /**
  * Builds the npm package: the CLI bundled by `deno bundle` (one chunk per command, so a clone
- * never loads the server), the Node launcher and package.json; with `--pack`, `npm pack`s it.
+ * never loads the server), the Node launcher, the CI checkout script and package.json; with `--pack`, `npm pack`s it.
  *
  *   deno run -A edge/npm/build.ts [--out DIR] [--pack]    # prints the package dir or tarball
  *
@@ -52,10 +52,11 @@ export async function buildNpmPackage(
     `--outdir=${dir}/dist`,
     `${here}entry.ts`,
   ], root);
-  for (const file of ["package.json", "gitedge.cjs"]) {
-    await Deno.copyFile(`${here}${file}`, `${dir}/${file}`);
+  for (const file of ["package.json", "gitedge.cjs", "../ci/checkout.sh"]) {
+    await Deno.copyFile(`${here}${file}`, `${dir}/${file.replace(/.*\//, "")}`);
   }
   await Deno.chmod(`${dir}/gitedge.cjs`, 0o755);
+  await Deno.chmod(`${dir}/checkout.sh`, 0o755);
   if (!pack) return { dir };
   const name =
     (await run("npm", ["pack", "--silent", `--pack-destination=${out}`], dir))
