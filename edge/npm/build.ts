@@ -28,9 +28,7 @@ async function run(cmd: string, args: string[], cwd: string): Promise<string> {
   const text = new TextDecoder().decode(out.stdout);
   if (!out.success) {
     throw new Error(
-      `${cmd} ${args.join(" ")} failed:\n${
-        new TextDecoder().decode(out.stderr)
-      }`,
+      `${cmd} ${args.join(" ")} failed:\n${new TextDecoder().decode(out.stderr)}`,
     );
   }
   return text;
@@ -58,9 +56,8 @@ export async function buildNpmPackage(
   await Deno.chmod(`${dir}/gitedge.cjs`, 0o755);
   await Deno.chmod(`${dir}/checkout.sh`, 0o755);
   if (!pack) return { dir };
-  const name =
-    (await run("npm", ["pack", "--silent", `--pack-destination=${out}`], dir))
-      .trim();
+  const name = (await run("npm", ["pack", "--silent", `--pack-destination=${out}`], dir))
+    .trim();
   return { dir, tarball: `${out}/${name.split("\n").at(-1)}` };
 }
 

@@ -16,9 +16,7 @@ function denoBinary() {
     dir,
     process.platform === "win32" ? "deno.exe" : "deno",
   );
-  return fs.existsSync(exe)
-    ? exe
-    : require("deno/install_api.cjs").runInstall();
+  return fs.existsSync(exe) ? exe : require("deno/install_api.cjs").runInstall();
 }
 
 const entry = path.join(__dirname, "dist", "entry.js");
