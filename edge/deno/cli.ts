@@ -28,29 +28,37 @@ type ServeModule = typeof import("./serve_cli.ts");
 type CloneModule = typeof import("../../src/client/clone_cli.ts");
 type FetchModule = typeof import("../../src/client/fetch_cli.ts");
 
-export async function main(args: string[]): Promise<number> {
+/** How each command's module is loaded: by URL here; the npm package's bundle loads its chunks. */
+export interface CommandLoaders {
+  serve(): Promise<Pick<ServeModule, "serveMain">>;
+  clone(): Promise<Pick<CloneModule, "cloneMain">>;
+  fetch(): Promise<Pick<FetchModule, "fetchMain">>;
+  version(): Promise<{ VERSION: string }>;
+}
+
+const BY_URL: CommandLoaders = {
+  serve: () => import(COMMAND_MODULES.serve),
+  clone: () => import(COMMAND_MODULES.clone),
+  fetch: () => import(COMMAND_MODULES.fetch),
+  version: () => import(COMMAND_MODULES.version),
+};
+
+export async function main(
+  args: string[],
+  load: CommandLoaders = BY_URL,
+): Promise<number> {
   const [command, ...rest] = args;
   switch (command) {
-    case "serve": {
-      const { serveMain }: ServeModule = await import(COMMAND_MODULES.serve);
-      return await serveMain(rest);
-    }
-    case "clone": {
-      const { cloneMain }: CloneModule = await import(COMMAND_MODULES.clone);
-      return await cloneMain(rest);
-    }
-    case "fetch": {
-      const { fetchMain }: FetchModule = await import(COMMAND_MODULES.fetch);
-      return await fetchMain(rest);
-    }
+    case "serve":
+      return await (await load.serve()).serveMain(rest);
+    case "clone":
+      return await (await load.clone()).cloneMain(rest);
+    case "fetch":
+      return await (await load.fetch()).fetchMain(rest);
     case "--version":
-    case "version": {
-      const { VERSION } = await import(
-        COMMAND_MODULES.version
-      ) as typeof import("../../src/client/version.ts");
-      console.log(`gitedge version ${VERSION}`);
+    case "version":
+      console.log(`gitedge version ${(await load.version()).VERSION}`);
       return 0;
-    }
     case undefined:
     case "-h":
     case "--help":

@@ -28,7 +28,10 @@ export class ServeStartError extends Error {
   override name = "ServeStartError";
 }
 
-/** Starts `gitedge serve --port 0 ARGS` and waits for its `listening on` line. */
+/**
+ * Starts `gitedge serve --port 0 ARGS` and waits for its `listening on` line. `gitedge` is the
+ * checkout's CLI on this Deno unless `opts.gitedge` names another command (an installed bin).
+ */
 export async function startServeProcess(
   args: string[],
   opts: {
@@ -36,14 +39,22 @@ export async function startServeProcess(
     ulimitNofile?: number;
     /** `deno run`'s permission flags (default `--allow-all`). */
     permissions?: string[];
+    /** How to run `gitedge` (default: this checkout's CLI on this Deno, with `permissions`). */
+    gitedge?: string[];
   } = {},
 ): Promise<ServeProcess> {
   const permissions = opts.permissions ?? ["--allow-all"];
-  const deno = [Deno.execPath(), "run", ...permissions, CLI, "serve", "--port", "0", ...args];
+  const gitedge = opts.gitedge ?? [Deno.execPath(), "run", ...permissions, CLI];
+  const deno = [...gitedge, "serve", "--port", "0", ...args];
   // `ulimit -n` for the server only, through sh: Deno has no setrlimit.
   const cmd = opts.ulimitNofile
     ? new Deno.Command("sh", {
-      args: ["-c", `ulimit -n ${opts.ulimitNofile} && exec "$@"`, "sh", ...deno],
+      args: [
+        "-c",
+        `ulimit -n ${opts.ulimitNofile} && exec "$@"`,
+        "sh",
+        ...deno,
+      ],
       env: opts.env,
       stdout: "piped",
       stderr: "piped",
@@ -71,7 +82,9 @@ export async function startServeProcess(
     const { done, value } = await lines.read();
     if (done) {
       await errDone;
-      throw new ServeStartError(`gitedge serve exited before listening: ${err}`);
+      throw new ServeStartError(
+        `gitedge serve exited before listening: ${err}`,
+      );
     }
     out += value;
     url = /listening on (http:\/\/\S+)/.exec(out)?.[1];
@@ -86,7 +99,9 @@ export async function startServeProcess(
   })();
   const memory = async (field: string): Promise<number> => {
     const text = await Deno.readTextFile(`/proc/${child.pid}/status`);
-    const kb = Number(new RegExp(`^${field}:\\s+(\\d+) kB`, "m").exec(text)?.[1]);
+    const kb = Number(
+      new RegExp(`^${field}:\\s+(\\d+) kB`, "m").exec(text)?.[1],
+    );
     return kb * 1024;
   };
   let stopped: Promise<number> | undefined;

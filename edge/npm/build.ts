@@ -1,0 +1,77 @@
+/**
+ * Builds the npm package: the CLI bundled by `deno bundle` (one chunk per command, so a clone
+ * never loads the server), the Node launcher, the CI checkout script and package.json; with `--pack`, `npm pack`s it.
+ *
+ *   deno run -A edge/npm/build.ts [--out DIR] [--pack]    # prints the package dir or tarball
+ *
+ * The package depends on `deno` only: hono, fflate and noble are inside the bundle, and nothing
+ * of the test stack (miniflare, workerd, isomorphic-git) is.
+ */
+import { VERSION } from "../../src/client/version.ts";
+
+const here = new URL(".", import.meta.url).pathname;
+const root = new URL("../../", import.meta.url).pathname;
+
+export interface NpmBuild {
+  /** The package directory (package.json, gitedge.cjs, dist/). */
+  dir: string;
+  /** The tarball `npm pack` wrote, with `pack`. */
+  tarball?: string;
+}
+
+async function run(cmd: string, args: string[], cwd: string): Promise<string> {
+  const out = await new Deno.Command(cmd, {
+    args,
+    cwd,
+    stdout: "piped",
+    stderr: "piped",
+  })
+    .output();
+  const text = new TextDecoder().decode(out.stdout);
+  if (!out.success) {
+    throw new Error(
+      `${cmd} ${args.join(" ")} failed:\n${new TextDecoder().decode(out.stderr)}`,
+    );
+  }
+  return text;
+}
+
+/** Builds the package into `out` (emptied first) and, with `pack`, packs it there. */
+export async function buildNpmPackage(
+  out: string,
+  pack = false,
+): Promise<NpmBuild> {
+  const dir = `${out}/package`;
+  await Deno.remove(dir, { recursive: true }).catch(() => {});
+  await Deno.mkdir(dir, { recursive: true });
+  await run(Deno.execPath(), [
+    "bundle",
+    "--quiet",
+    "--platform=deno",
+    "--code-splitting",
+    `--outdir=${dir}/dist`,
+    `${here}entry.ts`,
+  ], root);
+  const manifest = JSON.parse(await Deno.readTextFile(`${here}package.json`));
+  await Deno.writeTextFile(
+    `${dir}/package.json`,
+    JSON.stringify({ ...manifest, version: VERSION }, null, 2) + "\n",
+  );
+  for (const file of ["gitedge.cjs", "../ci/checkout.sh"]) {
+    await Deno.copyFile(`${here}${file}`, `${dir}/${file.replace(/.*\//, "")}`);
+  }
+  await Deno.chmod(`${dir}/gitedge.cjs`, 0o755);
+  await Deno.chmod(`${dir}/checkout.sh`, 0o755);
+  if (!pack) return { dir };
+  const name = (await run("npm", ["pack", "--silent", `--pack-destination=${out}`], dir))
+    .trim();
+  return { dir, tarball: `${out}/${name.split("\n").at(-1)}` };
+}
+
+if (import.meta.main) {
+  const args = Deno.args;
+  const at = args.indexOf("--out");
+  const out = at >= 0 ? args[at + 1] : `${root}bench/out/npm`;
+  const built = await buildNpmPackage(out, args.includes("--pack"));
+  console.log(built.tarball ?? built.dir);
+}
