@@ -55,9 +55,20 @@ clone)
   case ${GITEDGE_SUBMODULES:-false} in
   true | recursive) args+=(--recurse-submodules) ;;
   esac
-  [[ -n ${GITEDGE_REF:-} ]] && args+=(--revision "$GITEDGE_REF")
+  # A shallow checkout fetches the one commit; full history fetches every ref, as
+  # actions/checkout does with fetch-depth 0, so the edge can hand out its snapshot's packs (they
+  # go only to fetches that want all its tips), then the commit is checked out.
+  ref=${GITEDGE_REF:-}
+  [[ -n $ref && $depth != 0 ]] && args+=(--revision "$ref")
+  [[ -n $ref && $depth == 0 ]] && args+=(--no-checkout)
   read -r -a command <<<"${GITEDGE_COMMAND:-gitedge}"
-  "${command[@]}" "${args[@]}" "$edge/${repo%.git}.git" "${GITEDGE_PATH:-.}"
+  dir=${GITEDGE_PATH:-.}
+  "${command[@]}" "${args[@]}" "$edge/${repo%.git}.git" "$dir"
+  if [[ -n $ref && $depth == 0 ]]; then
+    # A branch is checked out as the clone has it: refs/heads/X is origin/X there.
+    [[ $ref == refs/heads/* ]] && ref=refs/remotes/origin/${ref#refs/heads/}
+    git -C "$dir" checkout -q --detach "$ref"
+  fi
   ;;
 *)
   echo "gitedge checkout: GITEDGE_MODE is clone or configure, not '$mode'" >&2
