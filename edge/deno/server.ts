@@ -8,6 +8,7 @@ import { checkEdgeConfig, DEFAULT_CONNECTION_LIMITS } from "../../src/proxy/sett
 import { InProcessCoordinator } from "../../src/proxy/in_process_coordinator.ts";
 import { Metrics } from "../../src/proxy/metrics.ts";
 import { SnapshotBuilder } from "../../src/proxy/snapshot.ts";
+import { PackSeeds } from "../../src/proxy/pack_seeds.ts";
 import { FsPackStore } from "./fs_store.ts";
 import { loadSigningKey } from "./signing_key.ts";
 import { gitPackIndexBuilder, requireGit } from "./pack_index_builder.ts";
@@ -50,8 +51,11 @@ export async function startDenoEdge(opts: DenoEdgeOptions): Promise<RunningEdge>
   const originFetch = (req: Request) => fetch(req);
   // With pack indexes on, git must be there: refuse to start rather than fail every build.
   if (config.packIndexes) await requireGit();
+  // Clones' pass-through answers seed first builds (the origin sends the full pack once).
+  const packSeeds = new PackSeeds(store);
   const builder = new SnapshotBuilder({
     store,
+    seeds: packSeeds,
     originFetch,
     clock,
     chunks: config.chunks,
@@ -75,7 +79,7 @@ export async function startDenoEdge(opts: DenoEdgeOptions): Promise<RunningEdge>
     background.add(tracked);
   };
   const edge = createApp(
-    { store, coordinator, originFetch, clock, signingKey, config, waitUntil },
+    { store, coordinator, originFetch, clock, signingKey, config, waitUntil, packSeeds },
     { metrics },
   );
   const ready = Promise.withResolvers<Deno.NetAddr>();

@@ -2,6 +2,7 @@
  * What the edge app is built from. Every runtime (Deno server, Cloudflare Worker, tests) builds
  * these and hands them to `createApp` in `app.ts`; nothing in `src/proxy` reaches for globals.
  */
+import type { PackSeeds } from "./pack_seeds.ts";
 import type { PackStore } from "../storage/store.ts";
 
 /** A repository behind the edge. */
@@ -202,4 +203,9 @@ export interface EdgeDeps {
   config: EdgeConfig;
   /** Background work that must outlive the response (Workers: `ctx.waitUntil`). */
   waitUntil?: (p: Promise<unknown>) => void;
+  /**
+   * Where clones' pass-through answers seed first builds (pack_seeds.ts); the same instance as
+   * the snapshot builder's. Absent where builds run elsewhere (Workers).
+   */
+  packSeeds?: PackSeeds;
 }

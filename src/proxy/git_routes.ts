@@ -30,6 +30,7 @@ import {
   withoutArg,
 } from "./request_body.ts";
 import { cachedFetch, responseCacheBytes } from "./cached_fetch.ts";
+import { seedingBody } from "./pack_seeds.ts";
 import {
   answerFromSnapshot,
   currentSnapshot,
@@ -213,6 +214,10 @@ async function uploadPack(
   // build (with its credentials, in memory).
   const answer = await peekAnswer(origin);
   if (plan.build && answer.served) {
+    if (plan.action === "forward") {
+      const sentArgs = plan.stripUris ? { ...args, packfileUris: null } : args;
+      answer.body = seedingBody(ctx.deps.packSeeds, repo.id, req, sentArgs, answer.body);
+    }
     inBackground(ctx, ctx.deps.coordinator.schedule(repo, authOf(request.headers), plan.build));
   }
   if (plan.action !== "rewrite" || !answer.served || !answer.body) {
