@@ -17,6 +17,7 @@ import { handlePackGet } from "./pack_routes.ts";
 import { PACK_ROUTE } from "./pack_urls.ts";
 import { edgeHttpError } from "./errors.ts";
 import { ParseBudget } from "./parse_budget.ts";
+import { LsRefsAhead } from "./ls_refs_ahead.ts";
 
 export interface EdgeApp {
   app: Hono;
@@ -35,6 +36,7 @@ export function createApp(
     authMemo?: AuthMemo;
     responseCache?: ResponseCache;
     parseBudget?: ParseBudget;
+    lsRefsAhead?: LsRefsAhead;
   } = {},
 ): EdgeApp {
   const metrics = opts.metrics ?? new Metrics();
@@ -50,6 +52,8 @@ export function createApp(
     responseCache,
     originFeatures: new OriginFeatures(),
     parseBudget,
+    // What it learns lives as long as the app: on Workers, built per request, it never sends.
+    lsRefsAhead: opts.lsRefsAhead ?? new LsRefsAhead(),
   };
   const app = new Hono();
 

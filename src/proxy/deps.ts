@@ -166,6 +166,11 @@ export interface EdgeConfig {
    * (the Deno server, with `git`) offer it. Default off.
    */
   packIndexes?: boolean;
+  /**
+   * How long after a v2 `info/refs` the `ls-refs` the edge sent the origin alongside it may
+   * answer the same client's `ls-refs` (ls_refs_ahead.ts), in seconds; 0 turns it off.
+   */
+  lsRefsAheadSeconds?: number;
 }
 
 /** The defaults every runtime starts from (the Deno server's flags, the Worker's vars). */
@@ -180,6 +185,7 @@ export const DEFAULT_EDGE_CONFIG: Readonly<
       | "responseCacheBytes"
       | "bodyTimeoutSeconds"
       | "buildBackoffSeconds"
+      | "lsRefsAheadSeconds"
     >
   >
 > = {
@@ -191,6 +197,7 @@ export const DEFAULT_EDGE_CONFIG: Readonly<
   authTtlSeconds: 30,
   responseCacheBytes: 1 << 30,
   buildBackoffSeconds: 60,
+  lsRefsAheadSeconds: 10,
 };
 
 export interface EdgeDeps {

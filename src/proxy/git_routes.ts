@@ -63,11 +63,12 @@ export async function handleInfoRefs(
   repo: RepoRef,
   url: URL,
 ): Promise<Response> {
+  const service = url.searchParams.get("service");
+  if (service === "git-upload-pack" && isV2(request)) ctx.lsRefsAhead?.start(ctx, request, repo);
   const origin = await fromOrigin(ctx, `${repo.originUrl}/info/refs${url.search}`, {
     method: "GET",
     headers: forwardHeaders(request.headers),
   });
-  const service = url.searchParams.get("service");
   // Refusals drop a memo; acceptance is noted from upload-pack requests only (an origin may
   // advertise refs to anyone and still guard fetches).
   if (service === "git-upload-pack" && origin.status !== 200) {
@@ -141,9 +142,14 @@ async function uploadPack(
   let sent: Uint8Array;
   try {
     // The command and capability lines, in whatever order the client wrote them.
-    const head = await readPkts(reader, budget, false);
+    let head = await readPkts(reader, budget, false);
     if (head.length === 0) throw new ClientRequestError("empty request", 400);
     const { command } = requestCommand(head);
+    if (command === "ls-refs" && ctx.lsRefsAhead) {
+      const ahead = await ctx.lsRefsAhead.answer(ctx, request, repo, head, reader, budget);
+      if (ahead.response) return ahead.response;
+      head = ahead.read;
+    }
     if (command !== "fetch") {
       guarded.passThrough();
       const rest = prefixed(concat(head.map(pktBytes)), reader.remainder());
