@@ -112,7 +112,7 @@ export async function cachedFetch(
   // memory); an `ERR` (an unknown `want`) starts none and is not kept.
   const answer = await peekAnswer(origin);
   if (answer.served && build) {
-    answer.body = seedingBody(ctx.deps.packSeeds, repo.id, req, args, answer.body);
+    answer.body = seedingBody(ctx.deps, repo.id, req, args, answer.body);
     inBackground(ctx, ctx.deps.coordinator.schedule(repo, authOf(request.headers), build));
   }
   const typeOk = origin.headers.get("content-type") === RESULT_TYPE;

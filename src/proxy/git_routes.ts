@@ -222,7 +222,7 @@ async function uploadPack(
   if (plan.build && answer.served) {
     if (plan.action === "forward") {
       const sentArgs = plan.stripUris ? { ...args, packfileUris: null } : args;
-      answer.body = seedingBody(ctx.deps.packSeeds, repo.id, req, sentArgs, answer.body);
+      answer.body = seedingBody(ctx.deps, repo.id, req, sentArgs, answer.body);
     }
     inBackground(ctx, ctx.deps.coordinator.schedule(repo, authOf(request.headers), plan.build));
   }

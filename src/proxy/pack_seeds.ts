@@ -81,7 +81,8 @@ export class PackSeeds {
 
   /**
    * The stream to send the client for `body` (an upload-pack v2 fetch answer to a request for
-   * `wants`): `body` itself unless a seed starts, else the same bytes, copied into the seed.
+   * `wants`): `body` itself unless a seed starts, else the same bytes, copied into the seed
+   * (`staged` settles when the copy is stored or given up).
    */
   tee(
     repoId: string,
@@ -89,9 +90,9 @@ export class PackSeeds {
     format: ObjectFormat,
     sidebandAll: boolean,
     body: ReadableStream<Uint8Array>,
-  ): ReadableStream<Uint8Array> {
+  ): { body: ReadableStream<Uint8Array>; staged?: Promise<unknown> } {
     if (this.#seeds.has(repoId) || this.#seeds.size >= (this.opts.maxSeeds ?? 4)) {
-      return body;
+      return { body };
     }
     const prefix = `${seedsPrefix(repoId)}${Date.now().toString(36)}-${
       crypto.randomUUID().slice(0, 8)
@@ -99,7 +100,10 @@ export class PackSeeds {
     const pipe = new TransformStream<Uint8Array, Uint8Array>();
     const staged = this.#stage(pipe.readable, format, sidebandAll, prefix);
     this.#seeds.set(repoId, { key: wantsKey(wants), format, prefix, staged });
-    return copying(body, pipe.writable, this.opts.maxQueuedBytes ?? MAX_QUEUED_BYTES);
+    return {
+      body: copying(body, pipe.writable, this.opts.maxQueuedBytes ?? MAX_QUEUED_BYTES),
+      staged,
+    };
   }
 
   /**
@@ -186,17 +190,21 @@ export class PackSeeds {
  * that starts a build, before the build is scheduled.
  */
 export function seedingBody(
-  seeds: PackSeeds | undefined,
+  deps: { packSeeds?: PackSeeds; waitUntil?: (work: Promise<unknown>) => void },
   repoId: string,
   req: CommandRequest,
   originArgs: FetchArgs,
   body: ReadableStream<Uint8Array> | null,
 ): ReadableStream<Uint8Array> | null {
+  const seeds = deps.packSeeds;
   if (!seeds || !body || unseedable(originArgs) !== null) return body;
   const format: ObjectFormat = req.capabilities.includes("object-format=sha256")
     ? "sha256"
     : "sha1";
-  return seeds.tee(repoId, originArgs.wants, format, originArgs.sidebandAll, body);
+  const seeded = seeds.tee(repoId, originArgs.wants, format, originArgs.sidebandAll, body);
+  // The copy outlives the response when the client goes away: the runtime waits for it.
+  if (seeded.staged) deps.waitUntil?.(seeded.staged);
+  return seeded.body;
 }
 
 function wantsKey(wants: string[]): string {
