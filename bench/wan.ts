@@ -206,6 +206,17 @@ async function floor(name: string): Promise<number> {
 /** Warm full clones of `name`: direct, stock git with URIs, gitedge clone -j8; and the floor. */
 async function warmClones(scenario: string, name: string) {
   await warm(name);
+  // A warm edge has seen clients of this repository before (what `ls-refs` they send).
+  for (
+    const prime of [
+      () => git([...URIS, "clone", "-q", "--bare", viaEdge(name), dir()]),
+      () => cloneJson(["--bare", "--jobs", "8", viaEdge(name), dir()], work.path),
+    ]
+  ) {
+    const d = dirs;
+    await prime();
+    await clean(`${work.path}/c${d}`);
+  }
   const competitors: [string, () => Promise<unknown>][] = [
     ["direct", () => git(["clone", "-q", direct(name), dir()])],
     ["stock git, URIs", () => git([...URIS, "clone", "-q", viaEdge(name), dir()])],

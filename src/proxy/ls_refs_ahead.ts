@@ -2,7 +2,7 @@
  * `ls-refs` sent ahead: a v2 clone asks `GET info/refs`, then `ls-refs`, one WAN round trip after
  * the other. When the edge relays a v2 `info/refs` of the upload-pack service, it also sends the
  * origin, at once and with the same credentials, the `ls-refs` the last client of that repository
- * sent (same arguments and capabilities, less `agent=`). When the client's own `ls-refs` follows
+ * with the same User-Agent sent (same arguments and capabilities, less `agent=`). When the client's own `ls-refs` follows
  * with the same credential and the same request within `lsRefsAheadSeconds`, it gets that answer:
  * the two origin calls overlap, and the clone's refs cost one WAN round trip instead of two.
  *
@@ -40,7 +40,10 @@ interface Entry {
 
 /** The requests learned and the answers under way, of one process. */
 export class LsRefsAhead implements LsRefsAheadHooks {
-  /** repo id → the last `ls-refs` request seen for it (normalised, see {@link requestKey}). */
+  /**
+   * (repo id, client's User-Agent) → the last `ls-refs` request seen (normalised, see
+   * {@link requestKey}): git clone, git fetch and `gitedge clone` each ask their own.
+   */
   readonly #learned = new Map<string, { key: string; body: Uint8Array }>();
   /** credential memo key → the answer sent ahead for it. */
   readonly #ahead = new Map<string, Entry>();
@@ -50,7 +53,7 @@ export class LsRefsAhead implements LsRefsAheadHooks {
    * origin with `request`'s credentials, unless nothing is learned yet or the bound is 0.
    */
   start(ctx: ProxyContext, request: Request, repo: RepoRef): void {
-    const learned = this.#learned.get(repo.id);
+    const learned = this.#learned.get(learnedKey(repo, request));
     if (!learned || boundMs(ctx) <= 0) return;
     const headers = forwardHeaders(request.headers);
     headers.set("content-type", "application/x-git-upload-pack-request");
@@ -106,8 +109,9 @@ export class LsRefsAhead implements LsRefsAheadHooks {
     if (!complete) return { response: null, read };
     const key = requestKey(read);
     if (key === null) return { response: null, read };
-    this.#learned.delete(repo.id);
-    this.#learned.set(repo.id, { key, body: withAgent(read) });
+    const learnedAs = learnedKey(repo, request);
+    this.#learned.delete(learnedAs);
+    this.#learned.set(learnedAs, { key, body: withAgent(read) });
     while (this.#learned.size > 4096) this.#learned.delete(this.#learned.keys().next().value!);
 
     const memoKey = ctx.authMemo.key(repo.id, request.headers.get("authorization"));
@@ -133,6 +137,10 @@ export class LsRefsAhead implements LsRefsAheadHooks {
       read,
     };
   }
+}
+
+function learnedKey(repo: RepoRef, request: Request): string {
+  return `${repo.id}\n${request.headers.get("user-agent") ?? ""}`;
 }
 
 /** The bound in ms (`lsRefsAheadSeconds`). */
