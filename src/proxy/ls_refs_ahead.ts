@@ -21,6 +21,8 @@ import type { Pkt, PktLineReader } from "../git/pktline.ts";
 import { parseCommandRequest, serializeCommandRequest } from "../git/command_request.ts";
 import { readPkts } from "./request_body.ts";
 
+/** An `info/refs` this soon after its client's `ls-refs` sends nothing ahead (ms). */
+const EARLY_MS = 500;
 /** Answers kept at once (oldest dropped first). */
 export const MAX_ENTRIES = 64;
 /** Larger answers are not kept (the client's `ls-refs` then goes to the origin). */
@@ -47,6 +49,8 @@ export class LsRefsAhead implements LsRefsAheadHooks {
   readonly #learned = new Map<string, { key: string; body: Uint8Array }>();
   /** credential memo key → the answer sent ahead for it. */
   readonly #ahead = new Map<string, Entry>();
+  /** credential memo key → when an `ls-refs` found nothing sent ahead (ms). */
+  readonly #early = new Map<string, number>();
 
   /**
    * On a v2 `info/refs` of the upload-pack service: sends the learned `ls-refs` of `repo` to the
@@ -55,6 +59,12 @@ export class LsRefsAhead implements LsRefsAheadHooks {
   start(ctx: ProxyContext, request: Request, repo: RepoRef): void {
     const learned = this.#learned.get(learnedKey(repo, request));
     if (!learned || boundMs(ctx) <= 0) return;
+    const key = ctx.authMemo.key(repo.id, request.headers.get("authorization"));
+    // A client that sends its `ls-refs` with its `info/refs` (gitedge clone) may have had it
+    // answered already: nothing to send ahead for it.
+    const early = this.#early.get(key);
+    this.#early.delete(key);
+    if (early !== undefined && ctx.deps.clock.now() - early < EARLY_MS) return;
     const headers = forwardHeaders(request.headers);
     headers.set("content-type", "application/x-git-upload-pack-request");
     headers.set("accept", "application/x-git-upload-pack-result");
@@ -84,7 +94,6 @@ export class LsRefsAhead implements LsRefsAheadHooks {
       return { status: res.status, contentType: res.headers.get("content-type"), bytes };
     })().catch(() => null);
     inBackground(ctx, answer);
-    const key = ctx.authMemo.key(repo.id, request.headers.get("authorization"));
     this.#ahead.delete(key);
     this.#ahead.set(key, { at: ctx.deps.clock.now(), request: learned.key, answer });
     while (this.#ahead.size > MAX_ENTRIES) this.#ahead.delete(this.#ahead.keys().next().value!);
@@ -116,7 +125,12 @@ export class LsRefsAhead implements LsRefsAheadHooks {
 
     const memoKey = ctx.authMemo.key(repo.id, request.headers.get("authorization"));
     const entry = this.#ahead.get(memoKey);
-    if (!entry) return { response: null, read };
+    if (!entry) {
+      this.#early.delete(memoKey);
+      this.#early.set(memoKey, ctx.deps.clock.now());
+      while (this.#early.size > MAX_ENTRIES) this.#early.delete(this.#early.keys().next().value!);
+      return { response: null, read };
+    }
     this.#ahead.delete(memoKey);
     const age = ctx.deps.clock.now() - entry.at;
     if (entry.request !== key || age < 0 || age > boundMs(ctx)) {
