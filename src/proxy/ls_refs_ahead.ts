@@ -23,6 +23,8 @@ import { readPkts } from "./request_body.ts";
 
 /** An `info/refs` this soon after its client's `ls-refs` sends nothing ahead (ms). */
 const EARLY_MS = 500;
+/** A credential the origin refused gets nothing sent ahead for this long (ms). */
+const REFUSED_MS = 600_000;
 /** Answers kept at once (oldest dropped first). */
 export const MAX_ENTRIES = 64;
 /** Larger answers are not kept (the client's `ls-refs` then goes to the origin). */
@@ -49,6 +51,8 @@ export class LsRefsAhead implements LsRefsAheadHooks {
   readonly #learned = new Map<string, { key: string; body: Uint8Array }>();
   /** credential memo key → the answer sent ahead for it. */
   readonly #ahead = new Map<string, Entry>();
+  /** credential memo key → when the origin last refused an `ls-refs` sent ahead (ms). */
+  readonly #refused = new Map<string, number>();
   /** credential memo key → when an `ls-refs` found nothing sent ahead (ms). */
   readonly #early = new Map<string, number>();
 
@@ -65,6 +69,10 @@ export class LsRefsAhead implements LsRefsAheadHooks {
     const early = this.#early.get(key);
     this.#early.delete(key);
     if (early !== undefined && ctx.deps.clock.now() - early < EARLY_MS) return;
+    // git asks anonymously first and again with credentials after a 401: a credential (or none)
+    // the origin refused lately gets nothing sent ahead.
+    const refused = this.#refused.get(key);
+    if (refused !== undefined && ctx.deps.clock.now() - refused < REFUSED_MS) return;
     const headers = forwardHeaders(request.headers);
     headers.set("content-type", "application/x-git-upload-pack-request");
     headers.set("accept", "application/x-git-upload-pack-result");
@@ -76,6 +84,11 @@ export class LsRefsAhead implements LsRefsAheadHooks {
       });
       if (res.status !== 200 || !res.body) {
         await res.body?.cancel();
+        this.#refused.delete(key);
+        this.#refused.set(key, ctx.deps.clock.now());
+        while (this.#refused.size > MAX_ENTRIES) {
+          this.#refused.delete(this.#refused.keys().next().value!);
+        }
         return null;
       }
       const chunks: Uint8Array[] = [];
