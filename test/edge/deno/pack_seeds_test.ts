@@ -11,6 +11,12 @@ import { denoEdgeFactory } from "../../support/edge.ts";
 import { modernGit } from "../../support/git_builds.ts";
 import { URI_CLONE } from "../../proxy/edge_suite.ts";
 import { withinDeadline } from "../../support/deadline.ts";
+import { ForwardingStore } from "../../support/forwarding_store.ts";
+import { FsPackStore } from "../../../edge/deno/fs_store.ts";
+import { PackSeeds } from "../../../src/proxy/pack_seeds.ts";
+import { encodePkts, PktLineReader } from "../../../src/git/pktline.ts";
+import { readFetchResponse } from "../../../src/git/fetch_response.ts";
+import { scanPack } from "../../../src/git/pack_reader.ts";
 
 const REPO = "team/r.git";
 const SPEC = { commits: 14, branches: 2, tags: 2, binaryBytes: 400_000, deltaFileRevisions: 8 };
@@ -105,4 +111,61 @@ Deno.test("a burst of clones of a never-seen repository: the origin computes at 
   );
   await git(["clone", "-q", `${origin.url}/${REPO}`, `${dir.path}/direct`], { bin });
   for (let i = 0; i < 6; i++) await assertSameClone(`${dir.path}/direct`, `${dir.path}/c${i}`);
+});
+
+/** A store whose writes crawl: a seed's copy falls behind the client. */
+class SlowStore extends ForwardingStore {
+  override put(key: string, body: ReadableStream<Uint8Array>): Promise<{ size: number }> {
+    const slow = body.pipeThrough(
+      new TransformStream<Uint8Array, Uint8Array>({
+        async transform(chunk, controller) {
+          await new Promise((r) => setTimeout(r, 50));
+          controller.enqueue(chunk);
+        },
+      }),
+    );
+    return this.inner.put(key, slow);
+  }
+}
+
+Deno.test("a seed whose store falls behind is dropped: the client gets the whole answer at its own pace, no build takes it, nothing stays stored", async () => {
+  await using dir = await tempDir();
+  await using origin = await startOrigin();
+  const { refs } = await makeRepo(origin, REPO, SPEC);
+  const wants = [...new Set(Object.values(refs))];
+  const request = encodePkts([
+    "command=fetch\n",
+    "object-format=sha1\n",
+    "delim",
+    "ofs-delta\n",
+    "no-progress\n",
+    ...wants.map((w) => `want ${w}\n`),
+    "done\n",
+    "flush",
+  ]);
+  const res = await fetch(`${origin.url}/${REPO}/git-upload-pack`, {
+    method: "POST",
+    headers: {
+      "git-protocol": "version=2",
+      "content-type": "application/x-git-upload-pack-request",
+    },
+    body: request as Uint8Array<ArrayBuffer>,
+  });
+  assertEquals(res.status, 200);
+  const store = new FsPackStore(`${dir.path}/store`);
+  const seeds = new PackSeeds(new SlowStore(store), { maxQueuedBytes: 64 * 1024 });
+  const { body, staged } = seeds.tee("repo-id", wants, "sha1", false, res.body!);
+  assert(staged, "a seed started");
+  // The client reads everything, and gets a complete, valid pack.
+  let pack;
+  for await (const part of readFetchResponse(new PktLineReader(body))) {
+    if (part.section === "packfile") pack = await scanPack(part.pack);
+  }
+  assert(pack && pack.objects > 0, "the client's pack is whole");
+  assertEquals(
+    await withinDeadline(seeds.take("repo-id", wants, "sha1"), "take"),
+    null,
+    "dropped",
+  );
+  assertEquals(await store.list("repos/"), [], "nothing left in the store");
 });
