@@ -99,7 +99,12 @@ export class PackSeeds {
     }/`;
     const pipe = new TransformStream<Uint8Array, Uint8Array>();
     const staged = this.#stage(pipe.readable, format, sidebandAll, prefix);
-    this.#seeds.set(repoId, { key: wantsKey(wants), format, prefix, staged });
+    const seed = { key: wantsKey(wants), format, prefix, staged };
+    this.#seeds.set(repoId, seed);
+    // A copy given up makes room at once (a later clone may seed instead).
+    staged.then((pack) => {
+      if (pack === null && this.#seeds.get(repoId) === seed) this.#seeds.delete(repoId);
+    });
     return {
       body: copying(body, pipe.writable, this.opts.maxQueuedBytes ?? MAX_QUEUED_BYTES),
       staged,
