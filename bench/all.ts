@@ -17,6 +17,7 @@ const BENCHES = [
   "warm_floor.ts",
   "ci_burst.ts",
   "deno_front.ts",
+  "wan.ts",
 ];
 
 const words = Deno.args.filter((a) => !a.startsWith("-"));

@@ -7,6 +7,7 @@ import { DEFAULT_EDGE_CONFIG, type EdgeConfig } from "../../src/proxy/deps.ts";
 import { checkEdgeConfig, DEFAULT_CONNECTION_LIMITS } from "../../src/proxy/settings.ts";
 import { InProcessCoordinator } from "../../src/proxy/in_process_coordinator.ts";
 import { Metrics } from "../../src/proxy/metrics.ts";
+import { PackSeeds } from "../../src/proxy/pack_seeds.ts";
 import { FsPackStore } from "./fs_store.ts";
 import { loadSigningKey } from "./signing_key.ts";
 import { gitPackIndexBuilder, requireGit } from "./pack_index_builder.ts";
@@ -61,10 +62,13 @@ export async function startDenoEdge(opts: DenoEdgeOptions): Promise<RunningEdge>
   const originFetch = (req: Request) => fetch(req);
   // With pack indexes on, git must be there: refuse to start rather than fail every build.
   if (config.packIndexes) await requireGit();
+  // Clones' pass-through answers seed first builds (the origin sends the full pack once).
+  const packSeeds = new PackSeeds(store);
   const log = opts.log ?? SILENT_LOGGER;
   const builder = new LoggingSnapshotBuilder({
     log,
     store,
+    seeds: packSeeds,
     originFetch: loggedOriginFetch(originFetch, log, clock, { for: "build" }),
     clock,
     chunks: config.chunks,
@@ -103,6 +107,7 @@ export async function startDenoEdge(opts: DenoEdgeOptions): Promise<RunningEdge>
       waitUntil,
       log,
       draining: () => draining,
+      packSeeds,
     },
     { metrics },
   );

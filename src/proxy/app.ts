@@ -21,6 +21,7 @@ import { type Logger, SILENT_LOGGER } from "./log.ts";
 import { requestContext, requestLog } from "./request_log.ts";
 import { HEALTH_ROUTES, liveResponse, readiness, readyResponse, StoreProbe } from "./health.ts";
 import { currentSnapshot } from "./snapshot_answer.ts";
+import { LsRefsAhead } from "./ls_refs_ahead.ts";
 
 export interface EdgeApp {
   app: Hono;
@@ -41,6 +42,7 @@ export function createApp(
     parseBudget?: ParseBudget;
     /** The readiness probe's memory of the store's last write (per process or isolate). */
     storeProbe?: StoreProbe;
+    lsRefsAhead?: LsRefsAhead;
   } = {},
 ): EdgeApp {
   const metrics = opts.metrics ?? new Metrics();
@@ -56,6 +58,8 @@ export function createApp(
     responseCache,
     originFeatures: new OriginFeatures(),
     parseBudget,
+    // What it learns lives as long as the app: on Workers, built per request, it never sends.
+    lsRefsAhead: opts.lsRefsAhead ?? new LsRefsAhead(),
   };
   const app = new Hono();
   const log = deps.log ?? SILENT_LOGGER;

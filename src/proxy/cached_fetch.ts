@@ -16,6 +16,7 @@ import {
   recentlyAuthorised,
   relay,
 } from "./forwarding.ts";
+import { seedingBody } from "./pack_seeds.ts";
 import { type CommandRequest, serializeCommandRequest } from "../git/command_request.ts";
 import { type FetchArgs, serializeFetchArgs } from "../git/fetch_request.ts";
 
@@ -118,6 +119,7 @@ export async function cachedFetch(
   // memory); an `ERR` (an unknown `want`) starts none and is not kept.
   const answer = await peekAnswer(origin);
   if (answer.served && build) {
+    answer.body = seedingBody(ctx.deps, repo.id, req, args, answer.body);
     inBackground(ctx, ctx.deps.coordinator.schedule(repo, authOf(request.headers), build));
   }
   const typeOk = origin.headers.get("content-type") === RESULT_TYPE;

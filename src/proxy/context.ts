@@ -8,6 +8,7 @@ import type { UrlSigner } from "./signing.ts";
 import type { AuthMemo } from "./auth_memo.ts";
 import type { ResponseCache } from "./response_cache.ts";
 import type { ParseBudget } from "./parse_budget.ts";
+import type { Pkt, PktLineReader } from "../git/pktline.ts";
 
 export interface ProxyContext {
   deps: EdgeDeps;
@@ -21,6 +22,21 @@ export interface ProxyContext {
   originFeatures?: OriginFeatures;
   /** Bytes of client requests being parsed at once. */
   parseBudget: ParseBudget;
+  /** `ls-refs` sent to the origin alongside `info/refs` (absent: never). */
+  lsRefsAhead?: LsRefsAheadHooks;
+}
+
+/** What the routes call of `LsRefsAhead` (ls_refs_ahead.ts). */
+export interface LsRefsAheadHooks {
+  start(ctx: ProxyContext, request: Request, repo: RepoRef): void;
+  answer(
+    ctx: ProxyContext,
+    request: Request,
+    repo: RepoRef,
+    head: Pkt[],
+    reader: PktLineReader,
+    budget: { left: number; max: number },
+  ): Promise<{ response: Response | null; read: Pkt[] }>;
 }
 
 /**

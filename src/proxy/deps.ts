@@ -2,6 +2,7 @@
  * What the edge app is built from. Every runtime (Deno server, Cloudflare Worker, tests) builds
  * these and hands them to `createApp` in `app.ts`; nothing in `src/proxy` reaches for globals.
  */
+import type { PackSeeds } from "./pack_seeds.ts";
 import type { PackStore } from "../storage/store.ts";
 import type { Logger } from "./log.ts";
 
@@ -170,6 +171,11 @@ export interface EdgeConfig {
    * (the Deno server, with `git`) offer it. Default off.
    */
   packIndexes?: boolean;
+  /**
+   * How long after a v2 `info/refs` the `ls-refs` the edge sent the origin alongside it may
+   * answer the same client's `ls-refs` (ls_refs_ahead.ts), in seconds; 0 turns it off.
+   */
+  lsRefsAheadSeconds?: number;
 }
 
 /** The defaults every runtime starts from (the Deno server's flags, the Worker's vars). */
@@ -184,6 +190,7 @@ export const DEFAULT_EDGE_CONFIG: Readonly<
       | "responseCacheBytes"
       | "bodyTimeoutSeconds"
       | "buildBackoffSeconds"
+      | "lsRefsAheadSeconds"
     >
   >
 > = {
@@ -195,6 +202,7 @@ export const DEFAULT_EDGE_CONFIG: Readonly<
   authTtlSeconds: 30,
   responseCacheBytes: 1 << 30,
   buildBackoffSeconds: 60,
+  lsRefsAheadSeconds: 10,
 };
 
 export interface EdgeDeps {
@@ -211,4 +219,9 @@ export interface EdgeDeps {
   log?: Logger;
   /** True once the edge drains (stops taking work): readiness answers 503. */
   draining?: () => boolean;
+  /**
+   * Where clones' pass-through answers seed first builds (pack_seeds.ts); the same instance as
+   * the snapshot builder's. Absent where builds run elsewhere (Workers).
+   */
+  packSeeds?: PackSeeds;
 }

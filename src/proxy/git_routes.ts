@@ -30,6 +30,7 @@ import {
   withoutArg,
 } from "./request_body.ts";
 import { cachedFetch, responseCacheBytes } from "./cached_fetch.ts";
+import { seedingBody } from "./pack_seeds.ts";
 import {
   answerFromSnapshot,
   currentSnapshot,
@@ -62,12 +63,13 @@ export async function handleInfoRefs(
   repo: RepoRef,
   url: URL,
 ): Promise<Response> {
+  const service = url.searchParams.get("service");
+  if (service === "git-upload-pack" && isV2(request)) ctx.lsRefsAhead?.start(ctx, request, repo);
   const originUrl = `${repo.originUrl}/info/refs${url.search}`;
   const origin = await fromOrigin(ctx, originUrl, {
     method: "GET",
     headers: forwardHeaders(request.headers),
   });
-  const service = url.searchParams.get("service");
   // Refusals drop a memo; acceptance is noted from upload-pack requests only (an origin may
   // advertise refs to anyone and still guard fetches).
   if (service === "git-upload-pack" && origin.status !== 200) {
@@ -148,9 +150,14 @@ async function uploadPack(
   let sent: Uint8Array;
   try {
     // The command and capability lines, in whatever order the client wrote them.
-    const head = await readPkts(reader, budget, false);
+    let head = await readPkts(reader, budget, false);
     if (head.length === 0) throw new ClientRequestError("empty request", 400);
     const { command } = requestCommand(head);
+    if (command === "ls-refs" && ctx.lsRefsAhead) {
+      const ahead = await ctx.lsRefsAhead.answer(ctx, request, repo, head, reader, budget);
+      if (ahead.response) return ahead.response;
+      head = ahead.read;
+    }
     if (command !== "fetch") {
       guarded.passThrough();
       const rest = prefixed(concat(head.map(pktBytes)), reader.remainder());
@@ -221,6 +228,10 @@ async function uploadPack(
   // build (with its credentials, in memory).
   const answer = await peekAnswer(origin);
   if (plan.build && answer.served) {
+    if (plan.action === "forward") {
+      const sentArgs = plan.stripUris ? { ...args, packfileUris: null } : args;
+      answer.body = seedingBody(ctx.deps, repo.id, req, sentArgs, answer.body);
+    }
     inBackground(ctx, ctx.deps.coordinator.schedule(repo, authOf(request.headers), plan.build));
   }
   if (plan.action !== "rewrite" || !answer.served || !answer.body) {

@@ -380,6 +380,18 @@ export const SETTINGS: readonly Setting[] = [
       "from its snapshot alone (0: always ask the origin).",
   }),
   integer({
+    key: "lsRefsAheadSeconds",
+    edge: true,
+    flag: "--ls-refs-ahead",
+    arg: "SECONDS",
+    workerVar: "LS_REFS_AHEAD_SECONDS",
+    min: 0,
+    default: DEFAULT_EDGE_CONFIG.lsRefsAheadSeconds,
+    help: "With a v2 `info/refs`, the edge sends the origin the `ls-refs` the repository's last " +
+      "client sent; the same client's `ls-refs` within this many seconds gets that answer " +
+      "(computed after its clone began: one WAN round trip saved; 0: off).",
+  }),
+  integer({
     key: "responseCacheBytes",
     edge: true,
     flag: "--response-cache-bytes",

@@ -36,6 +36,14 @@ import {
   readingOrigin,
 } from "./origin.ts";
 import { isObjectId, type ObjectFormat } from "../git/object_id.ts";
+import type { PackSummary } from "../git/pack_reader.ts";
+import { type PackSeeds, seedsPrefix } from "./pack_seeds.ts";
+import {
+  DEFAULT_SEGMENT_BYTES,
+  segmentSink,
+  segmentSource,
+  SnapshotBuildError,
+} from "./segments.ts";
 
 export interface SnapshotBuilderDeps {
   store: PackStore;
@@ -60,6 +68,11 @@ export interface SnapshotBuilderDeps {
    * unset).
    */
   buildIndex?: PackIndexBuilder;
+  /**
+   * Packs staged from clones' pass-through answers (pack_seeds.ts): a first build takes the one
+   * of exactly its tips instead of fetching the pack again.
+   */
+  seeds?: PackSeeds;
 }
 
 /**
@@ -114,17 +127,19 @@ export interface StagedPack {
   largeSizes: [number, number][];
   /** The planned snapshot packs (the assignment of entries is in the store). */
   parts: SplitPart[];
+  /**
+   * Where the segments are when not among the build's temporary objects (a seeded pack's, see
+   * pack_seeds.ts): `${segmentPrefix}segment-<i>`, deleted when the build ends.
+   */
+  segmentPrefix?: string;
 }
 
 /** The outcome of a step: the published manifest, or the state for the next step. */
 export type BuildProgress = { done: Manifest } | { next: BuildState };
 
-/** Default segment size: R2's default part size. */
-export const DEFAULT_SEGMENT_BYTES = 8 * 1024 * 1024;
+export { DEFAULT_SEGMENT_BYTES } from "./segments.ts";
 
-export class SnapshotBuildError extends Error {
-  override name = "SnapshotBuildError";
-}
+export { SnapshotBuildError };
 
 const AGENT = "agent=gitedge/0.1";
 
@@ -196,11 +211,13 @@ function isManifest(m: unknown): m is Manifest {
 }
 
 export class SnapshotBuilder {
-  readonly #deps: Required<Omit<SnapshotBuilderDeps, "buildIndex">>;
+  readonly #deps: Required<Omit<SnapshotBuilderDeps, "buildIndex" | "seeds">>;
   readonly #buildIndex: PackIndexBuilder | undefined;
+  readonly #seeds: PackSeeds | undefined;
 
   constructor(deps: SnapshotBuilderDeps) {
     this.#buildIndex = deps.buildIndex;
+    this.#seeds = deps.seeds;
     this.#deps = {
       maxLayers: 8,
       graceMs: 2 * 3600_000,
@@ -250,6 +267,7 @@ export class SnapshotBuilder {
       previous && (previous.objectFormat ?? "sha1") === objectFormat &&
       sameTips(previous.tips, tips)
     ) {
+      await this.#seeds?.discard(repo.id);
       return { done: previous };
     }
     await this.#deleteUnder(tmpPrefix(repo));
@@ -293,6 +311,7 @@ export class SnapshotBuilder {
   /** Removes everything an unfinished build wrote (its temporary objects and packs). */
   async abandon(state: BuildState): Promise<void> {
     await this.#deleteUnder(tmpPrefix(state.repo, state.id));
+    if (state.pack?.segmentPrefix) await this.#deleteUnder(state.pack.segmentPrefix);
     await this.#deleteUnder(`${packPrefix(state.repo)}${state.id}-`);
   }
 
@@ -351,8 +370,10 @@ export class SnapshotBuilder {
       }
     }
     // Temporary objects of builds that never finished (the process died): builds are
-    // single-flight, so at publication every other build's are orphans.
-    for (const obj of await store.list(tmpPrefix(repo))) {
+    // single-flight, so at publication every other build's are orphans; and old seeds.
+    for (
+      const obj of [...await store.list(tmpPrefix(repo)), ...await store.list(seedsPrefix(repo.id))]
+    ) {
       if (obj.modified < cutoff) {
         await store.delete(obj.key);
         deleted++;
@@ -431,6 +452,16 @@ export class SnapshotBuilder {
   async #fetchStep(state: BuildState, auth: OriginAuth): Promise<BuildState> {
     const args = emptyFetchArgs();
     args.wants = unique(Object.values(state.tips));
+    if (state.haves.length === 0 && this.#seeds) {
+      // A clone of exactly these tips already brought the pack (checked as this step checks it).
+      const seeded = await this.#seeds.take(state.repo.id, args.wants, state.origin.format);
+      if (seeded) {
+        return await this.#staged(state, seeded.summary, seeded.segments, {
+          segmentBytes: seeded.segmentBytes,
+          segmentPrefix: seeded.prefix,
+        });
+      }
+    }
     args.haves = state.haves;
     args.ofsDelta = true;
     args.noProgress = true;
@@ -467,8 +498,23 @@ export class SnapshotBuilder {
       await reader.cancel().catch(() => {});
     }
     if (!received) throw new OriginAnswerError(url, "(fetch) holds no packfile");
-    const { summary, segments } = received;
-    if (summary.objects === 0) return { ...state, next: "publish" };
+    return await this.#staged(state, received.summary, received.segments, { segmentBytes });
+  }
+
+  /** The state after the fetch step, with the pack's columns and split plan in the store. */
+  async #staged(
+    state: BuildState,
+    summary: PackSummary,
+    segments: number,
+    where: { segmentBytes: number; segmentPrefix?: string },
+  ): Promise<BuildState> {
+    const { store } = this.#deps;
+    const tmp = tmpPrefix(state.repo, state.id);
+    const { segmentBytes, segmentPrefix } = where;
+    if (summary.objects === 0) {
+      if (segmentPrefix) await this.#deleteUnder(segmentPrefix);
+      return { ...state, next: "publish" };
+    }
     const parts = summary.size < this.#deps.minSplitBytes ? 1 : this.#deps.chunks;
     const plan = planSplit(summary.index, parts);
     const columns = summary.index.columns();
@@ -489,6 +535,7 @@ export class SnapshotBuilder {
         dataEnd: columns.dataEnd,
         largeSizes: columns.largeSizes,
         parts: plan.parts,
+        ...(segmentPrefix ? { segmentPrefix } : {}),
       },
     };
   }
@@ -527,7 +574,8 @@ export class SnapshotBuilder {
       families: pack.parts.length,
     };
     const keys = parts.map((p) => `${packPrefix(state.repo)}${state.id}-${p}.pack`);
-    const source = segmentSource(store, (i) => `${tmp}segment-${i}`, pack.segments);
+    const segments = pack.segmentPrefix ?? tmp;
+    const source = segmentSource(store, (i) => `${segments}segment-${i}`, pack.segments);
     const pipes = keys.map(() => new TransformStream<Uint8Array, Uint8Array>());
     const puts = keys.map((key, i) => {
       const put = store.put(key, pipes[i].readable);
@@ -604,6 +652,9 @@ export class SnapshotBuilder {
       new TextEncoder().encode(JSON.stringify(manifest)),
     );
     await this.#deleteUnder(tmpPrefix(state.repo, state.id));
+    if (state.pack?.segmentPrefix) await this.#deleteUnder(state.pack.segmentPrefix);
+    // A seed no build took (it came while this one ran) is of no use now.
+    await this.#seeds?.discard(state.repo.id);
     await this.collectGarbage(state.repo, manifest);
     return manifest;
   }
@@ -612,109 +663,6 @@ export class SnapshotBuilder {
 /** The bytes of a typed array (a view, not a copy). */
 function bytesOf(array: Float64Array | Uint8Array | Uint32Array | Int32Array): Uint8Array {
   return new Uint8Array(array.buffer, array.byteOffset, array.byteLength);
-}
-
-/**
- * A sink that stores what is written as consecutive objects of `size` bytes (the last shorter,
- * at least one), each streamed into the store as its bytes arrive: the origin's pack keeps
- * flowing while a segment is written, and the sink holds no segment buffer of its own (a store
- * that needs one, like R2's, keeps one part).
- */
-function segmentSink(
-  store: PackStore,
-  keyOf: (i: number) => string,
-  size: number,
-): { writable: WritableStream<Uint8Array>; count: () => number } {
-  let count = 0;
-  let current: {
-    writer: WritableStreamDefaultWriter<Uint8Array>;
-    put: Promise<unknown>;
-    filled: number;
-  } | null = null;
-  const open = () => {
-    const pipe = new TransformStream<Uint8Array, Uint8Array>();
-    const put = store.put(keyOf(count), pipe.readable);
-    // Awaited when the segment ends; a failure before that fails the next write.
-    put.catch(() => {});
-    return { writer: pipe.writable.getWriter(), put, filled: 0 };
-  };
-  const finish = async () => {
-    const segment = current!;
-    current = null;
-    await segment.writer.close();
-    await segment.put;
-    count++;
-  };
-  const writable = new WritableStream<Uint8Array>({
-    async write(chunk) {
-      let at = 0;
-      while (at < chunk.length) {
-        current ??= open();
-        const n = Math.min(size - current.filled, chunk.length - at);
-        // A failed put cancels its body, which fails this write.
-        await Promise.race([current.writer.write(chunk.subarray(at, at + n)), current.put]);
-        current.filled += n;
-        at += n;
-        if (current.filled === size) await finish();
-      }
-    },
-    async close() {
-      if (current || count === 0) {
-        current ??= open();
-        await finish();
-      }
-    },
-    async abort(reason) {
-      const segment = current;
-      current = null;
-      // The unfinished segment's put fails on the aborted body and stores nothing.
-      await segment?.writer.abort(reason).catch(() => {});
-      await segment?.put.catch(() => {});
-    },
-  });
-  return { writable, count: () => count };
-}
-
-/** The concatenation of `count` stored segments, each fetched when the previous one ends. */
-function segmentSource(
-  store: PackStore,
-  keyOf: (i: number) => string,
-  count: number,
-): ReadableStream<Uint8Array> {
-  let next = 0;
-  let reader: ReadableStreamDefaultReader<Uint8Array> | null = null;
-  let cancelled: { reason: unknown } | null = null;
-  return new ReadableStream<Uint8Array>({
-    async pull(controller) {
-      for (;;) {
-        if (reader === null) {
-          if (next === count) {
-            controller.close();
-            return;
-          }
-          const key = keyOf(next++);
-          const object = await store.get(key);
-          if (!object) throw new SnapshotBuildError(`${key} vanished during the build`);
-          if (cancelled) {
-            // Cancelled while the segment was being opened: release it at once.
-            await object.body.cancel(cancelled.reason);
-            return;
-          }
-          reader = object.body.getReader();
-        }
-        const { done, value } = await reader.read();
-        if (!done) {
-          controller.enqueue(value);
-          return;
-        }
-        reader = null;
-      }
-    },
-    async cancel(reason) {
-      cancelled = { reason };
-      await reader?.cancel(reason);
-    },
-  });
 }
 
 /** The origin's object format and the capability lines that say so. */

@@ -26,6 +26,8 @@ export interface EdgeUnderTestOptions {
   publicUrl?: string;
   /** See `EdgeConfig.packIndexes` (the Deno server only). */
   packIndexes?: boolean;
+  /** See `EdgeConfig.lsRefsAheadSeconds`. */
+  lsRefsAheadSeconds?: number;
 }
 
 export interface EdgeUnderTest extends AsyncDisposable {
@@ -79,6 +81,9 @@ export function edgeConfigFor(opts: EdgeUnderTestOptions): Partial<EdgeConfig> {
       : {}),
     ...(opts.publicUrl ? { publicUrl: opts.publicUrl } : {}),
     ...(opts.packIndexes ? { packIndexes: true } : {}),
+    ...(opts.lsRefsAheadSeconds !== undefined
+      ? { lsRefsAheadSeconds: opts.lsRefsAheadSeconds }
+      : {}),
   };
 }
 

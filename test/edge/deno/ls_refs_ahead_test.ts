@@ -1,0 +1,69 @@
+/**
+ * `ls-refs` sent ahead (src/proxy/ls_refs_ahead.ts) on the Deno server: a clone's `ls-refs` is
+ * answered by the one the edge sent the origin alongside its `info/refs`, and the refs are the
+ * origin's at the time of that clone.
+ */
+import { assert, assertEquals } from "../../support/assert.ts";
+import { withinDeadline } from "../../support/deadline.ts";
+import { git, tempDir } from "../../support/git.ts";
+import { startOrigin } from "../../support/origin.ts";
+import { addCommits, assertSameClone, makeRepo, refsOf } from "../../support/fixtures.ts";
+import { denoEdgeFactory } from "../../support/edge.ts";
+import { modernGit } from "../../support/git_builds.ts";
+import { URI_CLONE, warm } from "../../proxy/edge_suite.ts";
+
+const REPO = "r.git";
+
+async function gitBin(): Promise<string> {
+  const modern = await modernGit();
+  return typeof modern === "string" ? "git" : modern.bin;
+}
+
+async function metric(edgeUrl: string, line: string): Promise<number> {
+  const text = await (await fetch(`${edgeUrl}/_edge/metrics`)).text();
+  return Number(text.split("\n").find((l) => l.startsWith(`${line} `))?.split(" ")[1] ?? 0);
+}
+
+const USED = 'gitedge_ls_refs_ahead_total{result="used"}';
+
+Deno.test("a warm clone's ls-refs is answered by the one sent ahead with its info/refs, with the origin's refs of that moment", async () => {
+  const bin = await gitBin();
+  await using dir = await tempDir();
+  await using origin = await startOrigin();
+  await using edge = await denoEdgeFactory({ origin: origin.url, chunks: 2 });
+  await makeRepo(origin, REPO, { commits: 8, tags: 2 });
+  await warm(edge, REPO);
+  // The first clone teaches the edge what a clone's ls-refs looks like.
+  await git([...URI_CLONE, `${edge.url}/${REPO}`, `${dir.path}/c0`], { bin });
+  assertEquals(await metric(edge.url, USED), 0, "nothing learned before the first");
+
+  for (let i = 1; i <= 2; i++) {
+    // The origin moves on between clones: each clone must see the refs of its own time.
+    await addCommits(origin, REPO, { commits: 2, tag: `v-late-${i}` });
+    origin.stats.reset();
+    await git([...URI_CLONE, `${edge.url}/${REPO}`, `${dir.path}/c${i}`], { bin });
+    assertEquals(await metric(edge.url, USED), i, `clone ${i}'s ls-refs came from the one ahead`);
+    await withinDeadline(edge.settled(REPO, (s) => s.state === "ready"), "the refresh");
+    // The clone's (the one sent ahead) and the snapshot refresh's it started: none twice.
+    assertEquals(origin.stats.commands["ls-refs"], 2, JSON.stringify(origin.stats.commands));
+    await git(["clone", "-q", `${origin.url}/${REPO}`, `${dir.path}/d${i}`], { bin });
+    await assertSameClone(`${dir.path}/d${i}`, `${dir.path}/c${i}`);
+    assert((await refsOf(`${dir.path}/c${i}`))[`refs/tags/v-late-${i}`], "the new tag is there");
+  }
+});
+
+Deno.test("ls-refs ahead off (--ls-refs-ahead 0): every ls-refs goes to the origin", async () => {
+  const bin = await gitBin();
+  await using dir = await tempDir();
+  await using origin = await startOrigin();
+  await using edge = await denoEdgeFactory({
+    origin: origin.url,
+    chunks: 2,
+    lsRefsAheadSeconds: 0,
+  });
+  await makeRepo(origin, REPO, { commits: 4 });
+  for (let i = 0; i < 2; i++) {
+    await git([...URI_CLONE, `${edge.url}/${REPO}`, `${dir.path}/c${i}`], { bin });
+  }
+  assertEquals(await metric(edge.url, USED), 0);
+});
