@@ -11,6 +11,8 @@ import { ParseBudget } from "../../src/proxy/parse_budget.ts";
 import { AuthMemo } from "../../src/proxy/auth_memo.ts";
 import { ResponseCache } from "../../src/proxy/response_cache.ts";
 import type { Env } from "./env.ts";
+import type { RepoRegistry } from "../../src/proxy/repo_registry.ts";
+import type { StoreEvictor } from "../../src/proxy/store_eviction.ts";
 import { SettingError } from "../../src/proxy/settings.ts";
 import { edgeDepsFromEnv } from "./worker_deps.ts";
 import type { ExecutionContext, ExportedHandler } from "./worker_types.ts";
@@ -30,6 +32,10 @@ function createFetchHandler(): FetchHandler {
   const authMemo = new AuthMemo();
   const responseCache = new ResponseCache();
   let parseBudget: ParseBudget | undefined;
+  // The repository registry and the store's evictor of this isolate (made with its first
+  // request's bindings, which are the same for every request of the isolate).
+  let registry: RepoRegistry | undefined;
+  let evictor: StoreEvictor | undefined;
   return async (request, env, ctx) => {
     let deps: EdgeDeps;
     try {
@@ -43,7 +49,17 @@ function createFetchHandler(): FetchHandler {
       });
     }
     parseBudget ??= ParseBudget.forCap(deps.config.maxRequestBytes);
-    return await createApp(deps, { metrics, authMemo, responseCache, parseBudget }).fetch(request);
+    const app = createApp(deps, {
+      metrics,
+      authMemo,
+      responseCache,
+      parseBudget,
+      registry,
+      evictor,
+    });
+    registry ??= app.registry;
+    evictor ??= app.evictor;
+    return await app.fetch(request);
   };
 }
 

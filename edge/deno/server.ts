@@ -3,7 +3,12 @@
  * in-process coordinator. `gitedge serve` (edge/deno/cli.ts) and the tests start it through here.
  */
 import { createApp } from "../../src/proxy/app.ts";
-import { DEFAULT_EDGE_CONFIG, type EdgeConfig } from "../../src/proxy/deps.ts";
+import {
+  DEFAULT_EDGE_CONFIG,
+  type EdgeConfig,
+  type Manifest,
+  type RepoRef,
+} from "../../src/proxy/deps.ts";
 import { checkEdgeConfig, DEFAULT_CONNECTION_LIMITS } from "../../src/proxy/settings.ts";
 import { InProcessCoordinator } from "../../src/proxy/in_process_coordinator.ts";
 import { Metrics } from "../../src/proxy/metrics.ts";
@@ -66,6 +71,7 @@ export async function startDenoEdge(opts: DenoEdgeOptions): Promise<RunningEdge>
     metrics,
     onError: (repo, err) => onBuildError(repo.path, err),
     backoffMs: (config.buildBackoffSeconds ?? DEFAULT_EDGE_CONFIG.buildBackoffSeconds) * 1000,
+    onPublished: (repo, manifest) => onPublished(repo, manifest),
   });
   const signingKey = opts.signingKey ?? await loadSigningKey(opts.store);
   // Background work (build scheduling) is tracked, so stopping can wait for it.
@@ -78,6 +84,17 @@ export async function startDenoEdge(opts: DenoEdgeOptions): Promise<RunningEdge>
     { store, coordinator, originFetch, clock, signingKey, config, waitUntil },
     { metrics },
   );
+  // A published snapshot goes into the registry, and a store with a cap is swept at once.
+  const onPublished = (repo: RepoRef, manifest: Manifest) => {
+    edge.registry.noteSnapshot(repo, manifest);
+    if (edge.evictor.maxBytes > 0) {
+      waitUntil(
+        edge.evictor.sweep().catch((error) =>
+          console.error("gitedge: evicting snapshots from the store failed:", error)
+        ),
+      );
+    }
+  };
   const ready = Promise.withResolvers<Deno.NetAddr>();
   let stopped: Promise<void> | null = null;
   let front: Front | undefined;
@@ -148,6 +165,9 @@ export async function startDenoEdge(opts: DenoEdgeOptions): Promise<RunningEdge>
       await current.shutdown();
       await front?.closeAll();
       await idle();
+      await edge.registry.flush(true).catch((error) =>
+        console.error("gitedge: saving the repository registry failed:", error)
+      );
     })();
   return {
     url: `http://${host}:${addr.port}`,

@@ -17,12 +17,23 @@ import { handlePackGet } from "./pack_routes.ts";
 import { PACK_ROUTE } from "./pack_urls.ts";
 import { edgeHttpError } from "./errors.ts";
 import { ParseBudget } from "./parse_budget.ts";
+import { RepoRegistry } from "./repo_registry.ts";
+import { StoreEvictor } from "./store_eviction.ts";
+import { overview, renderPage, statusJson } from "./operator_page.ts";
+import { repoFamilies, storeFamilies } from "./repo_metrics.ts";
 
 export interface EdgeApp {
   app: Hono;
   fetch: (request: Request) => Promise<Response>;
   metrics: Metrics;
+  /** The repositories the edge knows (flush it when stopping). */
+  registry: RepoRegistry;
+  /** Keeps the store under `storeMaxBytes` (sweep it after a build publishes). */
+  evictor: StoreEvictor;
 }
+
+/** Repositories the operator's page checks with the origin for a caller without admin token. */
+const MAX_CHECKED_WITHOUT_TOKEN = 50;
 
 /**
  * Builds the app. `metrics`, `authMemo`, `responseCache` and `parseBudget` are per process (or
@@ -35,6 +46,8 @@ export function createApp(
     authMemo?: AuthMemo;
     responseCache?: ResponseCache;
     parseBudget?: ParseBudget;
+    registry?: RepoRegistry;
+    evictor?: StoreEvictor;
   } = {},
 ): EdgeApp {
   const metrics = opts.metrics ?? new Metrics();
@@ -42,6 +55,17 @@ export function createApp(
   const authMemo = opts.authMemo ?? new AuthMemo();
   const responseCache = opts.responseCache ?? new ResponseCache();
   const parseBudget = opts.parseBudget ?? ParseBudget.forCap(deps.config.maxRequestBytes);
+  const registry = opts.registry ?? new RepoRegistry(deps.store, deps.clock);
+  const evictor = opts.evictor ?? new StoreEvictor({
+    store: deps.store,
+    registry,
+    coordinator: deps.coordinator,
+    clock: deps.clock,
+    metrics,
+    maxBytes: deps.config.storeMaxBytes,
+  });
+  metrics.collect("repos", () => Promise.resolve(repoFamilies(registry, deps.clock)));
+  metrics.collect("store", () => storeFamilies(evictor));
   const ctx: ProxyContext = {
     deps,
     metrics,
@@ -50,15 +74,18 @@ export function createApp(
     responseCache,
     originFeatures: new OriginFeatures(),
     parseBudget,
+    registry,
   };
   const app = new Hono();
 
   app.onError((err) => errorResponse(err));
   app.notFound((c) => c.text("gitedge: not found\n", 404));
 
-  app.get("/_edge/metrics", (c) => {
+  app.get("/_edge/metrics", async (c) => {
     metrics.inc("gitedge_requests_total", 1, { route: "metrics" });
-    return c.text(metrics.render(), 200, { "content-type": "text/plain; version=0.0.4" });
+    return c.text(await metrics.renderAll(), 200, {
+      "content-type": "text/plain; version=0.0.4",
+    });
   });
 
   app.on(["GET", "HEAD"], PACK_ROUTE, (c) => {
@@ -70,13 +97,8 @@ export function createApp(
   // both need it. Without one, they are private by default: the caller must be someone the
   // origin lets read the repository (its credentials in `X-Origin-Authorization`, or in
   // `Authorization`), checked with an `info/refs` request to the origin.
-  const refusal = async (c: Context, repo: RepoRef): Promise<Response | null> => {
-    const token = deps.config.adminToken;
-    if (token) {
-      return isAdmin(c.req.header("authorization"), token)
-        ? null
-        : c.json({ error: "admin token required" }, 401);
-    }
+  // The origin's answer (its status) to whether the caller may read `repo`.
+  const originVerdict = async (c: Context, repo: RepoRef): Promise<number> => {
     const credentials = c.req.header("x-origin-authorization") ?? c.req.header("authorization");
     const res = await callOrigin(
       deps.originFetch,
@@ -84,19 +106,66 @@ export function createApp(
       { method: "GET", headers: credentials ? { authorization: credentials } : {} },
     );
     await res.body?.cancel().catch(() => {});
-    if (res.status === 200) return null;
-    const status = res.status === 401 || res.status === 403 || res.status === 404
-      ? res.status
-      : 403;
+    return res.status;
+  };
+  const refusal = async (c: Context, repo: RepoRef): Promise<Response | null> => {
+    const token = deps.config.adminToken;
+    if (token) {
+      return isAdmin(c.req.header("authorization"), token)
+        ? null
+        : c.json({ error: "admin token required" }, 401);
+    }
+    const verdict = await originVerdict(c, repo);
+    if (verdict === 200) return null;
+    const status = verdict === 401 || verdict === 403 || verdict === 404 ? verdict : 403;
     return c.json({ error: `the origin did not let this caller read ${repo.path}` }, status);
   };
+
+  // The operator's overview. With an admin token, it needs the token and lists everything; without
+  // one, it lists only repositories the origin lets the caller read (the rule of status), the
+  // most recently cloned first, checking at most MAX_CHECKED_WITHOUT_TOKEN of them.
+  const operatorOverview = async (c: Context) => {
+    const token = deps.config.adminToken;
+    if (token && !isAdmin(c.req.header("authorization"), token)) return null;
+    const records = await registry.list();
+    const usage = await evictor.usage();
+    const visible = token
+      ? undefined
+      : async (repo: RepoRef) => await originVerdict(c, repo).catch(() => 0) === 200;
+    return await overview(records, deps.coordinator, usage, deps.clock.now(), {
+      visible,
+      limit: token ? undefined : MAX_CHECKED_WITHOUT_TOKEN,
+    });
+  };
+  const page = async (c: Context) => {
+    metrics.inc("gitedge_requests_total", 1, { route: "page" });
+    const o = await operatorOverview(c);
+    if (!o) {
+      return c.text("gitedge: admin token required (Authorization: Bearer TOKEN)\n", 401, {
+        "www-authenticate": 'Bearer realm="gitedge"',
+      });
+    }
+    return c.html(renderPage(o), 200, {
+      "cache-control": "no-store",
+      "content-security-policy": "default-src 'none'; style-src 'unsafe-inline'",
+      "x-content-type-options": "nosniff",
+    });
+  };
+  app.get("/_edge", page);
+  app.get("/_edge/", page);
+  app.get("/_edge/repos", async (c) => {
+    metrics.inc("gitedge_requests_total", 1, { route: "repos" });
+    const o = await operatorOverview(c);
+    if (!o) return c.json({ error: "admin token required" }, 401);
+    return c.json(o, 200, { "cache-control": "no-store" });
+  });
 
   app.get("/_edge/status/*", async (c) => {
     metrics.inc("gitedge_requests_total", 1, { route: "status" });
     const repo = repoFromEdgePath(c, "/_edge/status/", ctx);
     const refused = await refusal(c, repo);
     if (refused) return refused;
-    return c.json({ repo: repo.path, snapshot: await deps.coordinator.status(repo) });
+    return c.json({ repo: repo.path, snapshot: statusJson(await deps.coordinator.status(repo)) });
   });
 
   app.post("/_edge/warm/*", async (c) => {
@@ -110,7 +179,10 @@ export function createApp(
     const auth = {
       headers: originAuth ? { authorization: originAuth } : {} as Record<string, string>,
     };
-    return c.json({ repo: repo.path, snapshot: await deps.coordinator.warm(repo, auth) });
+    const status = await deps.coordinator.warm(repo, auth);
+    const manifest = status.state === "ready" ? await deps.coordinator.manifest(repo) : null;
+    if (manifest) registry.noteSnapshot(repo, manifest);
+    return c.json({ repo: repo.path, snapshot: statusJson(status) });
   });
 
   app.all("*", async (c) => {
@@ -131,7 +203,37 @@ export function createApp(
     return c.text("gitedge: method not allowed\n", 405);
   });
 
-  return { app, fetch: (request) => Promise.resolve(app.fetch(request)), metrics };
+  // Each request is timed to its response's headers; afterwards, the registry's news and (with a
+  // cap) a sweep of the store run in the background when due.
+  const background = (work: Promise<unknown>) => {
+    const logged = work.catch((err) => console.error("gitedge: background work failed:", err));
+    deps.waitUntil?.(logged);
+  };
+  const fetch = async (request: Request): Promise<Response> => {
+    const started = performance.now();
+    try {
+      return await app.fetch(request);
+    } finally {
+      metrics.observe(
+        "gitedge_request_duration_seconds",
+        (performance.now() - started) / 1000,
+        { route: routeOf(new URL(request.url).pathname) },
+      );
+      if (registry.due()) background(registry.flush());
+      const sweep = evictor.sweepIfDue();
+      if (sweep) background(sweep);
+    }
+  };
+  return { app, fetch, metrics, registry, evictor };
+}
+
+/** The route label of a request path (a bounded set). */
+function routeOf(pathname: string): string {
+  if (pathname.startsWith("/_edge/packs/")) return "pack";
+  if (pathname === "/_edge" || pathname === "/_edge/") return "page";
+  const edge = /^\/_edge\/(metrics|status|warm|repos)(\/|$)/.exec(pathname);
+  if (edge) return edge[1];
+  return splitGitPath(pathname)?.endpoint ?? "other";
 }
 
 function repoFromEdgePath(c: Context, prefix: string, ctx: ProxyContext): RepoRef {

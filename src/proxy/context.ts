@@ -8,6 +8,7 @@ import type { UrlSigner } from "./signing.ts";
 import type { AuthMemo } from "./auth_memo.ts";
 import type { ResponseCache } from "./response_cache.ts";
 import type { ParseBudget } from "./parse_budget.ts";
+import type { RepoRegistry } from "./repo_registry.ts";
 
 export interface ProxyContext {
   deps: EdgeDeps;
@@ -21,6 +22,8 @@ export interface ProxyContext {
   originFeatures?: OriginFeatures;
   /** Bytes of client requests being parsed at once. */
   parseBudget: ParseBudget;
+  /** The repositories the edge knows, their traffic and pins (absent: nothing is recorded). */
+  registry?: RepoRegistry;
 }
 
 /**

@@ -10,6 +10,7 @@ import { authOf, forwardHeaders } from "./origin.ts";
 import { injectBeforePackfile } from "./rewrite.ts";
 import { manifestPacks } from "./snapshot.ts";
 import { prefixed } from "./streams.ts";
+import { expiryFor } from "./signing.ts";
 import { NO_SNAPSHOT, planFetch, wantsSnapshot } from "./fetch_plan.ts";
 import { ClientRequestError, RequestTooLargeError } from "./errors.ts";
 import {
@@ -177,12 +178,15 @@ async function uploadPack(
   }
   const args = parseFetchArgs(req.args);
   const scheme = new URL(publicBase(ctx, url)).protocol.replace(":", "");
-  const eligible = wantsSnapshot(args, scheme);
+  // Pinned before it is looked up: store eviction spares the packs until their URLs expire, and
+  // a snapshot being evicted right now is not used.
+  const eligible = wantsSnapshot(args, scheme) && pinSnapshot(ctx, repo);
+  const snapshot = eligible ? await currentSnapshot(ctx, repo) : NO_SNAPSHOT;
   const plan = planFetch({
     req,
     args,
     scheme,
-    snapshot: eligible ? await currentSnapshot(ctx, repo) : NO_SNAPSHOT,
+    snapshot,
     originAdvertisesUris: ctx.originFeatures?.advertises(repo, "packfile-uris") ?? false,
     recentlyAuthorised: eligible && recentlyAuthorised(ctx, request, repo),
     responseCacheOn: responseCacheBytes(ctx) > 0,
@@ -190,11 +194,23 @@ async function uploadPack(
   if (plan.passthrough !== null) {
     ctx.metrics.inc("gitedge_fetch_passthrough_total", 1, { reason: plan.passthrough });
   }
+  const seen = snapshot.manifest && !snapshot.missingPack ? snapshot.manifest : undefined;
   switch (plan.action) {
     case "answer-from-snapshot":
+      ctx.registry?.noteFetch(repo, "answered", true, seen);
       return await answerFromSnapshot(ctx, repo, plan.manifest, url, args.sidebandAll);
-    case "response-cache":
-      return await cachedFetch(ctx, request, repo, plan.originReq, plan.originArgs, plan.build);
+    case "response-cache": {
+      const res = await cachedFetch(
+        ctx,
+        request,
+        repo,
+        plan.originReq,
+        plan.originArgs,
+        plan.build,
+      );
+      ctx.registry?.noteFetch(repo, "cached", res.status === 200, seen);
+      return res;
+    }
   }
   // To the origin: the rewritten request, or the bytes the client sent (less `packfile-uris`
   // unless the origin advertised it).
@@ -212,6 +228,8 @@ async function uploadPack(
   // Only a request the origin authorised and answered (an unknown `want` gets `ERR`) starts a
   // build (with its credentials, in memory).
   const answer = await peekAnswer(origin);
+  const rewrite = plan.action === "rewrite" && answer.served && answer.body !== null;
+  ctx.registry?.noteFetch(repo, rewrite ? "rewritten" : "passthrough", answer.served, seen);
   if (plan.build && answer.served) {
     inBackground(ctx, ctx.deps.coordinator.schedule(repo, authOf(request.headers), plan.build));
   }
@@ -225,6 +243,13 @@ async function uploadPack(
     origin,
     injectBeforePackfile(answer.body, section, { sidebandAll: args.sidebandAll }),
   );
+}
+
+/** Pins `repo`'s snapshot for the lifetime of URLs handed out now; false while it is evicted. */
+function pinSnapshot(ctx: ProxyContext, repo: RepoRef): boolean {
+  if (!ctx.registry) return true;
+  const now = Math.floor(ctx.deps.clock.now() / 1000);
+  return ctx.registry.pin(repo, expiryFor(now, ctx.deps.config.urlTtlSeconds) * 1000);
 }
 
 /**

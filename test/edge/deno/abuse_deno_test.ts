@@ -166,7 +166,11 @@ Deno.test({
       }
       const st = await idle(edge.url, "r.git");
       assertEquals(st.builds, 1, `one build for three clones: ${JSON.stringify(st)}`);
-      assert(typeof st.retryAt === "number", `status says when: ${JSON.stringify(st)}`);
+      // Times in status are ISO 8601.
+      assert(
+        typeof st.retryAt === "string" && Date.parse(st.retryAt) > 0,
+        `status says when: ${JSON.stringify(st)}`,
+      );
       const metrics = await (await fetch(`${edge.url}/_edge/metrics`)).text();
       const deferred = Number(/^gitedge_snapshot_builds_deferred_total (\d+)/m.exec(metrics)?.[1]);
       assert(deferred >= 2, `the later clones' builds were deferred: ${deferred}`);
