@@ -4,6 +4,7 @@
  */
 import { createApp } from "../../src/proxy/app.ts";
 import {
+  type Clock,
   DEFAULT_EDGE_CONFIG,
   type EdgeConfig,
   type Manifest,
@@ -33,6 +34,8 @@ export interface DenoEdgeOptions {
   maxConnections?: number;
   headerTimeoutSeconds?: number;
   idleTimeoutSeconds?: number;
+  /** The edge's clock (tests move it: pin and URL expiry, sweeps); default the wall clock. */
+  clock?: Clock;
 }
 
 export interface RunningEdge {
@@ -51,7 +54,7 @@ export async function startDenoEdge(opts: DenoEdgeOptions): Promise<RunningEdge>
   const config = checkEdgeConfig(opts.config);
   const store = new FsPackStore(opts.store);
   const metrics = new Metrics();
-  const clock = { now: () => Date.now() };
+  const clock = opts.clock ?? { now: () => Date.now() };
   const originFetch = (req: Request) => fetch(req);
   // With pack indexes on, git must be there: refuse to start rather than fail every build.
   if (config.packIndexes) await requireGit();
@@ -84,12 +87,14 @@ export async function startDenoEdge(opts: DenoEdgeOptions): Promise<RunningEdge>
     { store, coordinator, originFetch, clock, signingKey, config, waitUntil },
     { metrics },
   );
-  // A published snapshot goes into the registry, and a store with a cap is swept at once.
+  // A published snapshot goes into the registry, and a store with a cap is swept once the
+  // builds are over (a build under way is never evicted; the one just published may be, when
+  // it is the least recently cloned that is not pinned).
   const onPublished = (repo: RepoRef, manifest: Manifest) => {
     edge.registry.noteSnapshot(repo, manifest);
     if (edge.evictor.maxBytes > 0) {
       waitUntil(
-        edge.evictor.sweep().catch((error) =>
+        coordinator.idle().then(() => edge.evictor.sweep()).catch((error) =>
           console.error("gitedge: evicting snapshots from the store failed:", error)
         ),
       );
@@ -156,8 +161,10 @@ export async function startDenoEdge(opts: DenoEdgeOptions): Promise<RunningEdge>
   // Stop taking requests, then let scheduled and running snapshot builds finish, so nothing is
   // left writing to the store.
   const idle = async () => {
-    while (background.size > 0) await Promise.all(background);
-    await coordinator.idle();
+    do {
+      while (background.size > 0) await Promise.all(background);
+      await coordinator.idle();
+    } while (background.size > 0); // a build that published started a sweep of the store
   };
   const stop = () =>
     stopped ??= (async () => {

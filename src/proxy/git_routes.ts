@@ -178,19 +178,28 @@ async function uploadPack(
   }
   const args = parseFetchArgs(req.args);
   const scheme = new URL(publicBase(ctx, url)).protocol.replace(":", "");
-  // Pinned before it is looked up: store eviction spares the packs until their URLs expire, and
-  // a snapshot being evicted right now is not used.
-  const eligible = wantsSnapshot(args, scheme) && pinSnapshot(ctx, repo);
-  const snapshot = eligible ? await currentSnapshot(ctx, repo) : NO_SNAPSHOT;
-  const plan = planFetch({
+  const eligible = wantsSnapshot(args, scheme);
+  // Evictions of the store that begin from here on are noticed when the packs are pinned.
+  const epoch = ctx.registry?.evictionEpoch(repo.id) ?? 0;
+  const inputs = {
     req,
     args,
     scheme,
-    snapshot,
+    snapshot: eligible ? await currentSnapshot(ctx, repo) : NO_SNAPSHOT,
     originAdvertisesUris: ctx.originFeatures?.advertises(repo, "packfile-uris") ?? false,
     recentlyAuthorised: eligible && recentlyAuthorised(ctx, request, repo),
     responseCacheOn: responseCacheBytes(ctx) > 0,
-  });
+  };
+  let plan = planFetch(inputs);
+  // Packs handed out are pinned (store eviction spares them until their URLs expire); a snapshot
+  // being evicted, or evicted since it was looked up, is not handed out: the fetch passes through.
+  if (
+    (plan.action === "answer-from-snapshot" || plan.action === "rewrite") &&
+    !pinSnapshot(ctx, repo, epoch)
+  ) {
+    plan = planFetch({ ...inputs, snapshot: NO_SNAPSHOT });
+  }
+  const snapshot = inputs.snapshot;
   if (plan.passthrough !== null) {
     ctx.metrics.inc("gitedge_fetch_passthrough_total", 1, { reason: plan.passthrough });
   }
@@ -245,11 +254,14 @@ async function uploadPack(
   );
 }
 
-/** Pins `repo`'s snapshot for the lifetime of URLs handed out now; false while it is evicted. */
-function pinSnapshot(ctx: ProxyContext, repo: RepoRef): boolean {
+/**
+ * Pins `repo`'s snapshot for the lifetime of URLs handed out now; false when an eviction of it
+ * began since `epoch` (its packs may be gone).
+ */
+function pinSnapshot(ctx: ProxyContext, repo: RepoRef, epoch: number): boolean {
   if (!ctx.registry) return true;
   const now = Math.floor(ctx.deps.clock.now() / 1000);
-  return ctx.registry.pin(repo, expiryFor(now, ctx.deps.config.urlTtlSeconds) * 1000);
+  return ctx.registry.pin(repo, expiryFor(now, ctx.deps.config.urlTtlSeconds) * 1000, epoch);
 }
 
 /**

@@ -144,6 +144,7 @@ export class RepoRegistry {
   readonly #entries = new Map<string, Entry>();
   /** Repositories whose snapshot is being evicted: their packs are not handed out meanwhile. */
   readonly #evicting = new Set<string>();
+  readonly #epochs = new Map<string, number>();
   #flushing: Promise<void> | null = null;
 
   constructor(store: PackStore, clock: Clock) {
@@ -215,12 +216,18 @@ export class RepoRegistry {
     e.dirty = true;
   }
 
+  /** Evictions of `id` begun by this process: a change tells that one began in between. */
+  evictionEpoch(id: string): number {
+    return this.#epochs.get(id) ?? 0;
+  }
+
   /**
    * Pins `repo`'s packs until `untilMs` (the expiry of the URLs about to be handed out): eviction
-   * spares them until then. False when its snapshot is being evicted right now: hand out nothing.
+   * spares them until then. False when its snapshot is being evicted, or an eviction of it began
+   * since `epoch` ({@link evictionEpoch} when the snapshot was looked up): hand out nothing.
    */
-  pin(repo: RepoRef, untilMs: number): boolean {
-    if (this.#evicting.has(repo.id)) return false;
+  pin(repo: RepoRef, untilMs: number, epoch = this.evictionEpoch(repo.id)): boolean {
+    if (this.#evicting.has(repo.id) || this.evictionEpoch(repo.id) !== epoch) return false;
     const e = this.#entry(repo, true);
     if (e && e.view.pinnedUntil < untilMs) {
       e.view.pinnedUntil = untilMs;
@@ -238,6 +245,8 @@ export class RepoRegistry {
   beginEviction(id: string, now: number): boolean {
     if ((this.#entries.get(id)?.view.pinnedUntil ?? 0) > now) return false;
     this.#evicting.add(id);
+    this.#epochs.set(id, this.evictionEpoch(id) + 1);
+    if (this.#epochs.size > MAX_REPOS) this.#epochs.delete(this.#epochs.keys().next().value!);
     return true;
   }
 

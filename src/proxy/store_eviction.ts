@@ -6,14 +6,16 @@
  *
  * Spared: a repository whose packs are pinned (pack URLs handed out for it may not have expired:
  * the registry's `pinnedUntil`, in this process and as stored by others) and one with a build
- * under way. Its build counters (`state.json`) stay. An evicted repository's next clone finds the
- * snapshot's packs gone: it passes through to the origin and starts a fresh build, as after any
- * lost pack. The response cache is not counted: it has its own size.
+ * under way. Its build counters (`state.json`) stay; its response-cache entries go with it. An
+ * evicted repository's next clone finds the snapshot's packs gone: it passes through to the
+ * origin and starts a fresh build, as after any lost pack. The response cache is not counted
+ * against the cap: it has its own size.
  */
 import type { Clock, RepoRef, SnapshotCoordinator } from "./deps.ts";
 import type { Metrics } from "./metrics.ts";
 import type { PackStore } from "../storage/store.ts";
 import type { RepoRecord, RepoRegistry } from "./repo_registry.ts";
+import { CACHE_PREFIX } from "./response_cache.ts";
 
 const PREFIX = "repos/";
 /** What eviction keeps of a repository: its build counters. */
@@ -168,6 +170,9 @@ export class StoreEvictor {
             await store.delete(key);
             freed += info?.size ?? 0;
           }
+          // Its stored answers go too (cold as well): its next clone reaches the origin, which
+          // starts the rebuild (an answer from the response cache starts none).
+          for (const obj of await store.list(`${CACHE_PREFIX}${id}/`)) await store.delete(obj.key);
         } finally {
           registry.endEviction(record, id, freed > 0);
         }
