@@ -77,6 +77,10 @@ export function createApp(
     registry,
   };
   const app = new Hono();
+  const background = (work: Promise<unknown>) => {
+    const logged = work.catch((err) => console.error("gitedge: background work failed:", err));
+    deps.waitUntil?.(logged);
+  };
 
   app.onError((err) => errorResponse(err));
   app.notFound((c) => c.text("gitedge: not found\n", 404));
@@ -182,6 +186,8 @@ export function createApp(
     const status = await deps.coordinator.warm(repo, auth);
     const manifest = status.state === "ready" ? await deps.coordinator.manifest(repo) : null;
     if (manifest) registry.noteSnapshot(repo, manifest);
+    // The store grew: with a cap, sweep it now (the Deno server also does after every build).
+    if (evictor.maxBytes > 0) background(evictor.sweep());
     return c.json({ repo: repo.path, snapshot: statusJson(status) });
   });
 
@@ -205,10 +211,6 @@ export function createApp(
 
   // Each request is timed to its response's headers; afterwards, the registry's news and (with a
   // cap) a sweep of the store run in the background when due.
-  const background = (work: Promise<unknown>) => {
-    const logged = work.catch((err) => console.error("gitedge: background work failed:", err));
-    deps.waitUntil?.(logged);
-  };
   const fetch = async (request: Request): Promise<Response> => {
     const started = performance.now();
     try {
