@@ -208,6 +208,13 @@ export function humanSeconds(s: number): string {
   return `${(s / 86400).toFixed(1)} d`;
 }
 
+/** An ISO 8601 time as a `<time>`: shown as `YYYY-MM-DD HH:MM:SS` (UTC), exact in `datetime`. */
+function timeHtml(isoTime: string | null): string {
+  if (isoTime === null) return "–";
+  const shown = isoTime.replace("T", " ").replace(/\.\d+Z$/, "Z");
+  return `<time datetime="${escapeHtml(isoTime)}">${escapeHtml(shown)}</time>`;
+}
+
 function percent(ratio: number | null): string {
   return ratio === null ? "–" : `${Math.round(ratio * 100)}%`;
 }
@@ -224,7 +231,9 @@ h1{font-size:1.4em;margin:0 0 .2em}h2{font-size:1.1em;margin:1.4em 0 .4em}
 .bar.over i{background:#cf222e}
 table{border-collapse:collapse;width:100%;margin-top:.4em}
 th,td{border-bottom:1px solid #d0d7de;padding:.3em .6em;text-align:left;vertical-align:top}
-th{background:#f6f8fa;font-weight:600}td.n{text-align:right;font-variant-numeric:tabular-nums}
+th{background:#f6f8fa;font-weight:600}
+td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+time{white-space:nowrap}
 .path{font-family:ui-monospace,monospace;word-break:break-all}
 .st{border-radius:1em;padding:0 .6em;font-size:.9em;white-space:nowrap}
 .ready{background:#dafbe1}.building{background:#fff8c5}.none{background:#eaeef2}
@@ -253,7 +262,7 @@ export function renderPage(o: Overview): string {
   const rows = o.repositories.map((r) => {
     const last = r.lastBuild;
     const build = last
-      ? `${e(last.finishedAt ?? last.startedAt)}${
+      ? `${timeHtml(last.finishedAt ?? last.startedAt)}${
         last.durationSeconds === null ? " (running)" : ` (${e(humanSeconds(last.durationSeconds))})`
       }`
       : "–";
@@ -266,13 +275,13 @@ export function renderPage(o: Overview): string {
       `<td>${build}</td><td class="n">${r.builds}</td>` +
       `<td class="n">${r.fetches}</td><td class="n">${e(percent(r.hitRatio))}</td>` +
       `<td class="n">${e(humanBytes(r.originBytesSaved))}</td>` +
-      `<td>${e(r.lastClonedAt ?? "–")}</td></tr>`;
+      `<td>${timeHtml(r.lastClonedAt)}</td></tr>`;
   }).join("\n");
   const failures = o.recentFailures.length === 0
     ? `<p class="sub">None.</p>`
     : `<table><tr><th>Repository</th><th>When</th><th>Error</th></tr>${
       o.recentFailures.map((f) =>
-        `<tr><td class="path">${e(f.path)}</td><td>${e(f.at ?? "–")}</td>` +
+        `<tr><td class="path">${e(f.path)}</td><td>${timeHtml(f.at)}</td>` +
         `<td class="err">${e(f.error)}</td></tr>`
       ).join("")
     }</table>`;
