@@ -161,7 +161,7 @@ export class RepoRegistry {
         local: zeroCounts(),
         dirty: true,
         urgent: false,
-        flushedAt: 0,
+        flushedAt: -Infinity, // a new record is written at once
       };
       this.#entries.set(repo.id, e);
     }
