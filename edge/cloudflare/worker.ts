@@ -11,6 +11,8 @@ import { ParseBudget } from "../../src/proxy/parse_budget.ts";
 import { AuthMemo } from "../../src/proxy/auth_memo.ts";
 import { ResponseCache } from "../../src/proxy/response_cache.ts";
 import type { Env } from "./env.ts";
+import type { RepoRegistry } from "../../src/proxy/repo_registry.ts";
+import type { StoreEvictor } from "../../src/proxy/store_eviction.ts";
 import { SettingError } from "../../src/proxy/settings.ts";
 import { edgeDepsFromEnv } from "./worker_deps.ts";
 import { HEALTH_ROUTES, liveResponse, readyResponse, StoreProbe } from "../../src/proxy/health.ts";
@@ -32,6 +34,10 @@ function createFetchHandler(): FetchHandler {
   const responseCache = new ResponseCache();
   const storeProbe = new StoreProbe();
   let parseBudget: ParseBudget | undefined;
+  // The repository registry and the store's evictor of this isolate (made with its first
+  // request's bindings, which are the same for every request of the isolate).
+  let registry: RepoRegistry | undefined;
+  let evictor: StoreEvictor | undefined;
   return async (request, env, ctx) => {
     let deps: EdgeDeps;
     try {
@@ -52,8 +58,18 @@ function createFetchHandler(): FetchHandler {
       });
     }
     parseBudget ??= ParseBudget.forCap(deps.config.maxRequestBytes);
-    return await createApp(deps, { metrics, authMemo, responseCache, parseBudget, storeProbe })
-      .fetch(request);
+    const app = createApp(deps, {
+      metrics,
+      authMemo,
+      responseCache,
+      parseBudget,
+      storeProbe,
+      registry,
+      evictor,
+    });
+    registry ??= app.registry;
+    evictor ??= app.evictor;
+    return await app.fetch(request);
   };
 }
 

@@ -3,7 +3,13 @@
  * in-process coordinator. `gitedge serve` (edge/deno/cli.ts) and the tests start it through here.
  */
 import { createApp } from "../../src/proxy/app.ts";
-import { DEFAULT_EDGE_CONFIG, type EdgeConfig } from "../../src/proxy/deps.ts";
+import {
+  type Clock,
+  DEFAULT_EDGE_CONFIG,
+  type EdgeConfig,
+  type Manifest,
+  type RepoRef,
+} from "../../src/proxy/deps.ts";
 import { checkEdgeConfig, DEFAULT_CONNECTION_LIMITS } from "../../src/proxy/settings.ts";
 import { InProcessCoordinator } from "../../src/proxy/in_process_coordinator.ts";
 import { Metrics } from "../../src/proxy/metrics.ts";
@@ -35,6 +41,8 @@ export interface DenoEdgeOptions {
   idleTimeoutSeconds?: number;
   /** Where requests, builds and origin errors are logged (src/proxy/log.ts); default none. */
   log?: Logger;
+  /** The edge's clock (tests move it: pin and URL expiry, sweeps); default the wall clock. */
+  clock?: Clock;
 }
 
 export interface RunningEdge {
@@ -58,7 +66,7 @@ export async function startDenoEdge(opts: DenoEdgeOptions): Promise<RunningEdge>
   const config = checkEdgeConfig(opts.config);
   const store = new FsPackStore(opts.store);
   const metrics = new Metrics();
-  const clock = { now: () => Date.now() };
+  const clock = opts.clock ?? { now: () => Date.now() };
   const originFetch = (req: Request) => fetch(req);
   // With pack indexes on, git must be there: refuse to start rather than fail every build.
   if (config.packIndexes) await requireGit();
@@ -87,6 +95,7 @@ export async function startDenoEdge(opts: DenoEdgeOptions): Promise<RunningEdge>
     metrics,
     onError: (repo, err) => onBuildError(repo.path, err),
     backoffMs: (config.buildBackoffSeconds ?? DEFAULT_EDGE_CONFIG.buildBackoffSeconds) * 1000,
+    onPublished: (repo, manifest) => onPublished(repo, manifest),
   });
   const signingKey = opts.signingKey ?? await loadSigningKey(opts.store);
   // Background work (build scheduling) is tracked, so stopping can wait for it.
@@ -111,6 +120,19 @@ export async function startDenoEdge(opts: DenoEdgeOptions): Promise<RunningEdge>
     },
     { metrics },
   );
+  // A published snapshot goes into the registry, and a store with a cap is swept once the
+  // builds are over (a build under way is never evicted; the one just published may be, when
+  // it is the least recently cloned that is not pinned).
+  const onPublished = (repo: RepoRef, manifest: Manifest) => {
+    edge.registry.noteSnapshot(repo, manifest);
+    if (edge.evictor.maxBytes > 0) {
+      waitUntil(
+        coordinator.idle().then(() => edge.evictor.sweep()).catch((error) =>
+          console.error("gitedge: evicting snapshots from the store failed:", error)
+        ),
+      );
+    }
+  };
   const ready = Promise.withResolvers<Deno.NetAddr>();
   let stopped: Promise<void> | null = null;
   let front: Front | undefined;
@@ -181,8 +203,10 @@ export async function startDenoEdge(opts: DenoEdgeOptions): Promise<RunningEdge>
   // Stop taking requests, then let scheduled and running snapshot builds finish, so nothing is
   // left writing to the store.
   const idle = async () => {
-    while (background.size > 0) await Promise.all(background);
-    await coordinator.idle();
+    do {
+      while (background.size > 0) await Promise.all(background);
+      await coordinator.idle();
+    } while (background.size > 0); // a build that published started a sweep of the store
   };
   const stop = () =>
     stopped ??= (async () => {
@@ -190,6 +214,9 @@ export async function startDenoEdge(opts: DenoEdgeOptions): Promise<RunningEdge>
       await current.shutdown();
       await front?.closeAll();
       await idle();
+      await edge.registry.flush(true).catch((error) =>
+        console.error("gitedge: saving the repository registry failed:", error)
+      );
     })();
   let drained: Promise<DrainReport> | undefined;
   // Builds still running are left to the process's end (their leftovers are collected).

@@ -22,12 +22,23 @@ import { requestContext, requestLog } from "./request_log.ts";
 import { HEALTH_ROUTES, liveResponse, readiness, readyResponse, StoreProbe } from "./health.ts";
 import { currentSnapshot } from "./snapshot_answer.ts";
 import { LsRefsAhead } from "./ls_refs_ahead.ts";
+import { RepoRegistry } from "./repo_registry.ts";
+import { StoreEvictor } from "./store_eviction.ts";
+import { overview, renderPage, statusJson } from "./operator_page.ts";
+import { repoFamilies, storeFamilies } from "./repo_metrics.ts";
 
 export interface EdgeApp {
   app: Hono;
   fetch: (request: Request) => Promise<Response>;
   metrics: Metrics;
+  /** The repositories the edge knows (flush it when stopping). */
+  registry: RepoRegistry;
+  /** Keeps the store under `storeMaxBytes` (sweep it after a build publishes). */
+  evictor: StoreEvictor;
 }
+
+/** Repositories the operator's page checks with the origin for a caller without admin token. */
+const MAX_CHECKED_WITHOUT_TOKEN = 50;
 
 /**
  * Builds the app. `metrics`, `authMemo`, `responseCache` and `parseBudget` are per process (or
@@ -43,6 +54,8 @@ export function createApp(
     /** The readiness probe's memory of the store's last write (per process or isolate). */
     storeProbe?: StoreProbe;
     lsRefsAhead?: LsRefsAhead;
+    registry?: RepoRegistry;
+    evictor?: StoreEvictor;
   } = {},
 ): EdgeApp {
   const metrics = opts.metrics ?? new Metrics();
@@ -50,6 +63,18 @@ export function createApp(
   const authMemo = opts.authMemo ?? new AuthMemo();
   const responseCache = opts.responseCache ?? new ResponseCache();
   const parseBudget = opts.parseBudget ?? ParseBudget.forCap(deps.config.maxRequestBytes);
+  const registry = opts.registry ?? new RepoRegistry(deps.store, deps.clock);
+  const evictor = opts.evictor ?? new StoreEvictor({
+    store: deps.store,
+    registry,
+    coordinator: deps.coordinator,
+    clock: deps.clock,
+    metrics,
+    maxBytes: deps.config.storeMaxBytes,
+    log: deps.log,
+  });
+  metrics.collect("repos", () => Promise.resolve(repoFamilies(registry, deps.clock)));
+  metrics.collect("store", () => storeFamilies(evictor));
   const ctx: ProxyContext = {
     deps,
     metrics,
@@ -60,10 +85,15 @@ export function createApp(
     parseBudget,
     // What it learns lives as long as the app: on Workers, built per request, it never sends.
     lsRefsAhead: opts.lsRefsAhead ?? new LsRefsAhead(),
+    registry,
   };
   const app = new Hono();
   const log = deps.log ?? SILENT_LOGGER;
   const storeProbe = opts.storeProbe ?? new StoreProbe();
+  const background = (work: Promise<unknown>) => {
+    const logged = work.catch((err) => log.log("error", "background.failed", { error: err }));
+    deps.waitUntil?.(logged);
+  };
 
   app.onError((err) => errorResponse(err, deps.log));
   app.notFound((c) => c.text("gitedge: not found\n", 404));
@@ -77,9 +107,11 @@ export function createApp(
     return readyResponse(ready, checks);
   });
 
-  app.get("/_edge/metrics", (c) => {
+  app.get("/_edge/metrics", async (c) => {
     metrics.inc("gitedge_requests_total", 1, { route: "metrics" });
-    return c.text(metrics.render(), 200, { "content-type": "text/plain; version=0.0.4" });
+    return c.text(await metrics.renderAll(), 200, {
+      "content-type": "text/plain; version=0.0.4",
+    });
   });
 
   app.on(["GET", "HEAD"], PACK_ROUTE, (c) => {
@@ -92,13 +124,8 @@ export function createApp(
   // both need it. Without one, they are private by default: the caller must be someone the
   // origin lets read the repository (its credentials in `X-Origin-Authorization`, or in
   // `Authorization`), checked with an `info/refs` request to the origin.
-  const refusal = async (c: Context, repo: RepoRef): Promise<Response | null> => {
-    const token = deps.config.adminToken;
-    if (token) {
-      return isAdmin(c.req.header("authorization"), token)
-        ? null
-        : c.json({ error: "admin token required" }, 401);
-    }
+  // The origin's answer (its status) to whether the caller may read `repo`.
+  const originVerdict = async (c: Context, repo: RepoRef): Promise<number> => {
     const credentials = c.req.header("x-origin-authorization") ?? c.req.header("authorization");
     const res = await callOrigin(
       deps.originFetch,
@@ -106,19 +133,66 @@ export function createApp(
       { method: "GET", headers: credentials ? { authorization: credentials } : {} },
     );
     await res.body?.cancel().catch(() => {});
-    if (res.status === 200) return null;
-    const status = res.status === 401 || res.status === 403 || res.status === 404
-      ? res.status
-      : 403;
+    return res.status;
+  };
+  const refusal = async (c: Context, repo: RepoRef): Promise<Response | null> => {
+    const token = deps.config.adminToken;
+    if (token) {
+      return isAdmin(c.req.header("authorization"), token)
+        ? null
+        : c.json({ error: "admin token required" }, 401);
+    }
+    const verdict = await originVerdict(c, repo);
+    if (verdict === 200) return null;
+    const status = verdict === 401 || verdict === 403 || verdict === 404 ? verdict : 403;
     return c.json({ error: `the origin did not let this caller read ${repo.path}` }, status);
   };
+
+  // The operator's overview. With an admin token, it needs the token and lists everything; without
+  // one, it lists only repositories the origin lets the caller read (the rule of status), the
+  // most recently cloned first, checking at most MAX_CHECKED_WITHOUT_TOKEN of them.
+  const operatorOverview = async (c: Context) => {
+    const token = deps.config.adminToken;
+    if (token && !isAdmin(c.req.header("authorization"), token)) return null;
+    const records = await registry.list();
+    const usage = await evictor.usage();
+    const visible = token
+      ? undefined
+      : async (repo: RepoRef) => await originVerdict(c, repo).catch(() => 0) === 200;
+    return await overview(records, deps.coordinator, usage, deps.clock.now(), {
+      visible,
+      limit: token ? undefined : MAX_CHECKED_WITHOUT_TOKEN,
+    });
+  };
+  const page = async (c: Context) => {
+    metrics.inc("gitedge_requests_total", 1, { route: "page" });
+    const o = await operatorOverview(c);
+    if (!o) {
+      return c.text("gitedge: admin token required (Authorization: Bearer TOKEN)\n", 401, {
+        "www-authenticate": 'Bearer realm="gitedge"',
+      });
+    }
+    return c.html(renderPage(o), 200, {
+      "cache-control": "no-store",
+      "content-security-policy": "default-src 'none'; style-src 'unsafe-inline'",
+      "x-content-type-options": "nosniff",
+    });
+  };
+  app.get("/_edge", page);
+  app.get("/_edge/", page);
+  app.get("/_edge/repos", async (c) => {
+    metrics.inc("gitedge_requests_total", 1, { route: "repos" });
+    const o = await operatorOverview(c);
+    if (!o) return c.json({ error: "admin token required" }, 401);
+    return c.json(o, 200, { "cache-control": "no-store" });
+  });
 
   app.get("/_edge/status/*", async (c) => {
     metrics.inc("gitedge_requests_total", 1, { route: "status" });
     const repo = repoFromEdgePath(c, "/_edge/status/", ctx);
     const refused = await refusal(c, repo);
     if (refused) return refused;
-    return c.json({ repo: repo.path, snapshot: await deps.coordinator.status(repo) });
+    return c.json({ repo: repo.path, snapshot: statusJson(await deps.coordinator.status(repo)) });
   });
 
   app.post("/_edge/warm/*", async (c) => {
@@ -135,8 +209,12 @@ export function createApp(
     // A snapshot with a pack missing, truncated or rewritten since it was published is rebuilt
     // afresh, not reported ready (the same look-ups a fetch makes before handing out URIs).
     const { missingPack } = await currentSnapshot(ctx, repo);
-    const snapshot = await deps.coordinator.warm(repo, auth, { rebuild: missingPack });
-    return c.json({ repo: repo.path, snapshot });
+    const status = await deps.coordinator.warm(repo, auth, { rebuild: missingPack });
+    const manifest = status.state === "ready" ? await deps.coordinator.manifest(repo) : null;
+    if (manifest) registry.noteSnapshot(repo, manifest);
+    // The store grew: with a cap, sweep it now (the Deno server also does after every build).
+    if (evictor.maxBytes > 0) background(evictor.sweep());
+    return c.json({ repo: repo.path, snapshot: statusJson(status) });
   });
 
   app.all("*", async (c) => {
@@ -158,7 +236,33 @@ export function createApp(
     return c.text("gitedge: method not allowed\n", 405);
   });
 
-  return { app, fetch: (request) => Promise.resolve(app.fetch(request)), metrics };
+  // Each request is timed to its response's headers; afterwards, the registry's news and (with a
+  // cap) a sweep of the store run in the background when due.
+  const fetch = async (request: Request): Promise<Response> => {
+    const started = performance.now();
+    try {
+      return await app.fetch(request);
+    } finally {
+      metrics.observe(
+        "gitedge_request_duration_seconds",
+        (performance.now() - started) / 1000,
+        { route: routeOf(new URL(request.url).pathname) },
+      );
+      if (registry.due()) background(registry.flush());
+      const sweep = evictor.sweepIfDue();
+      if (sweep) background(sweep);
+    }
+  };
+  return { app, fetch, metrics, registry, evictor };
+}
+
+/** The route label of a request path (a bounded set). */
+function routeOf(pathname: string): string {
+  if (pathname.startsWith("/_edge/packs/")) return "pack";
+  if (pathname === "/_edge" || pathname === "/_edge/") return "page";
+  const edge = /^\/_edge\/(metrics|status|warm|repos)(\/|$)/.exec(pathname);
+  if (edge) return edge[1];
+  return splitGitPath(pathname)?.endpoint ?? "other";
 }
 
 function repoFromEdgePath(c: Context, prefix: string, ctx: ProxyContext): RepoRef {

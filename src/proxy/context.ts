@@ -9,6 +9,7 @@ import type { AuthMemo } from "./auth_memo.ts";
 import type { ResponseCache } from "./response_cache.ts";
 import type { ParseBudget } from "./parse_budget.ts";
 import type { Pkt, PktLineReader } from "../git/pktline.ts";
+import type { RepoRegistry } from "./repo_registry.ts";
 
 export interface ProxyContext {
   deps: EdgeDeps;
@@ -22,6 +23,8 @@ export interface ProxyContext {
   originFeatures?: OriginFeatures;
   /** Bytes of client requests being parsed at once. */
   parseBudget: ParseBudget;
+  /** The repositories the edge knows, their traffic and pins (absent: nothing is recorded). */
+  registry?: RepoRegistry;
   /** `ls-refs` sent to the origin alongside `info/refs` (absent: never). */
   lsRefsAhead?: LsRefsAheadHooks;
 }

@@ -75,6 +75,8 @@ export interface SnapshotStatus {
   builtAt: number | null;
   builds: number;
   lastError: string | null;
+  /** When the last build failed (ms since epoch), or null. */
+  failedAt?: number | null;
   /**
    * How the last published build went where builds run across invocations (Workers): how many
    * invocations it took and the most subrequests one of them made.
@@ -176,6 +178,12 @@ export interface EdgeConfig {
    * answer the same client's `ls-refs` (ls_refs_ahead.ts), in seconds; 0 turns it off.
    */
   lsRefsAheadSeconds?: number;
+  /**
+   * Most bytes of snapshots (packs, indexes, manifests) the store holds; beyond, the least
+   * recently cloned repositories' snapshots are evicted (never packs whose signed URLs may still
+   * be in use). 0: no cap. The response cache has its own size.
+   */
+  storeMaxBytes?: number;
 }
 
 /** The defaults every runtime starts from (the Deno server's flags, the Worker's vars). */

@@ -10,6 +10,7 @@ import { authOf, forwardHeaders, readingOrigin } from "./origin.ts";
 import { injectBeforePackfile } from "./rewrite.ts";
 import { manifestPacks } from "./snapshot.ts";
 import { prefixed } from "./streams.ts";
+import { expiryFor } from "./signing.ts";
 import { NO_SNAPSHOT, planFetch, wantsSnapshot } from "./fetch_plan.ts";
 import { ClientRequestError, RequestTooLargeError } from "./errors.ts";
 import {
@@ -193,7 +194,9 @@ async function uploadPack(
   const args = parseFetchArgs(req.args);
   const scheme = new URL(publicBase(ctx, url)).protocol.replace(":", "");
   const eligible = wantsSnapshot(args, scheme);
-  const plan = planFetch({
+  // Evictions of the store that begin from here on are noticed when the packs are pinned.
+  const epoch = ctx.registry?.evictionEpoch(repo.id) ?? 0;
+  const inputs = {
     req,
     args,
     scheme,
@@ -201,15 +204,37 @@ async function uploadPack(
     originAdvertisesUris: ctx.originFeatures?.advertises(repo, "packfile-uris") ?? false,
     recentlyAuthorised: eligible && recentlyAuthorised(ctx, request, repo),
     responseCacheOn: responseCacheBytes(ctx) > 0,
-  });
+  };
+  let plan = planFetch(inputs);
+  // Packs handed out are pinned (store eviction spares them until their URLs expire); a snapshot
+  // being evicted, or evicted since it was looked up, is not handed out: the fetch passes through.
+  if (
+    (plan.action === "answer-from-snapshot" || plan.action === "rewrite") &&
+    !pinSnapshot(ctx, repo, epoch)
+  ) {
+    plan = planFetch({ ...inputs, snapshot: NO_SNAPSHOT });
+  }
+  const snapshot = inputs.snapshot;
   if (plan.passthrough !== null) {
     ctx.metrics.inc("gitedge_fetch_passthrough_total", 1, { reason: plan.passthrough });
   }
+  const seen = snapshot.manifest && !snapshot.missingPack ? snapshot.manifest : undefined;
   switch (plan.action) {
     case "answer-from-snapshot":
+      ctx.registry?.noteFetch(repo, "answered", true, seen);
       return await answerFromSnapshot(ctx, repo, plan.manifest, url, args.sidebandAll);
-    case "response-cache":
-      return await cachedFetch(ctx, request, repo, plan.originReq, plan.originArgs, plan.build);
+    case "response-cache": {
+      const res = await cachedFetch(
+        ctx,
+        request,
+        repo,
+        plan.originReq,
+        plan.originArgs,
+        plan.build,
+      );
+      ctx.registry?.noteFetch(repo, "cached", res.status === 200, seen);
+      return res;
+    }
   }
   // To the origin: the rewritten request, or the bytes the client sent (less `packfile-uris`
   // unless the origin advertised it).
@@ -227,6 +252,8 @@ async function uploadPack(
   // Only a request the origin authorised and answered (an unknown `want` gets `ERR`) starts a
   // build (with its credentials, in memory).
   const answer = await peekAnswer(origin);
+  const rewrite = plan.action === "rewrite" && answer.served && answer.body !== null;
+  ctx.registry?.noteFetch(repo, rewrite ? "rewritten" : "passthrough", answer.served, seen);
   if (plan.build && answer.served) {
     if (plan.action === "forward") {
       const sentArgs = plan.stripUris ? { ...args, packfileUris: null } : args;
@@ -244,6 +271,16 @@ async function uploadPack(
     origin,
     injectBeforePackfile(answer.body, section, { sidebandAll: args.sidebandAll }),
   );
+}
+
+/**
+ * Pins `repo`'s snapshot for the lifetime of URLs handed out now; false when an eviction of it
+ * began since `epoch` (its packs may be gone).
+ */
+function pinSnapshot(ctx: ProxyContext, repo: RepoRef, epoch: number): boolean {
+  if (!ctx.registry) return true;
+  const now = Math.floor(ctx.deps.clock.now() / 1000);
+  return ctx.registry.pin(repo, expiryFor(now, ctx.deps.config.urlTtlSeconds) * 1000, epoch);
 }
 
 /**

@@ -1,8 +1,8 @@
 /**
  * `InProcessCoordinator`: the `SnapshotCoordinator` of one process (the Deno server, tests): one
  * `RepoSnapshots` per repository in process memory, so builds are single-flight within the
- * process. (The Worker holds one per repository in a Durable Object instead.) The manifest also
- * lives in the pack store, so a restart picks it up again.
+ * process. (The Worker holds one per repository in a Durable Object instead.) The manifest and the
+ * build counters also live in the pack store, so a restart picks them up again.
  */
 import type {
   Clock,
@@ -14,7 +14,8 @@ import type {
   SnapshotStatus,
 } from "./deps.ts";
 import { readManifest, type SnapshotBuilder } from "./snapshot.ts";
-import { MemorySnapshotStorage, RepoSnapshots } from "./repo_snapshots.ts";
+import { RepoSnapshots } from "./repo_snapshots.ts";
+import { StoreSnapshotStorage } from "./store_snapshot_storage.ts";
 import type { PackStore } from "../storage/store.ts";
 import type { Metrics } from "./metrics.ts";
 
@@ -27,6 +28,8 @@ export interface InProcessCoordinatorDeps {
   onError?: (repo: RepoRef, err: unknown) => void;
   /** See `RepoSnapshotsDeps.backoffMs`. */
   backoffMs?: number;
+  /** See `RepoSnapshotsDeps.onPublished`. */
+  onPublished?: (repo: RepoRef, manifest: Manifest) => void;
 }
 
 /** `SnapshotCoordinator` over a map of repository id to its `RepoSnapshots`. */
@@ -43,7 +46,8 @@ export class InProcessCoordinator implements SnapshotCoordinator {
     if (!s) {
       const { store, builder, clock, metrics, onError } = this.#deps;
       s = new RepoSnapshots({
-        storage: new MemorySnapshotStorage(),
+        // Build counters are kept in the store too, so they survive a restart.
+        storage: new StoreSnapshotStorage(store, repo.id),
         builder,
         clock,
         seedManifest: (r) => readManifest(store, r),
@@ -51,6 +55,7 @@ export class InProcessCoordinator implements SnapshotCoordinator {
         backoffMs: this.#deps.backoffMs,
         onBackgroundError: (r, err) => onError?.(r, err),
         metrics,
+        onPublished: this.#deps.onPublished,
       });
       this.#repos.set(repo.id, s);
     }

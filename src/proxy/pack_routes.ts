@@ -96,6 +96,7 @@ export async function handlePackGet(
   // so the runtime can send it without JavaScript on every chunk (a counting transform cost the
   // Deno server ~20% of its CPU per pack byte).
   ctx.metrics.inc("gitedge_cache_bytes_total", length);
+  ctx.registry?.notePackBytes(id, length);
   return new Response(obj.body, { status, headers });
 }
 

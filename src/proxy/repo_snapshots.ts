@@ -85,6 +85,8 @@ export interface RepoSnapshotsDeps {
    * failure in a row up to 64 times; `warm` does not wait. 0 or absent: no wait.
    */
   backoffMs?: number;
+  /** Told of each snapshot published (after it is stored), e.g. to keep the store under its cap. */
+  onPublished?: (repo: RepoRef, manifest: Manifest) => void;
 }
 
 /** A build carried across invocations, as kept in storage. */
@@ -172,6 +174,7 @@ export class RepoSnapshots {
       builtAt: manifest?.builtAt ?? null,
       builds: meta.builds,
       lastError: meta.lastError,
+      failedAt: meta.failedAt ?? null,
       retryAt: this.#retryAt(meta),
     };
     if (meta.lastBuild) status.lastBuild = meta.lastBuild;
@@ -281,6 +284,8 @@ export class RepoSnapshots {
 
   async #runBuild(repo: RepoRef, auth: OriginAuth, fresh: boolean): Promise<Manifest> {
     const snapshot = await this.#begun(repo);
+    const before = this.#deps.subrequests?.() ?? 0;
+    const startedAt = this.#deps.clock.now();
     let manifest: Manifest;
     try {
       manifest = await this.#deps.builder.build(repo, auth, fresh ? null : snapshot.manifest);
@@ -288,6 +293,12 @@ export class RepoSnapshots {
       await this.#failed(snapshot, error);
       throw error;
     }
+    snapshot.meta.lastBuild = {
+      invocations: 1,
+      maxSubrequests: (this.#deps.subrequests?.() ?? 0) - before,
+      startedAt,
+      finishedAt: this.#deps.clock.now(),
+    };
     await this.#publish(snapshot, manifest, Object.keys(auth.headers).length > 0);
     return manifest;
   }
@@ -440,6 +451,14 @@ export class RepoSnapshots {
       [MANIFEST_KEY]: manifest,
     });
     if (refreshMs !== null && !credentialed) await storage.setAlarm(clock.now() + refreshMs);
+    const last = snapshot.meta.lastBuild;
+    if (last?.finishedAt !== undefined) {
+      this.#deps.metrics?.observe(
+        "gitedge_snapshot_build_duration_seconds",
+        (last.finishedAt - last.startedAt) / 1000,
+      );
+    }
+    this.#deps.onPublished?.(snapshot.meta.repo, manifest);
   }
 
   /**

@@ -403,6 +403,19 @@ export const SETTINGS: readonly Setting[] = [
     help: "Size of the cache of answers to fetches without `have` (shallow, partial and " +
       "single-commit clones) in the store (0: off).",
   }),
+  integer({
+    key: "storeMaxBytes",
+    edge: true,
+    flag: "--store-max-bytes",
+    arg: "N",
+    workerVar: "STORE_MAX_BYTES",
+    min: 0,
+    bytes: true,
+    defaultText: "0 (no cap)",
+    help: "Most bytes of snapshots the store keeps; beyond, the least recently cloned " +
+      "repositories' snapshots are evicted (never packs whose URLs may be in use: those of " +
+      "clones within `--url-ttl`), and their next clone passes through and rebuilds (0: no cap).",
+  }),
   {
     key: "packIndexes",
     edge: true,
@@ -424,7 +437,8 @@ export const SETTINGS: readonly Setting[] = [
     env: "GITEDGE_ADMIN_TOKEN",
     workerVar: "ADMIN_TOKEN",
     secret: true,
-    help: "Require `Authorization: Bearer TOKEN` on `/_edge/warm` and `/_edge/status`.",
+    help: "Require `Authorization: Bearer TOKEN` on `/_edge/warm`, `/_edge/status` and the " +
+      "operator's page (`/_edge/`, `/_edge/repos`).",
   }),
   {
     key: "signingKey",
