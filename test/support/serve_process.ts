@@ -19,6 +19,8 @@ export interface ServeProcess extends AsyncDisposable {
   rss(): Promise<number>;
   /** Whether the process is still running. */
   alive(): boolean;
+  /** Its exit code once it exits by itself (no signal is sent). */
+  exited(): Promise<number>;
   /** SIGTERM, then waits for the exit; idempotent. Returns the exit code. */
   stop(): Promise<number>;
 }
@@ -124,6 +126,7 @@ export async function startServeProcess(
     peakRss: () => memory("VmHWM"),
     rss: () => memory("VmRSS"),
     alive: () => !exited,
+    exited: () => status,
     stop,
     [Symbol.asyncDispose]: async () => void await stop(),
   };
