@@ -12,6 +12,7 @@ import { git, tempDir } from "../../support/git.ts";
 import { tracedGit, URI_CLONE, urisFetched } from "../../proxy/edge_suite.ts";
 import { repoId } from "../../../src/proxy/repo.ts";
 import { withinDeadline } from "../../support/deadline.ts";
+import { createLogger } from "../../../src/proxy/log.ts";
 
 const TTL = 60;
 /** Past every pin: the URL lifetime plus the expiry's bucket (a quarter of it), plus a second. */
@@ -63,12 +64,11 @@ Deno.test("[deno] a store over its cap evicts the least recently cloned snapshot
   const cap = Math.floor(one * 2.5);
   let offset = 0;
   const logs: string[] = [];
-  const realLog = console.log;
-  console.log = (...args: unknown[]) => logs.push(args.map(String).join(" "));
   const edge = await startDenoEdge({
     store,
     config: { origin: origin.url, chunks: 2, urlTtlSeconds: TTL, storeMaxBytes: cap },
     clock: { now: () => Date.now() + offset },
+    log: createLogger({ write: (line) => logs.push(line) }),
     onBuildError: (path, err) => logs.push(`build of ${path} failed: ${err}`),
   });
   let n = 0;
@@ -135,7 +135,7 @@ Deno.test("[deno] a store over its cap evicts the least recently cloned snapshot
     const evictions = Number(/^gitedge_store_evictions_total (\d+)/m.exec(metrics)?.[1]);
     assert(evictions >= 3, `evictions counted: ${evictions}`);
     assertMatch(metrics, new RegExp(`^gitedge_store_max_bytes ${cap}$`, "m"));
-    const evicted = logs.filter((l) => l.includes("evicted the snapshot of"));
+    const evicted = logs.filter((l) => l.includes('"event":"store.evict"'));
     assert(
       evicted.some((l) => l.includes("a.git")) && evicted.some((l) => l.includes("b.git")),
       logs.join("\n"),
@@ -149,7 +149,6 @@ Deno.test("[deno] a store over its cap evicts the least recently cloned snapshot
     console.error(names.map((name) => [name, idOf(name)]), await sizes(`${store}/repos`));
     throw error;
   } finally {
-    console.log = realLog;
     await edge.stop();
   }
 });
