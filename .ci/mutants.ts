@@ -5,6 +5,10 @@
  * its reason in test/README.md).
  *
  *   npx --yes deno@2.9.6 task mutants [--only name[,name…]] [--list] [--timeout seconds]
+ *       [--tests file[,file…]] [--filter pattern]
+ *
+ * `--tests` and `--filter` replace the chosen mutants' own test files and filter: to see whether
+ * one test alone catches a mutant (before and after writing it).
  *
  * The mutants are applied to a copy of the checkout (its files as they are now, node_modules
  * linked), never to the checkout itself; the copy is removed on exit, on Ctrl-C or SIGTERM. Each
@@ -187,7 +191,8 @@ export const MUTANTS: Mutant[] = [
     file: "src/proxy/eligibility.ts",
     from: 'if (unwanted.some(([name]) => !name.startsWith("refs/heads/"))) return false;',
     to: "",
-    tests: ["test/proxy/eligibility_test.ts"],
+    tests: ["test/proxy/eligibility_test.ts", EDGE_SUITE],
+    filter: "/eligibility|tag moved/",
   },
   {
     name: "eligibility/count-rule-off",
@@ -494,13 +499,21 @@ async function runMutant(
 }
 
 function parseArgs(argv: string[]) {
-  const opts = { only: [] as string[], list: false, timeoutSeconds: 900 };
+  const opts = {
+    only: [] as string[],
+    list: false,
+    timeoutSeconds: 900,
+    tests: undefined as string[] | undefined,
+    filter: undefined as string | undefined,
+  };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     if (a === "--only") opts.only.push(...argv[++i].split(","));
     else if (a.startsWith("--only=")) opts.only.push(...a.slice(7).split(","));
     else if (a === "--list") opts.list = true;
     else if (a === "--timeout") opts.timeoutSeconds = Number(argv[++i]);
+    else if (a === "--tests") opts.tests = argv[++i].split(",");
+    else if (a === "--filter") opts.filter = argv[++i];
     else throw new Error(`unknown argument ${a}`);
   }
   return opts;
@@ -512,7 +525,11 @@ async function main(): Promise<number> {
   if (names.size !== MUTANTS.length) throw new Error("mutant names must be unique");
   const chosen = MUTANTS.filter((m) =>
     opts.only.length === 0 || opts.only.some((o) => m.name.includes(o))
-  );
+  ).map((m) => ({
+    ...m,
+    tests: opts.tests ?? m.tests,
+    filter: opts.tests || opts.filter ? opts.filter : m.filter,
+  }));
   if (opts.list) {
     const root = new URL("..", import.meta.url).pathname;
     let stale = 0;

@@ -471,6 +471,36 @@ export function edgeSuite(
     await assertSameClone(`${w.dir}/direct`, `${w.dir}/fresh`);
   });
 
+  t(
+    "a tag moved since the build: the clone passes through and gets no stale tag object",
+    async (w) => {
+      const { bare } = await makeRepo(w.origin, "r.git", { commits: 10, branches: 2, tags: 2 });
+      await warm(w.edge, "r.git");
+      const tag = Object.keys(await refsOf(bare)).find((r) => r.startsWith("refs/tags/"));
+      assert(tag, "a tag in the repository");
+      // The same name, a new annotated tag object on another commit; nothing else moves.
+      await w.git(["tag", "-f", "-a", "-m", "moved", tag.slice("refs/tags/".length), "main~1"], {
+        cwd: bare,
+      });
+      await w.git(["clone", "-q", "--mirror", w.origin.repoUrl("r.git"), `${w.dir}/direct`]);
+      const before = (await passthroughCounts(w.edge))["wants part of the snapshot"] ?? 0;
+      const trace = await w.tracedGit([
+        ...URI_CLONE,
+        "--mirror",
+        `${w.edge.url}/r.git`,
+        `${w.dir}/e`,
+      ]);
+      assertEquals(urisFetched(trace), [], "no snapshot pack: it holds the tag's old object");
+      assertEquals(
+        (await passthroughCounts(w.edge))["wants part of the snapshot"],
+        before + 1,
+        "passed through as wanting part of the snapshot",
+      );
+      await assertSameClone(`${w.dir}/direct`, `${w.dir}/e`);
+      await assertSameObjects(`${w.dir}/direct`, `${w.dir}/e`);
+    },
+  );
+
   t("fetch, shallow, partial, single-branch clones and push work through the edge", async (w) => {
     await makeRepo(w.origin, "r.git", { commits: 15, branches: 2, tags: 1 });
     await warm(w.edge, "r.git");
