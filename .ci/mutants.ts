@@ -185,6 +185,24 @@ export const MUTANTS: Mutant[] = [
     to: "",
     tests: ["test/proxy/response_cache_test.ts"],
   },
+  {
+    name: "cached_fetch/no-cheap-check",
+    file: "src/proxy/cached_fetch.ts",
+    from:
+      "if (!authorised && (ctx.responseCache.pending(storeKey) || await ctx.deps.store.head(storeKey))) {",
+    to: "if (false) {",
+    tests: [EDGE_SUITE],
+    filter: "/cheap check|private origin/",
+  },
+  {
+    name: "cached_fetch/cheap-check-trusts",
+    file: "src/proxy/cached_fetch.ts",
+    from:
+      "rather than have it compute the pack again.\n    if (await originTagDigest(ctx, request, repo, req) === null) {",
+    to: "rather than have it compute the pack again.\n    if (false) {",
+    tests: [EDGE_SUITE],
+    filter: "/private origin/",
+  },
   // Which fetches get the snapshot by URI.
   {
     name: "eligibility/tag-may-be-left-out",

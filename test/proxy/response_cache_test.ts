@@ -228,7 +228,7 @@ async function answerObjects(repoUrl: string, lines: string[], scratch: string):
 }
 
 /** An edge app over `origin` with no snapshot ever built: fetches are cached or forwarded. */
-async function cachingEdge(originUrl: string, storeDir: string) {
+function cachingEdge(originUrl: string, storeDir: string) {
   const store = new FsPackStore(storeDir);
   const coordinator: SnapshotCoordinator = {
     manifest: () => Promise.resolve(null),
@@ -264,7 +264,7 @@ Deno.test("the response cache keeps apart answers to the same wants with another
   // An annotated tag on main's tip: what include-tag adds to a depth-1 answer.
   await git(["tag", "-a", "-m", "at the tip", "tip-tag", "main"], { cwd: bare });
   await using dir = await tempDir();
-  await using edge = await cachingEdge(origin.url, `${dir.path}/store`);
+  await using edge = cachingEdge(origin.url, `${dir.path}/store`);
   const d = dir.path;
   /** Clones `args` directly and through the edge: the same clone; how the edge answered. */
   const both = async (name: string, args: string[]) => {
@@ -328,7 +328,7 @@ Deno.test("a shallow client's fetch is never cached: its answer depends on what 
   const main = refs["refs/heads/main"];
   const parent = (await git(["rev-parse", "main~1"], { cwd: `${origin.root}/r.git` })).trim();
   await using dir = await tempDir();
-  await using edge = await cachingEdge(origin.url, `${dir.path}/store`);
+  await using edge = cachingEdge(origin.url, `${dir.path}/store`);
   // No have (so otherwise cacheable), but the client says it is shallow at main~1.
   const body = encodePkts([
     "command=fetch\n",
