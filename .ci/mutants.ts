@@ -396,7 +396,7 @@ export const MUTANTS: Mutant[] = [
       "if (taken + n > max) throw new RequestTooLargeError(`request body exceeds ${max} bytes`);",
     to: "",
     tests: ["test/proxy/fuzz_http_test.ts", EDGE_SUITE],
-    filter: "413|fuzz|oversized",
+    filter: "/413|fuzz|oversized/",
   },
   {
     name: "repo/dot-segments-allowed",
