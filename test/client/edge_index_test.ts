@@ -11,7 +11,8 @@ import { git, GIT_ENV, tempDir } from "../support/git.ts";
 import { type Origin, startOrigin } from "../support/origin.ts";
 import { assertSameClone, makeRepo } from "../support/fixtures.ts";
 import { denoEdgeFactory, type EdgeUnderTest } from "../support/edge.ts";
-import { warm } from "../proxy/edge_suite.ts";
+import { tracedGit, URI_CLONE, urisFetched, warm } from "../proxy/edge_suite.ts";
+import { serveLoopback } from "../support/http_server.ts";
 import type { Manifest } from "../../src/proxy/deps.ts";
 import { checkIndex } from "../../src/client/edge_index.ts";
 
@@ -206,5 +207,92 @@ Deno.test({
       assert(!fsck.success, "git fsck fails");
       assertMatch(new TextDecoder().decode(fsck.stderr), /packed [0-9a-f]{40} from \S+ is corrupt/);
     });
+  },
+});
+
+Deno.test({
+  name:
+    "gitedge clone --trust-edge-index: a pack with a wrong trailer, or another valid pack than the announced one, is refused",
+  fn: async (t) => {
+    await using dir = await tempDir();
+    await using origin = await startOrigin();
+    await makeRepo(origin, REPO, SPEC);
+    // A front that lies about packs: the edge's public URL, so the pack URIs lead through it.
+    let edgeUrl = "";
+    let lie: ((url: URL) => Promise<Response | null>) | null = null;
+    const front = serveLoopback(async (req) => {
+      const url = new URL(req.url);
+      const told = lie ? await lie(url) : null;
+      return told ?? await fetch(`${edgeUrl}${url.pathname}${url.search}`, {
+        method: req.method,
+        headers: req.headers,
+        body: req.body,
+      });
+    });
+    try {
+      await using edge = await denoEdgeFactory({
+        origin: origin.url,
+        chunks: 3,
+        packIndexes: true,
+        publicUrl: front.url,
+      });
+      edgeUrl = edge.url;
+      await warm(edge, REPO);
+      const d = dir.path;
+      // The URIs a clone is handed (each pack's signed URL, through the front).
+      const trace = await tracedGit([...URI_CLONE, "--bare", `${front.url}/${REPO}`, `${d}/uris`]);
+      const uris = urisFetched(trace);
+      assertEquals(uris.length, 3, "three packs by URI");
+      assert(uris.every((u) => u.uri.startsWith(front.url)), "through the front");
+      const [a, b] = uris;
+      const pathOf = (uri: string) => new URL(uri).pathname;
+      const refused = async (name: string, message: RegExp) => {
+        const target = `${d}/${name}`;
+        const run = await cloneTraced(["--trust-edge-index", `${front.url}/${REPO}`, target], d);
+        assertEquals(run.code, 4, run.stderr);
+        assertMatch(run.stderr, message);
+        assertEquals(await Deno.stat(target).catch(() => null), null, "no directory left");
+      };
+
+      await t.step("the pack's trailer is not its checksum (its content intact)", async () => {
+        lie = async (url) => {
+          if (url.pathname !== pathOf(a.uri)) return null;
+          const res = await fetch(`${edgeUrl}${url.pathname}${url.search}`);
+          const bytes = new Uint8Array(await res.arrayBuffer());
+          bytes[bytes.length - 1] ^= 1;
+          return new Response(bytes, { status: res.status, headers: res.headers });
+        };
+        await refused("trailer", new RegExp(`has hash [0-9a-f]{40}, expected ${a.hash}`));
+      });
+
+      await t.step(
+        "another valid pack and its own index under the announced pack's URL",
+        async () => {
+          // B's pack and index are consistent with each other: only the announced hash tells.
+          lie = async (url) => {
+            const path = url.pathname;
+            if (path === pathOf(a.uri)) return await fetch(b.uri.replace(front.url, edgeUrl));
+            if (path === pathOf(a.uri).replace(/\.pack$/, ".idx")) {
+              return await fetch(b.uri.replace(front.url, edgeUrl).replace(/\.pack\?/, ".idx?"));
+            }
+            return null;
+          };
+          await refused("swapped", new RegExp(`has hash ${b.hash}, expected ${a.hash}`));
+        },
+      );
+
+      lie = null;
+      await t.step("told the truth again: the clone works", async () => {
+        const run = await cloneTraced(
+          ["--bare", "--trust-edge-index", `${front.url}/${REPO}`, `${d}/honest`],
+          d,
+        );
+        assertEquals(run.code, 0, run.stderr);
+        assert(run.json!.packs.every((p) => p.edgeIndex === true), "the edge's indexes");
+        await assertSameAsOrigin(origin, `${d}/honest`, `${d}/honest-git`);
+      });
+    } finally {
+      await front.stop();
+    }
   },
 });

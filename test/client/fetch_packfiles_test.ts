@@ -6,6 +6,7 @@ import type { ProgressEvent } from "../../src/client/progress.ts";
 import { git, tempDir } from "../support/git.ts";
 import { makePackFixtures } from "../support/pack_fixtures.ts";
 import { type Fault, type FileServer, startFileServer } from "../support/relay.ts";
+import { serveLoopback } from "../support/http_server.ts";
 
 interface Fixture {
   /** URL path → pack file, for {@link startFileServer}. */
@@ -345,4 +346,46 @@ Deno.test("aborting stops every download and leaves nothing staged", async () =>
   assertEquals(error, reason);
   assertEquals(await packDirEntries(gitDir), []);
   await assertNoProcessesFor(gitDir);
+});
+
+Deno.test("a body that ends cleanly short of its Content-Range total is resumed, not verified", async (t) => {
+  await using dir = await tempDir();
+  const fx = await fixture(dir.path, 1, 96 * 1024);
+  const pack = fx.packs[0];
+  const bytes = await Deno.readFile(fx.files[pack.path]);
+  for (const spool of ["always", "never"] as const) {
+    await t.step(`spool ${spool}`, async () => {
+      // The first answer: a 206 for the whole pack (total known), chunked, that ends without
+      // error after half of it, as a server or proxy that gives up may end it.
+      const ranges: (string | null)[] = [];
+      const server = serveLoopback((req) => {
+        const range = req.headers.get("range");
+        ranges.push(range);
+        const from = range === null ? 0 : Number(/^bytes=(\d+)-$/.exec(range)![1]);
+        const end = ranges.length === 1 ? HALF : bytes.length;
+        const body = new ReadableStream<Uint8Array>({
+          start(controller) {
+            controller.enqueue(bytes.slice(from, end));
+            controller.close();
+          },
+        });
+        return new Response(body, {
+          status: 206,
+          headers: { "content-range": `bytes ${from}-${bytes.length - 1}/${bytes.length}` },
+        });
+      });
+      try {
+        const gitDir = await initBare(`${dir.path}/short_${spool}.git`);
+        const [result] = await fetchPackfiles(
+          [{ hash: pack.hash, uri: `${server.url}${pack.path}` }],
+          { gitDir, ...FAST, spool },
+        );
+        assertEquals(ranges, [null, `bytes=${HALF}-`], "resumed where the short body ended");
+        assertEquals(result.retries, 1);
+        await git(["verify-pack", result.packPath.replace(/\.pack$/, ".idx")]);
+      } finally {
+        await server.stop();
+      }
+    });
+  }
 });

@@ -21,6 +21,7 @@ import { git, tempDir } from "../support/git.ts";
 import { startOrigin } from "../support/origin.ts";
 import { makeRepo } from "../support/fixtures.ts";
 import { AlarmStorage } from "../support/alarm_storage.ts";
+import { withinDeadline } from "../support/deadline.ts";
 
 const noAuth = { headers: {} };
 
@@ -153,11 +154,68 @@ Deno.test("a build whose step keeps failing is abandoned and leaves nothing behi
   }
   store.failPuts = MAX_STEP_ATTEMPTS;
   for (let i = 0; i < MAX_STEP_ATTEMPTS; i++) await first.alarm();
-  await assertRejects(() => warm, Error, "injected failure");
+  await assertRejects(
+    () => withinDeadline(warm, "the abandoned build's warm"),
+    Error,
+    "injected failure",
+  );
   assertEquals(await storage.get(BUILD_KEY), undefined, "no build pending");
   const status = await first.status(repo);
   assertEquals(status.state, "none");
   assert(status.lastError?.includes("injected failure"), String(status.lastError));
   assertEquals(await store.list(`repos/${repo.id}/`), [], "nothing left in the store");
   assertEquals(await readManifest(store, repo), null);
+});
+
+Deno.test("a build that fails after writing a pack removes it; a step's failures do not count against the next step", async () => {
+  const { origin, dir, store, repo, storage, instance } = await setup();
+  await using _o = origin;
+  await using _d = dir;
+  const pending = async () => await storage.get<PendingBuild>(BUILD_KEY);
+  const first = instance();
+  const warm = first.warm(repo, noAuth);
+  while ((await pending()) === undefined) await new Promise((r) => setTimeout(r, 10));
+  // Each of the first two split steps fails all but its last attempt: a build that resets the
+  // count after a good step gets through.
+  for (let step = 0; step < 2; step++) {
+    const written = (await pending())!.state;
+    assert(written.next === "split" && written.written.length === step, `split ${step}`);
+    store.failPuts = MAX_STEP_ATTEMPTS - 1;
+    for (let i = 0; i < MAX_STEP_ATTEMPTS; i++) await first.alarm();
+    assertEquals((await pending())?.attempts, 0, `split ${step} done, the count reset`);
+  }
+  const packs = await store.list(`repos/${repo.id}/packs/`);
+  assert(packs.length >= 2, `two packs written: ${packs.map((p) => p.key).join(", ")}`);
+  // The third split keeps failing: the build is abandoned, and the packs it wrote go with it.
+  store.failPuts = MAX_STEP_ATTEMPTS;
+  for (let i = 0; i < MAX_STEP_ATTEMPTS; i++) await first.alarm();
+  await assertRejects(() => withinDeadline(warm, "the abandoned build's warm"), Error, "injected");
+  assertEquals(await pending(), undefined, "no build pending");
+  assertEquals(await store.list(`repos/${repo.id}/`), [], "nothing left in the store");
+  assertEquals(await readManifest(store, repo), null);
+});
+
+Deno.test("a new build removes the segments of a build killed before it was recorded", async () => {
+  const { origin, dir, store, repo } = await setup();
+  await using _o = origin;
+  await using _d = dir;
+  const builder = new SnapshotBuilder({
+    store,
+    originFetch: (r) => fetch(r),
+    clock: { now: () => Date.now() },
+    chunks: 3,
+    minSplitBytes: 1,
+    segmentBytes: 64 * 1024,
+  });
+  // The first steps of a build (tips, the pack as segments), then nothing: killed.
+  const begun = await builder.begin(repo, noAuth, null);
+  assert("next" in begun, "a build to run");
+  const fetched = await builder.step(begun.next, noAuth);
+  assert("next" in fetched && fetched.next.next === "split", "fetched");
+  const tmp = `repos/${repo.id}/tmp/`;
+  assert((await store.list(tmp)).length > 0, "the killed build's segments are there");
+  // A new build (another id) runs to the end: the leftovers are gone.
+  const manifest = await builder.build(repo, noAuth, null);
+  assertEquals(manifestPacks(manifest).length, 3);
+  assertEquals(await store.list(tmp), [], "no segments left of either build");
 });

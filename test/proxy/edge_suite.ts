@@ -424,12 +424,26 @@ export function edgeSuite(
       ], { cwd });
       await git(["fsck", "--full"], { cwd });
     };
+    // The same fetch straight from the origin: how many listings git itself makes (perhaps none).
+    await git(["init", "-q", `${w.dir}/direct`]);
+    await git([
+      "fetch",
+      "-q",
+      "--no-tags",
+      "--depth=1",
+      w.origin.repoUrl("r.git"),
+      `+${tip}:refs/remotes/origin/main`,
+    ], { cwd: `${w.dir}/direct` });
+    const own = w.origin.stats.commands["ls-refs"] ?? 0;
+    w.origin.stats.reset();
     await Promise.all([0, 1, 2].map(fetchOne));
     await Promise.all([3, 4, 5].map(fetchOne));
-    // The first fetch computed the pack; the others were vouched for by a tag listing.
-    const { fetch: fetches, "ls-refs": listings } = w.origin.stats.commands;
+    // The first fetch computed the pack; each of the five others was vouched for by a tag
+    // listing of its own (absent counts are 0: a bypass of the check must show here).
+    const fetches = w.origin.stats.commands.fetch ?? 0;
+    const checks = (w.origin.stats.commands["ls-refs"] ?? 0) - 6 * own;
     assertEquals(fetches, 1, "one fetch");
-    assert(listings <= 12, `ls-refs: the clones' own and the checks (${listings})`);
+    assert(checks >= 5 && checks <= 8, `ls-refs beyond the clones' own ${own} each: ${checks}`);
   }, { edge: () => ({ authTtlSeconds: 0 }) });
 
   t("the response cache off: every shallow clone goes to the origin", async (w) => {
@@ -470,6 +484,36 @@ export function edgeSuite(
     assertEquals(urisFetched(trace).length, after.length, "all layers by URI");
     await assertSameClone(`${w.dir}/direct`, `${w.dir}/fresh`);
   });
+
+  t(
+    "a tag moved since the build: the clone passes through and gets no stale tag object",
+    async (w) => {
+      const { bare } = await makeRepo(w.origin, "r.git", { commits: 10, branches: 2, tags: 2 });
+      await warm(w.edge, "r.git");
+      const tag = Object.keys(await refsOf(bare)).find((r) => r.startsWith("refs/tags/"));
+      assert(tag, "a tag in the repository");
+      // The same name, a new annotated tag object on another commit; nothing else moves.
+      await w.git(["tag", "-f", "-a", "-m", "moved", tag.slice("refs/tags/".length), "main~1"], {
+        cwd: bare,
+      });
+      await w.git(["clone", "-q", "--mirror", w.origin.repoUrl("r.git"), `${w.dir}/direct`]);
+      const before = (await passthroughCounts(w.edge))["wants part of the snapshot"] ?? 0;
+      const trace = await w.tracedGit([
+        ...URI_CLONE,
+        "--mirror",
+        `${w.edge.url}/r.git`,
+        `${w.dir}/e`,
+      ]);
+      assertEquals(urisFetched(trace), [], "no snapshot pack: it holds the tag's old object");
+      assertEquals(
+        (await passthroughCounts(w.edge))["wants part of the snapshot"],
+        before + 1,
+        "passed through as wanting part of the snapshot",
+      );
+      await assertSameClone(`${w.dir}/direct`, `${w.dir}/e`);
+      await assertSameObjects(`${w.dir}/direct`, `${w.dir}/e`);
+    },
+  );
 
   t("fetch, shallow, partial, single-branch clones and push work through the edge", async (w) => {
     await makeRepo(w.origin, "r.git", { commits: 15, branches: 2, tags: 1 });
@@ -897,24 +941,43 @@ export function edgeSuite(
       await w.git([...URI_CLONE, "--depth", "1", authed, `${w.dir}/s2`]);
       await assertSameClone(`${w.dir}/s1`, `${w.dir}/s2`);
       assertEquals(w.origin.stats.commands.fetch, 1, "one shallow fetch reached the origin");
-      // The same request without credentials, with include-tag (the tag listing is refused)
-      // and without (no memo): the origin's 401 either way, and no cached bytes.
+      // A cached shallow answer, with include-tag (an anonymous tag listing is refused) and
+      // without (no memo): alice's second ask is a hit, so the entry is there; the same bytes
+      // without credentials get the origin's 401, and no cached bytes.
       for (const extra of [["include-tag\n"], []]) {
-        const res = await postUploadPack(
-          `${w.edge.url}/p.git`,
-          encodePkts([
-            "command=fetch\n",
-            "delim",
-            "ofs-delta\n",
-            ...extra,
-            `want ${(snap.tips as string[])[0]}\n`,
-            "deepen 1",
-            "done\n",
-            "flush",
-          ]),
-        );
-        assertEquals(res.status, 401, `anonymous shallow fetch (${extra.join("")})`);
-        assert(!(await res.text()).includes("PACK"), "no pack to the anonymous");
+        const body = encodePkts([
+          "command=fetch\n",
+          "object-format=sha1\n",
+          "delim",
+          "thin-pack\n",
+          "ofs-delta\n",
+          ...extra,
+          `want ${(snap.tips as string[])[0]}\n`,
+          "deepen 1",
+          "done\n",
+          "flush",
+        ]) as Uint8Array<ArrayBuffer>;
+        const ask = (authorization?: string) =>
+          fetch(`${w.edge.url}/p.git/git-upload-pack`, {
+            method: "POST",
+            headers: {
+              "git-protocol": "version=2",
+              "content-type": "application/x-git-upload-pack-request",
+              ...(authorization ? { authorization } : {}),
+            },
+            body,
+          });
+        const what = `shallow fetch (${extra.join("").trim() || "no include-tag"})`;
+        const first = await ask(basic);
+        assert((await first.text()).includes("PACK"), `alice: a pack (${what})`);
+        w.origin.stats.reset();
+        const again = await ask(basic);
+        assert((await again.text()).includes("PACK"), `alice again: a pack (${what})`);
+        assertEquals(w.origin.stats.commands.fetch ?? 0, 0, `alice again: a cache hit (${what})`);
+        const res = await ask();
+        assertEquals(res.status, 401, `anonymous ${what}`);
+        assert(!(await res.text()).includes("PACK"), `no pack to the anonymous (${what})`);
+        assertEquals(w.origin.stats.commands.fetch ?? 0, 0, `anonymous: no fetch (${what})`);
       }
       // Another credential is not vouched for by alice's: its fetch goes to the origin, refused.
       const wrong = await fetch(`${w.edge.url}/p.git/git-upload-pack`, {

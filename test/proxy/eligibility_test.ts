@@ -24,6 +24,14 @@ Deno.test("eligibility: the snapshot must hold nothing the fetch did not ask for
   assertEquals(coversSnapshot([oid("d")], tips), false, "single-branch, main moved");
   assertEquals(coversSnapshot([oid("d"), oid("b")], tips), false, "a tag is never left out");
   assertEquals(coversSnapshot([oid("d"), oid("c")], tips), false, "two tips out, one new want");
+  // The tag moved: v1 went from c to e. The count rule alone would allow it (one tip out, one
+  // new want), but the snapshot's c is an object the origin no longer sends for v1.
+  assertEquals(coversSnapshot([oid("a"), oid("b"), oid("e")], tips), false, "a tag moved");
+  assertEquals(
+    coversSnapshot([oid("a"), oid("b"), oid("e")], { ...tips, "refs/tags/v1": oid("b") }),
+    true,
+    "a tag on a wanted branch tip is wanted through it",
+  );
 });
 
 Deno.test("eligibility: request checks, then the snapshot; refresh when wants are unknown", () => {
@@ -34,7 +42,19 @@ Deno.test("eligibility: request checks, then the snapshot; refresh when wants ar
     rewriteDecision(fetchOf(all), "http", view).reason,
     "client did not ask for packfile-uris",
   );
-  assertEquals(rewriteDecision(fetchOf(all, { deepen: 1 }), "https", view).reason, "shallow");
+  const shallow: Partial<FetchArgs>[] = [
+    { deepen: 1 },
+    { deepenSince: 1_700_000_000 },
+    { deepenNot: ["refs/heads/feature"] },
+    { shallow: [oid("a")] },
+  ];
+  for (const more of shallow) {
+    assertEquals(
+      rewriteDecision(fetchOf(all, more), "https", view).reason,
+      "shallow",
+      JSON.stringify(more),
+    );
+  }
   assertEquals(
     rewriteDecision(fetchOf(all, { filter: "blob:none" }), "https", view).reason,
     "partial clone",

@@ -1,11 +1,18 @@
-import { completeResponseCheck, ResponseCache } from "../../src/proxy/response_cache.ts";
+import {
+  cacheKey,
+  completeResponseCheck,
+  ResponseCache,
+  uncacheable,
+} from "../../src/proxy/response_cache.ts";
+import { emptyFetchArgs, type FetchArgs } from "../../src/git/fetch_request.ts";
 import { Metrics } from "../../src/proxy/metrics.ts";
 import { FsPackStore } from "../../edge/deno/fs_store.ts";
-import { encodePkts } from "../../src/git/pktline.ts";
+import { encodePkts, PktLineReader } from "../../src/git/pktline.ts";
+import { readFetchResponse } from "../../src/git/fetch_response.ts";
 import { chunked, type ChunkPlan, collect, utf8 } from "../support/streams.ts";
 import { git, tempDir } from "../support/git.ts";
 import { startOrigin } from "../support/origin.ts";
-import { assertSameClone, makeRepo } from "../support/fixtures.ts";
+import { assertSameClone, makeRepo, refsOf } from "../support/fixtures.ts";
 import { serveLoopback } from "../support/http_server.ts";
 import { createApp } from "../../src/proxy/app.ts";
 import { DEFAULT_EDGE_CONFIG, type SnapshotCoordinator } from "../../src/proxy/deps.ts";
@@ -42,6 +49,64 @@ async function checks(bytes: Uint8Array, max = 1 << 20): Promise<string> {
   }
   return "ok";
 }
+
+Deno.test("cacheKey: every argument that shapes the pack is in the key, and nothing else", () => {
+  const a = "a".repeat(40);
+  const b = "b".repeat(40);
+  const req = {
+    command: "fetch",
+    capabilities: ["agent=git/2.55.0", "object-format=sha1"],
+    args: [],
+  };
+  const base: FetchArgs = { ...emptyFetchArgs(), wants: [a, b], done: true };
+  const key = (more: Partial<FetchArgs>, tags = "-", r = req, repo = "r1") =>
+    cacheKey(repo, r, { ...base, ...more }, tags);
+  const same: [string, string][] = [
+    ["wants in another order, repeated", key({ wants: [b, a, b] })],
+    [
+      "another agent",
+      key({}, "-", { ...req, capabilities: ["agent=other", "object-format=sha1"] }),
+    ],
+    ["no-progress", key({ noProgress: true })],
+  ];
+  for (const [what, k] of same) assertEquals(k, key({}), what);
+  const different: [string, string][] = [
+    ["another repository", key({}, "-", req, "r2")],
+    ["another want", key({ wants: [a] })],
+    ["sha256", key({}, "-", { ...req, capabilities: ["object-format=sha256"] })],
+    ["thin-pack", key({ thinPack: true })],
+    ["ofs-delta", key({ ofsDelta: true })],
+    ["include-tag (the same tag digest)", key({ includeTag: true })],
+    ["sideband-all", key({ sidebandAll: true })],
+    ["deepen 1", key({ deepen: 1 })],
+    ["deepen-relative", key({ deepenRelative: true })],
+    ["deepen-since", key({ deepenSince: 1_700_000_000 })],
+    ["filter", key({ filter: "blob:none" })],
+    ["the origin's tags", key({}, "0123abcd")],
+  ];
+  const keys = new Set([key({}), ...different.map(([, k]) => k)]);
+  assertEquals(keys.size, different.length + 1, "each argument gives its own key");
+  assertEquals(key({ deepen: 1 }) === key({ deepen: 2 }), false, "deepen 1 and 2");
+  assertEquals(key({ filter: "blob:none" }) === key({ filter: "tree:0" }), false, "two filters");
+});
+
+Deno.test("uncacheable: fetches whose answer depends on the client's state or on ref names", () => {
+  const base: FetchArgs = { ...emptyFetchArgs(), wants: ["a".repeat(40)], done: true };
+  assertEquals(uncacheable(base), null, "a plain fetch without haves");
+  const cases: [Partial<FetchArgs>, string][] = [
+    [{ haves: ["b".repeat(40)] }, "incremental fetch"],
+    [{ shallow: ["b".repeat(40)] }, "client is shallow"],
+    [{ deepenNot: ["refs/heads/x"] }, "names refs"],
+    [{ wantRefs: ["refs/heads/main"] }, "names refs"],
+    [{ done: false }, "negotiation"],
+    [{ waitForDone: true }, "negotiation"],
+    [{ wants: [] }, "no wants"],
+    [{ other: ["future-argument"] }, "unknown arguments"],
+  ];
+  for (const [more, why] of cases) {
+    assertEquals(uncacheable({ ...base, ...more }), why, JSON.stringify(more));
+  }
+});
 
 Deno.test("completeResponseCheck: only complete, successful fetch answers pass", async () => {
   assertEquals(await checks(complete), "ok");
@@ -137,4 +202,159 @@ Deno.test("a response-cache hit schedules the snapshot build the fetch asks for,
   } finally {
     await server.stop();
   }
+});
+
+/** The ids of the objects in the pack of the fetch answer to `lines` (indexed in `scratch`). */
+async function answerObjects(repoUrl: string, lines: string[], scratch: string): Promise<string[]> {
+  const res = await fetch(`${repoUrl}/git-upload-pack`, {
+    method: "POST",
+    headers: {
+      "git-protocol": "version=2",
+      "content-type": "application/x-git-upload-pack-request",
+    },
+    body: encodePkts(lines) as Uint8Array<ArrayBuffer>,
+  });
+  assertEquals(res.status, 200);
+  let pack: Uint8Array | null = null;
+  for await (const part of readFetchResponse(new PktLineReader(res.body!))) {
+    if (part.section === "packfile") pack = await collect(part.pack);
+  }
+  assert(pack, "a packfile section");
+  await git(["init", "-q", "--bare", scratch]);
+  await git(["index-pack", "--stdin"], { cwd: scratch, stdin: pack });
+  const out = await git(["cat-file", "--batch-all-objects", "--batch-check=%(objectname)"], {
+    cwd: scratch,
+  });
+  return out.trim().split("\n");
+}
+
+/** An edge app over `origin` with no snapshot ever built: fetches are cached or forwarded. */
+function cachingEdge(originUrl: string, storeDir: string) {
+  const store = new FsPackStore(storeDir);
+  const coordinator: SnapshotCoordinator = {
+    manifest: () => Promise.resolve(null),
+    status: () => Promise.reject(new Error("not used")),
+    schedule: () => Promise.resolve(),
+    warm: () => Promise.reject(new Error("not used")),
+  };
+  const background: Promise<unknown>[] = [];
+  const metrics = new Metrics();
+  const app = createApp({
+    store,
+    coordinator,
+    originFetch: (req) => fetch(req),
+    clock: { now: () => Date.now() },
+    signingKey: crypto.getRandomValues(new Uint8Array(32)),
+    config: { ...DEFAULT_EDGE_CONFIG, origin: originUrl },
+    waitUntil: (p) => void background.push(p.catch(() => {})),
+  }, { metrics });
+  const server = serveLoopback((req) => app.fetch(req));
+  return {
+    url: server.url,
+    store,
+    hits: () =>
+      Number(/gitedge_response_cache_total\{result="hit"\} (\d+)/.exec(metrics.render())?.[1] ?? 0),
+    settle: () => Promise.all(background),
+    [Symbol.asyncDispose]: () => server.stop(),
+  };
+}
+
+Deno.test("the response cache keeps apart answers to the same wants with another depth, filter, include-tag or tag state", async () => {
+  await using origin = await startOrigin();
+  const { bare } = await makeRepo(origin, "r.git", { commits: 6, tags: 1, binaryBytes: 50_000 });
+  // An annotated tag on main's tip: what include-tag adds to a depth-1 answer.
+  await git(["tag", "-a", "-m", "at the tip", "tip-tag", "main"], { cwd: bare });
+  await using dir = await tempDir();
+  await using edge = cachingEdge(origin.url, `${dir.path}/store`);
+  const d = dir.path;
+  /** Clones `args` directly and through the edge: the same clone; how the edge answered. */
+  const both = async (name: string, args: string[]) => {
+    await git(["clone", "-q", ...args, origin.repoUrl("r.git"), `${d}/${name}-direct`]);
+    const [fetches, hits] = [origin.stats.commands.fetch ?? 0, edge.hits()];
+    await git([...URI_CLONE, ...args, `${edge.url}/r.git`, `${d}/${name}`]);
+    await edge.settle();
+    await assertSameClone(`${d}/${name}-direct`, `${d}/${name}`);
+    await git(["fsck", "--full"], { cwd: `${d}/${name}` });
+    const shallow = (n: string) => Deno.readTextFile(`${d}/${n}/shallow`).catch(() => "");
+    assertEquals(await shallow(name), await shallow(`${name}-direct`), `${name}: shallow boundary`);
+    return { origin: (origin.stats.commands.fetch ?? 0) - fetches, hit: edge.hits() - hits };
+  };
+  // Each first: the origin computes it; the same again: a hit. Bare, so that nothing is fetched
+  // lazily after the clone.
+  const cases: [string, string[]][] = [
+    ["depth1", ["--bare", "--depth", "1"]],
+    ["depth2", ["--bare", "--depth", "2"]],
+    ["blobless", ["--bare", "--filter=blob:none"]],
+    ["treeless", ["--bare", "--filter=tree:0"]],
+    ["full", ["--bare"]],
+  ];
+  for (const [name, args] of cases) {
+    assertEquals(await both(name, args), { origin: 1, hit: 0 }, `${name}: a miss`);
+    assertEquals(await both(`${name}-again`, args), { origin: 0, hit: 1 }, `${name}: a hit`);
+  }
+  assertEquals((await edge.store.list("cache/")).length, cases.length, "one entry per kind");
+  // A tag added on the tip: an include-tag answer must carry it (a new key), one without it not.
+  await git(["tag", "-a", "-m", "later", "late-tag", "main"], { cwd: bare });
+  assertEquals(await both("depth1-late", ["--bare", "--depth", "1"]), { origin: 1, hit: 0 });
+  assert((await refsOf(`${d}/depth1-late`))["refs/tags/late-tag"], "the new tag came along");
+  // The same wants and depth with and without include-tag (git clone sends it even with
+  // --no-tags): only the answer to include-tag carries the tag object on the tip.
+  const tipTag = (await refsOf(bare))["refs/tags/tip-tag"];
+  const main = (await refsOf(bare))["refs/heads/main"];
+  const ask = async (includeTag: boolean) => {
+    const fetches = origin.stats.commands.fetch ?? 0;
+    const objects = await answerObjects(`${edge.url}/r.git`, [
+      "command=fetch\n",
+      "delim",
+      "ofs-delta\n",
+      "no-progress\n",
+      ...(includeTag ? ["include-tag\n"] : []),
+      "deepen 1\n",
+      `want ${main}\n`,
+      "done\n",
+      "flush",
+    ], `${d}/answer-${crypto.randomUUID()}`);
+    return { tag: objects.includes(tipTag), origin: (origin.stats.commands.fetch ?? 0) - fetches };
+  };
+  assertEquals(await ask(false), { tag: false, origin: 1 }, "without include-tag: a miss");
+  assertEquals(await ask(false), { tag: false, origin: 0 }, "without include-tag: a hit");
+  assertEquals(await ask(true), { tag: true, origin: 1 }, "with include-tag: a miss");
+  assertEquals(await ask(true), { tag: true, origin: 0 }, "with include-tag: a hit");
+});
+
+Deno.test("a shallow client's fetch is never cached: its answer depends on what it has", async () => {
+  await using origin = await startOrigin();
+  await makeRepo(origin, "r.git", { commits: 6 });
+  const refs = await refsOf(`${origin.root}/r.git`);
+  const main = refs["refs/heads/main"];
+  const parent = (await git(["rev-parse", "main~1"], { cwd: `${origin.root}/r.git` })).trim();
+  await using dir = await tempDir();
+  await using edge = cachingEdge(origin.url, `${dir.path}/store`);
+  // No have (so otherwise cacheable), but the client says it is shallow at main~1.
+  const body = encodePkts([
+    "command=fetch\n",
+    "delim",
+    "ofs-delta\n",
+    `want ${main}\n`,
+    `shallow ${parent}\n`,
+    "deepen 1\n",
+    "done\n",
+    "flush",
+  ]);
+  for (let i = 0; i < 2; i++) {
+    const res = await fetch(`${edge.url}/r.git/git-upload-pack`, {
+      method: "POST",
+      headers: {
+        "git-protocol": "version=2",
+        "content-type": "application/x-git-upload-pack-request",
+      },
+      body: body as Uint8Array<ArrayBuffer>,
+    });
+    assertEquals(res.status, 200);
+    assert((await res.text()).includes("packfile\n"), "a pack");
+    await edge.settle();
+  }
+  assertEquals(origin.stats.commands.fetch, 2, "both went to the origin");
+  assertEquals(await edge.store.list("cache/"), [], "nothing cached");
+  assertEquals(edge.hits(), 0);
 });

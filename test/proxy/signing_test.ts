@@ -11,6 +11,13 @@ Deno.test("signed URLs verify until they expire and only for their path", async 
   assert(!(await s.verify("/_edge/packs/a/c.pack", 2000, sig, 1000)), "other path");
   assert(!(await s.verify("/_edge/packs/a/b.pack", 2001, sig, 1000)), "other expiry");
   assert(!(await s.verify("/_edge/packs/a/b.pack", 2000, "!!", 1000)), "garbage signature");
+  // Only the whole signature: none of its prefixes (one character short, or four: 3 bytes), nor
+  // the signature with one more character.
+  for (const cut of [1, 4, sig.length - 1]) {
+    const prefix = sig.slice(0, sig.length - cut);
+    assert(!(await s.verify("/_edge/packs/a/b.pack", 2000, prefix, 1000)), `prefix ${prefix}`);
+  }
+  assert(!(await s.verify("/_edge/packs/a/b.pack", 2000, `${sig}A`, 1000)), "one more character");
   const other = new UrlSigner(new TextEncoder().encode("another key of sixteen+ bytes"));
   assert(!(await other.verify("/_edge/packs/a/b.pack", 2000, sig, 1000)), "other key");
 });

@@ -9,7 +9,9 @@ import { DEFAULT_CONNECTION_LIMITS, SettingError } from "../../../src/proxy/sett
 import { startServeProcess } from "../../support/serve_process.ts";
 import { startOrigin } from "../../support/origin.ts";
 import { startRelay } from "../../support/relay.ts";
-import { assertSameClone, makeRepo } from "../../support/fixtures.ts";
+import { assertSameClone, makeRepo, refsOf } from "../../support/fixtures.ts";
+import { withinDeadline } from "../../support/deadline.ts";
+import { concat, encodePkts } from "../../../src/git/pktline.ts";
 import { git, tempDir } from "../../support/git.ts";
 import { assert, assertEquals, assertMatch, assertThrows } from "../../support/assert.ts";
 import { Front } from "../../../edge/deno/front.ts";
@@ -173,6 +175,61 @@ Deno.test("Deno server: a kept-alive connection with no request under way is clo
   }
   const metrics = await metricsOf(edge.url);
   assertEquals(sample(metrics, 'gitedge_connections_timed_out_total{kind="idle"}'), 1);
+});
+
+Deno.test("Deno server: a client that stops reading its answer is cut at the idle timeout (send)", async () => {
+  await using origin = await startOrigin();
+  await makeRepo(origin, "r.git", { commits: 4, binaryBytes: 12 << 20 });
+  const tip = (await refsOf(`${origin.root}/r.git`))["refs/heads/main"];
+  await using dir = await tempDir();
+  await using edge = await startDenoEdge({
+    store: `${dir.path}/store`,
+    config: { origin: origin.url },
+    idleTimeoutSeconds: 2,
+  });
+  // A whole-pack fetch (12 MB of incompressible blobs), far more than the sockets buffer.
+  const body = encodePkts([
+    "command=fetch\n",
+    "delim",
+    "no-progress\n",
+    `want ${tip}\n`,
+    "done\n",
+    "flush",
+  ]);
+  const head = enc.encode(
+    "POST /r.git/git-upload-pack HTTP/1.1\r\nHost: x\r\nGit-Protocol: version=2\r\n" +
+      "Content-Type: application/x-git-upload-pack-request\r\n" +
+      `Content-Length: ${body.length}\r\n\r\n`,
+  );
+  const { hostname, port } = new URL(edge.url);
+  const conn = await Deno.connect({ hostname, port: Number(port) });
+  try {
+    const request = concat([head, body]);
+    for (let at = 0; at < request.length;) at += await conn.write(request.subarray(at));
+    // Nothing is read: the edge's writes to this client stop being taken.
+    let metrics = "";
+    const cut = await withinDeadline(
+      (async () => {
+        for (;;) {
+          metrics = await metricsOf(edge.url);
+          if (sample(metrics, 'gitedge_connections_timed_out_total{kind="send"}') > 0) return true;
+          await new Promise((r) => setTimeout(r, 250));
+        }
+      })(),
+      "the send timeout",
+    );
+    assert(cut, metrics);
+    assertEquals(sample(metrics, 'gitedge_connections_timed_out_total{kind="idle"}'), 0, "idle");
+    // What the sockets held arrives, then the end: the connection was closed, short of the pack.
+    const w = watch(conn);
+    assert(await waitFor(() => w.state.closed, 30_000), "the stalled connection stayed open");
+    await w.done;
+    assert(w.state.text.startsWith("HTTP/1.1 200"), w.state.text.slice(0, 100));
+    assert(w.state.text.length < 12 << 20, `cut short: ${w.state.text.length} bytes`);
+  } finally {
+    closeQuietly(conn);
+  }
+  await edge.idle();
 });
 
 Deno.test("Deno server: a slow pack download that progresses is not cut by a short idle or header timeout", async () => {
