@@ -26,6 +26,7 @@ Deno.test("workerSettings: single-origin mode with defaults", () => {
     bodyTimeoutSeconds: 60,
     buildBackoffSeconds: 60,
     authTtlSeconds: 30,
+    lsRefsAheadSeconds: 10,
     responseCacheBytes: 1 << 30,
   });
 });
@@ -42,6 +43,9 @@ Deno.test("workerSettings: multi-origin mode and every optional var", () => {
     BUILD_BACKOFF_SECONDS: "0",
     AUTH_TTL_SECONDS: "0",
     RESPONSE_CACHE_BYTES: "0",
+    LS_REFS_AHEAD_SECONDS: "0",
+    STORE_MAX_BYTES: "1000000",
+    LOG_LEVEL: "warn",
     ADMIN_TOKEN: "secret",
   }));
   assertEquals(config, {
@@ -55,6 +59,8 @@ Deno.test("workerSettings: multi-origin mode and every optional var", () => {
     buildBackoffSeconds: 0,
     authTtlSeconds: 0,
     responseCacheBytes: 0,
+    lsRefsAheadSeconds: 0,
+    storeMaxBytes: 1_000_000,
     adminToken: "secret",
   });
 });
