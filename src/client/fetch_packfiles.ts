@@ -9,6 +9,7 @@ import type { PackfileUri } from "../git/packfile_uris.ts";
 import {
   downloadPackfile,
   type PackfileResult,
+  SPOOL_MIN_RATE,
   SPOOL_MODES,
   type SpoolMode,
 } from "./packfile_download.ts";
@@ -39,6 +40,11 @@ export interface FetchPackfilesOptions {
    * index-pack ("never"), or either by the link's speed ("auto", the default).
    */
   spool?: SpoolMode;
+  /**
+   * The rate (bytes/s, all downloads together) at which "auto" keeps spooling; default
+   * `SPOOL_MIN_RATE` (32 MiB/s). Tests lower it to judge the choice without loading the CPU.
+   */
+  spoolMinRate?: number;
   /** Receives progress events; called synchronously, so keep it cheap. */
   onProgress?: (event: ProgressEvent) => void;
   /** Object counts of each pack's index-pack as it goes (runs index-pack with `-v`). */
@@ -74,6 +80,7 @@ export async function fetchPackfiles(
     headersFor: (uri: string) => ({ ...options.headers, ...options.headersFor?.(uri) }),
     indexPackArgs: options.indexPackArgs ?? [],
     spool: spoolMode(options.spool),
+    spoolMinRate: positive(options.spoolMinRate, SPOOL_MIN_RATE, "spoolMinRate"),
     arrivals: { total: 0 },
     // Read once, by the first download that stages a pack (a streamed one never asks).
     fsyncPacks: once(() => readFsyncsPacks(options.gitDir).catch(() => true)),

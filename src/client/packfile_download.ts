@@ -77,6 +77,8 @@ export interface DownloadSettings {
   headersFor: (uri: string) => Record<string, string>;
   indexPackArgs: string[];
   spool: SpoolMode;
+  /** The summed rate (bytes/s) at which "auto" keeps spooling (see `fetchPackfiles`). */
+  spoolMinRate: number;
   /** Bytes received so far by every download sharing these settings (one fetch), for "auto". */
   arrivals: { total: number };
   /** Whether staged packs are flushed to disk (`core.fsync`; see fsync_config.ts), read once. */
@@ -269,7 +271,7 @@ class PackfileDownload {
     // At the threshold over the window (or, once the window has passed, over all the time
     // watched). Before the window ends this holds only once the window's worth has come, and the
     // verdict at its end could not be another, so the spool takes over at once.
-    if (arrived >= SPOOL_MIN_RATE * Math.max(elapsed, SPOOL_PROBE_MS) / 1000) {
+    if (arrived >= this.settings.spoolMinRate * Math.max(elapsed, SPOOL_PROBE_MS) / 1000) {
       this.#mode = "spool";
       return;
     }
