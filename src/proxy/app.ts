@@ -15,6 +15,8 @@ import { handleInfoRefs, handleReceivePack, handleUploadPack } from "./git_route
 import { OriginFeatures, type ProxyContext } from "./context.ts";
 import { handlePackGet } from "./pack_routes.ts";
 import { PACK_ROUTE } from "./pack_urls.ts";
+import { BUNDLE_ROUTE } from "./bundle_list.ts";
+import { handleBundleGet } from "./bundle_routes.ts";
 import { edgeHttpError } from "./errors.ts";
 import { ParseBudget } from "./parse_budget.ts";
 import { type Logger, SILENT_LOGGER } from "./log.ts";
@@ -75,6 +77,12 @@ export function createApp(
   app.get("/_edge/metrics", (c) => {
     metrics.inc("gitedge_requests_total", 1, { route: "metrics" });
     return c.text(metrics.render(), 200, { "content-type": "text/plain; version=0.0.4" });
+  });
+
+  app.on(["GET", "HEAD"], BUNDLE_ROUTE, (c) => {
+    metrics.inc("gitedge_requests_total", 1, { route: "bundle" });
+    const rctx = requestContext(c.req.raw, ctx);
+    return handleBundleGet(rctx, c.req.raw, c.req.param("id"), c.req.param("file"));
   });
 
   app.on(["GET", "HEAD"], PACK_ROUTE, (c) => {

@@ -1,0 +1,195 @@
+/**
+ * Bundle URIs from the snapshot (src/proxy/bundle_answer.ts, bundle_list.ts, bundle_routes.ts):
+ * a warm edge advertises `bundle-uri` and answers it with one bundle per snapshot layer; stock git
+ * 2.55 cloning with `transfer.bundleURI=true` takes its objects from them and ends equal to a
+ * direct clone. Debian's git 2.39 does not fetch bundles in clone: these cases need the current
+ * git and are skipped (saying so) without it.
+ */
+import { git, tempDir } from "../support/git.ts";
+import { modernGit } from "../support/git_builds.ts";
+import { skipped } from "../support/skips.ts";
+import { startOrigin } from "../support/origin.ts";
+import { denoEdgeFactory, type EdgeUnderTest } from "../support/edge.ts";
+import { addCommits, assertSameClone, makeRepo, refsOf } from "../support/fixtures.ts";
+import { assert, assertEquals } from "../support/assert.ts";
+import { withinDeadline } from "../support/deadline.ts";
+import { warm } from "./edge_suite.ts";
+import { encodePkts } from "../../src/git/pktline.ts";
+
+const modern = await modernGit();
+if (typeof modern === "string") skipped("bundle URIs", modern);
+
+/** A counter from `/_edge/metrics` (0 when absent). */
+async function metric(edge: EdgeUnderTest, name: string): Promise<number> {
+  const text = await (await fetch(`${edge.url}/_edge/metrics`)).text();
+  const m = new RegExp(`^${name} (\\d+)$`, "m").exec(text);
+  return m ? Number(m[1]) : 0;
+}
+
+/** POSTs a protocol v2 `bundle-uri` request to `repoUrl`, as git 2.55 writes it. */
+async function postBundleUri(
+  repoUrl: string,
+  headers: Record<string, string> = {},
+): Promise<Response> {
+  return await fetch(`${repoUrl}/git-upload-pack`, {
+    method: "POST",
+    headers: {
+      "git-protocol": "version=2",
+      "content-type": "application/x-git-upload-pack-request",
+      ...headers,
+    },
+    body: encodePkts([
+      "agent=git/2.55.0",
+      "object-format=sha1",
+      "command=bundle-uri",
+      "delim",
+      "flush",
+    ]) as Uint8Array<ArrayBuffer>,
+  });
+}
+
+/** The edge's `bundle-uri` answer for `repoUrl` as `key=value` lines. */
+async function bundleList(
+  repoUrl: string,
+  headers: Record<string, string> = {},
+): Promise<Record<string, string>> {
+  const res = await postBundleUri(repoUrl, headers);
+  assertEquals(res.status, 200, "bundle-uri status");
+  const bytes = new Uint8Array(await res.arrayBuffer());
+  const out: Record<string, string> = {};
+  let at = 0;
+  while (at + 4 <= bytes.length) {
+    const len = parseInt(new TextDecoder().decode(bytes.subarray(at, at + 4)), 16);
+    if (len < 4) break;
+    const line = new TextDecoder().decode(bytes.subarray(at + 4, at + len)).replace(/\n$/, "");
+    const eq = line.indexOf("=");
+    out[line.slice(0, eq)] = line.slice(eq + 1);
+    at += len;
+  }
+  return out;
+}
+
+const gitBin = typeof modern === "string" ? "git" : modern.bin;
+
+Deno.test({
+  name: "a bundle-URI clone from a warm edge takes its objects from one bundle per layer",
+  ignore: typeof modern === "string",
+  async fn() {
+    await using origin = await startOrigin({ gitBin });
+    await using edge = await denoEdgeFactory({ origin: origin.url, chunks: 3 });
+    await using dir = await tempDir();
+    // A first layer split into several packs (one bundle joins them), then a second layer.
+    await makeRepo(origin, "r.git", {
+      commits: 30,
+      branches: 2,
+      tags: 2,
+      binaryBytes: 600_000,
+      deltaFileRevisions: 40,
+    });
+    const first = await warm(edge, "r.git");
+    assert((first.packs as unknown[]).length >= 2, "the first layer has several packs");
+    await addCommits(origin, "r.git", { commits: 3, tag: "v-next" });
+    await warm(edge, "r.git");
+    const url = `${edge.url}/r.git`;
+
+    const list = await bundleList(url);
+    assertEquals(list["bundle.heuristic"], "creationToken", "heuristic");
+    const tokens = Object.keys(list).filter((k) => k.endsWith(".creationtoken"));
+    assertEquals(tokens.length, 2, `one bundle per layer: ${JSON.stringify(list)}`);
+
+    // Each bundle is one that git itself accepts (the first needs nothing, the second the first).
+    const uris = Object.keys(list).filter((k) => k.endsWith(".uri")).map((k) => list[k]);
+    await git(["init", "-q", "--bare", `${dir.path}/check`], { bin: gitBin });
+    for (const [i, uri] of uris.entries()) {
+      const res = await fetch(uri);
+      assertEquals(res.status, 200, `bundle ${i}`);
+      await Deno.writeFile(`${dir.path}/b${i}.bundle`, new Uint8Array(await res.arrayBuffer()));
+    }
+    const order = Number(list[tokens[0]]) < Number(list[tokens[1]]) ? [0, 1] : [1, 0];
+    for (const i of order) {
+      await git(["bundle", "unbundle", `${dir.path}/b${i}.bundle`], {
+        cwd: `${dir.path}/check`,
+        bin: gitBin,
+      });
+    }
+
+    await git(["clone", "-q", "--mirror", origin.repoUrl("r.git"), `${dir.path}/direct`], {
+      bin: gitBin,
+    });
+    origin.stats.reset();
+    await withinDeadline(
+      git(["-c", "transfer.bundleURI=true", "clone", "-q", "--mirror", url, `${dir.path}/edge`], {
+        bin: gitBin,
+      }),
+      "bundle-URI clone",
+    );
+    assertEquals(await metric(edge, "gitedge_bundles_served_total"), 2 + uris.length, "bundles");
+    // The bundles' refs (refs/bundles/*) are the newest layer's tips; the rest equals a direct
+    // clone once they are dropped (fsck --full runs on the clone as it is).
+    const edgeRefs = await refsOf(`${dir.path}/edge`);
+    const bundleRefs = Object.keys(edgeRefs).filter((r) => r.startsWith("refs/bundles/"));
+    const { HEAD: _, ...tips } = await refsOf(`${origin.root}/r.git`);
+    assertEquals(
+      bundleRefs.sort(),
+      Object.keys(tips).map((r) => r.replace(/^refs\//, "refs/bundles/")).sort(),
+      "the clone applied the edge's bundles",
+    );
+    for (const r of bundleRefs) {
+      assertEquals(edgeRefs[r], tips[r.replace(/^refs\/bundles\//, "refs/")], r);
+      await git(["update-ref", "-d", r], { cwd: `${dir.path}/edge`, bin: gitBin });
+    }
+    await assertSameClone(`${dir.path}/direct`, `${dir.path}/edge`);
+    // What the origin still sent after the bundles: the small fetch of what they lack (nothing).
+    const originBytes = origin.stats.bytesOut;
+    assert(originBytes < 20_000, `the origin sent ${originBytes} bytes, not the repository`);
+  },
+});
+
+Deno.test({
+  name: "a cold edge leaves bundle-uri to the origin (not advertised where the origin does not)",
+  ignore: typeof modern === "string",
+  async fn() {
+    await using origin = await startOrigin({ gitBin });
+    await using edge = await denoEdgeFactory({ origin: origin.url });
+    await makeRepo(origin, "r.git", { commits: 5 });
+    const res = await fetch(`${edge.url}/r.git/info/refs?service=git-upload-pack`, {
+      headers: { "git-protocol": "version=2" },
+    });
+    const adv = await res.text();
+    assert(!adv.includes("bundle-uri"), `cold: no bundle-uri advertised: ${adv}`);
+    await warm(edge, "r.git");
+    const warmAdv = await (await fetch(`${edge.url}/r.git/info/refs?service=git-upload-pack`, {
+      headers: { "git-protocol": "version=2" },
+    })).text();
+    assert(warmAdv.includes("bundle-uri\n"), `warm: bundle-uri advertised: ${warmAdv}`);
+  },
+});
+
+Deno.test({
+  name: "only a client the origin lets read the repository gets the edge's bundle list",
+  ignore: typeof modern === "string",
+  async fn() {
+    await using origin = await startOrigin({
+      gitBin,
+      requireAuth: { user: "alice", password: "s3cret" },
+    });
+    // No credential memo: every bundle-uri request asks the origin.
+    await using edge = await denoEdgeFactory({ origin: origin.url, authTtlSeconds: 0 });
+    await makeRepo(origin, "p.git", { commits: 5 });
+    const alice = { authorization: `Basic ${btoa("alice:s3cret")}` };
+    await warm(edge, "p.git", alice);
+    const url = `${edge.url}/p.git`;
+    const anonymous = await postBundleUri(url);
+    const text = await anonymous.text();
+    assertEquals(anonymous.status, 401, "the origin's refusal, relayed");
+    assert(!text.includes("/_edge/bundles/"), `no bundle URLs to the unauthorised: ${text}`);
+    const wrong = await postBundleUri(url, { authorization: `Basic ${btoa("alice:wrong")}` });
+    assertEquals(wrong.status, 401, "a wrong password is refused");
+    await wrong.body?.cancel();
+    const list = await bundleList(url, alice);
+    assert(
+      Object.values(list).some((v) => v.includes("/_edge/bundles/")),
+      `alice gets the list: ${JSON.stringify(list)}`,
+    );
+  },
+});
