@@ -15,7 +15,8 @@ import { handleInfoRefs, handleReceivePack, handleUploadPack } from "./git_route
 import { OriginFeatures, type ProxyContext } from "./context.ts";
 import { handlePackGet } from "./pack_routes.ts";
 import { PACK_ROUTE } from "./pack_urls.ts";
-import { BUNDLE_ROUTE } from "./bundle_list.ts";
+import { BUNDLE_LIST_PREFIX, BUNDLE_ROUTE } from "./bundle_list.ts";
+import { handleBundleListGet } from "./bundle_answer.ts";
 import { handleBundleGet } from "./bundle_routes.ts";
 import { edgeHttpError } from "./errors.ts";
 import { ParseBudget } from "./parse_budget.ts";
@@ -83,6 +84,12 @@ export function createApp(
     metrics.inc("gitedge_requests_total", 1, { route: "bundle" });
     const rctx = requestContext(c.req.raw, ctx);
     return handleBundleGet(rctx, c.req.raw, c.req.param("id"), c.req.param("file"));
+  });
+
+  app.get(`${BUNDLE_LIST_PREFIX}*`, (c) => {
+    metrics.inc("gitedge_requests_total", 1, { route: "bundle-list" });
+    const repo = repoFromEdgePath(c, BUNDLE_LIST_PREFIX, ctx);
+    return handleBundleListGet(requestContext(c.req.raw, ctx), c.req.raw, repo, new URL(c.req.url));
   });
 
   app.on(["GET", "HEAD"], PACK_ROUTE, (c) => {

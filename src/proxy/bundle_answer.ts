@@ -7,11 +7,12 @@
  */
 import type { RepoRef } from "./deps.ts";
 import type { ProxyContext } from "./context.ts";
-import { bundleListAnswer, layerBundles } from "./bundle_list.ts";
+import { bundleListAnswer, bundleListConfig, layerBundles } from "./bundle_list.ts";
 import { currentSnapshot, publicBase } from "./snapshot_answer.ts";
 import type { CapabilityAdvertisement } from "../git/capabilities.ts";
 import { concat, DELIM_PKT, encodePkt, FLUSH_PKT, type Pkt, pktText } from "../git/pktline.ts";
-import { forwardUploadPack, recentlyAuthorised, relay } from "./forwarding.ts";
+import { fromOrigin, noteOriginVerdict, recentlyAuthorised, relay } from "./forwarding.ts";
+import { forwardHeaders } from "./origin.ts";
 
 /**
  * The edge's answer to the `bundle-uri` request whose command and capability lines are `head`,
@@ -30,10 +31,24 @@ export async function answerBundleUri(
 ): Promise<Response | null> {
   const list = await bundleList(ctx, repo, url);
   if (!list) return null;
-  if (recentlyAuthorised(ctx, request, repo)) return await list();
-  const capabilities = head.filter((p) => p.type === "data")
-    .map((p) => pktText(p).replace(/\n$/, ""))
+  const capabilities = head.filter((p) => p.type === "data").map((p) => pktText(p))
     .filter((line) => !line.startsWith("command="));
+  return await refusedByOrigin(ctx, request, repo, capabilities) ?? await list();
+}
+
+/**
+ * Null when the origin lets `request`'s client read `repo`: it accepted the client's credential
+ * within the memo's TTL, or it answers an `ls-refs` for no refs sent with the client's
+ * credentials and `capabilities` (every v2 origin knows `ls-refs`, not all `bundle-uri`); else
+ * the origin's refusal, to relay.
+ */
+async function refusedByOrigin(
+  ctx: ProxyContext,
+  request: Request,
+  repo: RepoRef,
+  capabilities: string[],
+): Promise<Response | null> {
+  if (recentlyAuthorised(ctx, request, repo)) return null;
   const probe = concat([
     encodePkt("command=ls-refs\n"),
     ...capabilities.map((line) => encodePkt(line + "\n")),
@@ -41,10 +56,61 @@ export async function answerBundleUri(
     encodePkt("ref-prefix refs/gitedge-authorisation-probe/\n"),
     FLUSH_PKT,
   ]);
-  const origin = await forwardUploadPack(ctx, request, repo, probe);
+  const headers = forwardHeaders(request.headers);
+  headers.set("git-protocol", "version=2");
+  headers.set("content-type", "application/x-git-upload-pack-request");
+  headers.delete("content-encoding");
+  const origin = await fromOrigin(ctx, `${repo.originUrl}/git-upload-pack`, {
+    method: "POST",
+    headers,
+    body: probe as Uint8Array<ArrayBuffer>,
+  });
+  noteOriginVerdict(ctx, request, repo, origin.status);
   if (origin.status !== 200) return relay(origin, origin.body);
   await origin.body?.cancel().catch(() => {});
-  return await list();
+  return null;
+}
+
+/**
+ * `GET /_edge/bundle-list/<repo>`: the same list in git's config format, for
+ * `git clone --bundle-uri=<this URL>`, which records it (`fetch.bundleURI`) so that each later
+ * `git fetch` reads it again and downloads only the bundles newer than the newest it applied
+ * (`fetch.bundleCreationToken`). Unsigned and long-lived (the bundle URLs in it are signed
+ * afresh on each read), so it is given only to clients the origin lets read the repository; 404
+ * while the edge has no bundles for it.
+ */
+export async function handleBundleListGet(
+  ctx: ProxyContext,
+  request: Request,
+  repo: RepoRef,
+  url: URL,
+): Promise<Response> {
+  const { manifest, missingPack } = await currentSnapshot(ctx, repo);
+  const bundles = manifest && !missingPack ? layerBundles(manifest) : [];
+  if (bundles.length === 0) {
+    return new Response("gitedge: no bundles for this repository\n", {
+      status: 404,
+      headers: { "content-type": "text/plain; charset=utf-8" },
+    });
+  }
+  const format = manifest!.objectFormat ?? "sha1";
+  const capabilities = format === "sha1" ? [] : [`object-format=${format}`];
+  const refused = await refusedByOrigin(ctx, request, repo, capabilities);
+  if (refused) return refused;
+  const now = Math.floor(ctx.deps.clock.now() / 1000);
+  const body = await bundleListConfig(
+    ctx.signer,
+    publicBase(ctx, url),
+    repo.id,
+    bundles,
+    now,
+    ctx.deps.config.urlTtlSeconds,
+  );
+  ctx.metrics.inc("gitedge_bundle_lists_total");
+  return new Response(body, {
+    status: 200,
+    headers: { "content-type": "text/plain; charset=utf-8", "cache-control": "no-store" },
+  });
 }
 
 /** Whether the edge advertises `bundle-uri` for `repo`: its snapshot in force has bundles. */

@@ -17,6 +17,9 @@ import { concat, encodePkt, FLUSH_PKT } from "../git/pktline.ts";
 /** The app's route for bundles (Hono pattern): `:id` the repository id, `:file` the bundle. */
 export const BUNDLE_ROUTE = "/_edge/bundles/:id/:file";
 
+/** Where a repository's bundle list is, in git's config format: this, then the repository path. */
+export const BUNDLE_LIST_PREFIX = "/_edge/bundle-list/";
+
 const ID = /^[0-9a-f]{32}$/;
 const FILE = /^([0-9a-z-]{1,100})\.bundle$/;
 
@@ -90,6 +93,28 @@ export async function bundleListAnswer(
     lines.push(`bundle.${b.name}.creationtoken=${b.creationToken}`);
   }
   return concat([...lines.map((l) => encodePkt(l + "\n")), FLUSH_PKT]);
+}
+
+/** The same list as {@link bundleListAnswer}, as a file in git's config format. */
+export async function bundleListConfig(
+  signer: UrlSigner,
+  base: string,
+  repoId: string,
+  bundles: readonly LayerBundle[],
+  nowSeconds: number,
+  ttlSeconds: number,
+): Promise<string> {
+  const lines = ["[bundle]", "\tversion = 1", "\tmode = all", "\theuristic = creationToken"];
+  const exp = expiryFor(nowSeconds, ttlSeconds);
+  for (const b of bundles) {
+    const path = bundlePath(repoId, b.name);
+    const sig = await signer.sign(path, exp);
+    // Names and URLs hold only [0-9a-zA-Z_.:/?&=-]: nothing to escape inside the quotes.
+    lines.push(`[bundle "${b.name}"]`);
+    lines.push(`\turi = "${base}${path}?exp=${exp}&sig=${sig}"`);
+    lines.push(`\tcreationToken = ${b.creationToken}`);
+  }
+  return lines.join("\n") + "\n";
 }
 
 /** The verdict on a bundle URL: the layer's name, or the status to refuse with. */

@@ -193,3 +193,73 @@ Deno.test({
     );
   },
 });
+
+Deno.test({
+  name: "clone --bundle-uri=<the edge's list>, then a fetch downloads only the newer layer",
+  ignore: typeof modern === "string",
+  async fn() {
+    await using origin = await startOrigin({ gitBin });
+    await using edge = await denoEdgeFactory({ origin: origin.url, chunks: 3 });
+    await using dir = await tempDir();
+    await makeRepo(origin, "r.git", { commits: 20, branches: 2, tags: 1, binaryBytes: 400_000 });
+    await warm(edge, "r.git");
+    const url = `${edge.url}/r.git`;
+    const listUrl = `${edge.url}/_edge/bundle-list/r.git`;
+    const run = (args: string[], cwd?: string) =>
+      withinDeadline(git(args, { bin: gitBin, cwd }), `git ${args[0]}`);
+    await run(["clone", "-q", `--bundle-uri=${listUrl}`, url, `${dir.path}/edge`]);
+    assertEquals(await metric(edge, "gitedge_bundles_served_total"), 1, "the one layer's bundle");
+    const config = (key: string) => run(["config", key], `${dir.path}/edge`).then((s) => s.trim());
+    assertEquals(await config("fetch.bundleURI"), listUrl, "git records the list");
+    const token = Number(await config("fetch.bundleCreationToken"));
+    assert(token > 0, "and the newest bundle's token");
+
+    // The origin moves; the edge refreshes (a second layer); the clone fetches.
+    await addCommits(origin, "r.git", { commits: 4, tag: "v-next" });
+    await warm(edge, "r.git");
+    await run(["fetch", "-q", "--tags", "origin"], `${dir.path}/edge`);
+    assertEquals(await metric(edge, "gitedge_bundles_served_total"), 2, "only the new layer");
+    assert(Number(await config("fetch.bundleCreationToken")) > token, "the token moved on");
+    // Nothing new: no bundle downloaded.
+    await run(["fetch", "-q", "origin"], `${dir.path}/edge`);
+    assertEquals(await metric(edge, "gitedge_bundles_served_total"), 2, "nothing newer");
+
+    await run(["clone", "-q", "--mirror", origin.repoUrl("r.git"), `${dir.path}/direct`]);
+    const direct = await refsOf(`${dir.path}/direct`);
+    const got = await refsOf(`${dir.path}/edge`);
+    for (const [name, id] of Object.entries(direct)) {
+      if (name === "HEAD") continue;
+      const mine = name.startsWith("refs/heads/")
+        ? got[name.replace("refs/heads/", "refs/remotes/origin/")]
+        : got[name];
+      assertEquals(mine, id, `${name} as fetched`);
+    }
+    await run(["fsck", "--full", "--no-progress"], `${dir.path}/edge`);
+  },
+});
+
+Deno.test({
+  name: "the bundle list URL is the origin's to grant, and 404 while there are no bundles",
+  ignore: typeof modern === "string",
+  async fn() {
+    await using origin = await startOrigin({
+      gitBin,
+      requireAuth: { user: "alice", password: "s3cret" },
+    });
+    await using edge = await denoEdgeFactory({ origin: origin.url, authTtlSeconds: 0 });
+    await makeRepo(origin, "p.git", { commits: 5 });
+    const alice = { authorization: `Basic ${btoa("alice:s3cret")}` };
+    const listUrl = `${edge.url}/_edge/bundle-list/p.git`;
+    const cold = await fetch(listUrl, { headers: alice });
+    assertEquals(cold.status, 404, "cold: no list");
+    await cold.body?.cancel();
+    await warm(edge, "p.git", alice);
+    const anonymous = await fetch(listUrl);
+    const text = await anonymous.text();
+    assertEquals(anonymous.status, 401, "the origin's refusal");
+    assert(!text.includes("/_edge/bundles/"), "no bundle URLs to the unauthorised");
+    const list = await fetch(listUrl, { headers: alice });
+    assertEquals(list.status, 200, "alice's list");
+    assert((await list.text()).includes("heuristic = creationToken"), "config format");
+  },
+});
