@@ -263,3 +263,42 @@ Deno.test({
     assert((await list.text()).includes("heuristic = creationToken"), "config format");
   },
 });
+
+Deno.test({
+  name: "a client lacking a bundle's prerequisites skips it and still ends equal to the origin",
+  ignore: typeof modern === "string",
+  async fn() {
+    await using origin = await startOrigin({ gitBin });
+    await using edge = await denoEdgeFactory({ origin: origin.url });
+    await using dir = await tempDir();
+    await makeRepo(origin, "r.git", { commits: 10, branches: 1, tags: 1 });
+    const url = `${edge.url}/r.git`;
+    const run = (args: string[], cwd?: string) =>
+      withinDeadline(git(args, { bin: gitBin, cwd }), `git ${args[0]}`);
+    // The client cloned before the edge's first layer and never saw its tips.
+    await run(["clone", "-q", url, `${dir.path}/c`]);
+    await addCommits(origin, "r.git", { commits: 2 });
+    await warm(edge, "r.git");
+    const first = await bundleList(url);
+    const firstToken = Object.entries(first).find(([k]) => k.endsWith(".creationtoken"))![1];
+    await addCommits(origin, "r.git", { commits: 3, tag: "v-late" });
+    await warm(edge, "r.git");
+    // It follows the edge's list from the first layer's token on: the second layer's bundle
+    // needs the first layer's tips, which it lacks.
+    const cfg = (k: string, v: string) => run(["config", k, v], `${dir.path}/c`);
+    await cfg("fetch.bundleURI", `${edge.url}/_edge/bundle-list/r.git`);
+    await cfg("fetch.bundleCreationToken", firstToken);
+    await run(["fetch", "-q", "--tags", "origin"], `${dir.path}/c`);
+    assertEquals(await metric(edge, "gitedge_bundles_served_total"), 1, "the bundle was fetched");
+    const got = await refsOf(`${dir.path}/c`);
+    assertEquals(
+      Object.keys(got).filter((r) => r.startsWith("refs/bundles/")),
+      [],
+      "and not applied",
+    );
+    const tips = await refsOf(`${origin.root}/r.git`);
+    assertEquals(got["refs/remotes/origin/main"], tips["refs/heads/main"], "main as fetched");
+    assertEquals(got["refs/tags/v-late"], tips["refs/tags/v-late"], "the new tag");
+    await run(["fsck", "--full", "--no-progress"], `${dir.path}/c`);
+  },
+});
