@@ -106,8 +106,8 @@ export async function handleReceivePack(
 
 /**
  * `POST <repo>/git-upload-pack`. Protocol v2 `fetch` requests are read (capped) and may be
- * rewritten; every other command (ls-refs, bundle-uri, object-info, commands to come) and v0/v1
- * streams through as the client sent it.
+ * rewritten; `bundle-uri` is answered by the edge when warm; every other command (ls-refs,
+ * object-info, commands to come) and v0/v1 streams through as the client sent it.
  */
 export async function handleUploadPack(
   ctx: ProxyContext,
