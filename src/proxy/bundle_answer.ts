@@ -29,7 +29,8 @@ export async function answerBundleUri(
   url: URL,
   head: readonly Pkt[],
 ): Promise<Response | null> {
-  const list = await bundleList(ctx, repo, url);
+  // A coordinator that cannot answer leaves the request to the origin, as when cold.
+  const list = await bundleList(ctx, repo, url).catch(() => null);
   if (!list) return null;
   const capabilities = head.filter((p) => p.type === "data").map((p) => pktText(p))
     .filter((line) => !line.startsWith("command="));
@@ -113,10 +114,17 @@ export async function handleBundleListGet(
   });
 }
 
-/** Whether the edge advertises `bundle-uri` for `repo`: its snapshot in force has bundles. */
+/**
+ * Whether the edge advertises `bundle-uri` for `repo`: its snapshot in force has bundles. A
+ * coordinator that cannot answer means no (the advertisement is the origin's, as before).
+ */
 export async function offersBundles(ctx: ProxyContext, repo: RepoRef): Promise<boolean> {
-  const manifest = await ctx.deps.coordinator.manifest(repo);
-  return manifest !== null && layerBundles(manifest).length > 0;
+  try {
+    const manifest = await ctx.deps.coordinator.manifest(repo);
+    return manifest !== null && layerBundles(manifest).length > 0;
+  } catch {
+    return false;
+  }
 }
 
 /**
