@@ -302,3 +302,43 @@ Deno.test({
     await run(["fsck", "--full", "--no-progress"], `${dir.path}/c`);
   },
 });
+
+Deno.test({
+  name: "a SHA-256 repository's bundles are version 3 bundles git accepts",
+  ignore: typeof modern === "string",
+  async fn() {
+    await using origin = await startOrigin({ gitBin });
+    await using edge = await denoEdgeFactory({ origin: origin.url, chunks: 3 });
+    await using dir = await tempDir();
+    await makeRepo(origin, "s.git", { commits: 8, tags: 1, binaryBytes: 400_000 }, {
+      objectFormat: "sha256",
+    });
+    const first = await warm(edge, "s.git");
+    assert((first.packs as unknown[]).length >= 2, "a layer of several packs: one joined pack");
+    await addCommits(origin, "s.git", { commits: 2 });
+    await warm(edge, "s.git");
+    const list = await bundleList(`${edge.url}/s.git`);
+    const keys = Object.keys(list).filter((k) => k.endsWith(".uri"));
+    assertEquals(keys.length, 2, "two layers");
+    const byToken = keys.sort((a, b) =>
+      Number(list[a.replace(/uri$/, "creationtoken")]) -
+      Number(list[b.replace(/uri$/, "creationtoken")])
+    );
+    await git(["init", "-q", "--bare", "--object-format=sha256", `${dir.path}/check`], {
+      bin: gitBin,
+    });
+    for (const [i, key] of byToken.entries()) {
+      const bytes = new Uint8Array(await (await fetch(list[key])).arrayBuffer());
+      assertEquals(new TextDecoder().decode(bytes.subarray(0, 16)), "# v3 git bundle\n", "v3");
+      await Deno.writeFile(`${dir.path}/${i}.bundle`, bytes);
+      await git(["bundle", "unbundle", `${dir.path}/${i}.bundle`], {
+        cwd: `${dir.path}/check`,
+        bin: gitBin,
+      });
+    }
+    const tips = await refsOf(`${origin.root}/s.git`);
+    const main = tips["refs/heads/main"];
+    assertEquals(main.length, 64, "a SHA-256 id");
+    await git(["cat-file", "-e", `${main}^{commit}`], { cwd: `${dir.path}/check`, bin: gitBin });
+  },
+});
