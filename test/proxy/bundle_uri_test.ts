@@ -342,3 +342,54 @@ Deno.test({
     await git(["cat-file", "-e", `${main}^{commit}`], { cwd: `${dir.path}/check`, bin: gitBin });
   },
 });
+
+Deno.test({
+  name: "bundle URLs are signed; a one-pack layer's bundle serves byte ranges, a joined one whole",
+  ignore: typeof modern === "string",
+  async fn() {
+    await using origin = await startOrigin({ gitBin });
+    await using edge = await denoEdgeFactory({ origin: origin.url, chunks: 3 });
+    await makeRepo(origin, "r.git", { commits: 10, binaryBytes: 400_000 });
+    await warm(edge, "r.git");
+    await addCommits(origin, "r.git", { commits: 2 });
+    await warm(edge, "r.git");
+    const list = await bundleList(`${edge.url}/r.git`);
+    const uris = Object.keys(list).filter((k) => k.endsWith(".uri")).sort((a, b) =>
+      Number(list[a.replace(/uri$/, "creationtoken")]) -
+      Number(list[b.replace(/uri$/, "creationtoken")])
+    ).map((k) => list[k]);
+    const [joined, single] = uris;
+    const whole = new Uint8Array(await (await fetch(single)).arrayBuffer());
+    const cases: [string, number, number][] = [
+      ["bytes=0-9", 0, 10],
+      ["bytes=20-", 20, whole.length],
+      ["bytes=-30", whole.length - 30, whole.length],
+      [`bytes=5-${whole.length + 100}`, 5, whole.length],
+    ];
+    for (const [range, from, to] of cases) {
+      const res = await fetch(single, { headers: { range } });
+      assertEquals(res.status, 206, range);
+      assertEquals(new Uint8Array(await res.arrayBuffer()), whole.subarray(from, to), range);
+    }
+    const past = await fetch(single, { headers: { range: `bytes=${whole.length}-` } });
+    assertEquals(past.status, 416, "past the end");
+    await past.body?.cancel();
+    const all = await fetch(joined, { headers: { range: "bytes=0-9" } });
+    assertEquals([all.status, all.headers.get("accept-ranges")], [200, "none"], "joined: whole");
+    const bytes = new Uint8Array(await all.arrayBuffer());
+    assertEquals(Number(all.headers.get("content-length")), bytes.length, "its length, announced");
+    for (
+      const bad of [
+        single.replace(/sig=(.)/, (_, c) => `sig=${c === "A" ? "B" : "A"}`),
+        single.replace(/exp=\d+/, "exp=1"),
+      ]
+    ) {
+      const res = await fetch(bad);
+      assertEquals(res.status, 403, bad);
+      await res.body?.cancel();
+    }
+    const other = await fetch(single.replace(/\/[^/]*\.bundle/, "/nosuchlayer-0.bundle"));
+    assertEquals(other.status, 403, "a name its signature was not made for");
+    await other.body?.cancel();
+  },
+});
