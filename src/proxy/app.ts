@@ -15,6 +15,9 @@ import { handleInfoRefs, handleReceivePack, handleUploadPack } from "./git_route
 import { OriginFeatures, type ProxyContext } from "./context.ts";
 import { handlePackGet } from "./pack_routes.ts";
 import { PACK_ROUTE } from "./pack_urls.ts";
+import { BUNDLE_LIST_PREFIX, BUNDLE_ROUTE } from "./bundle_list.ts";
+import { handleBundleListGet } from "./bundle_answer.ts";
+import { handleBundleGet } from "./bundle_routes.ts";
 import { edgeHttpError } from "./errors.ts";
 import { ParseBudget } from "./parse_budget.ts";
 import { type Logger, SILENT_LOGGER } from "./log.ts";
@@ -112,6 +115,18 @@ export function createApp(
     return c.text(await metrics.renderAll(), 200, {
       "content-type": "text/plain; version=0.0.4",
     });
+  });
+
+  app.on(["GET", "HEAD"], BUNDLE_ROUTE, (c) => {
+    metrics.inc("gitedge_requests_total", 1, { route: "bundle" });
+    const rctx = requestContext(c.req.raw, ctx);
+    return handleBundleGet(rctx, c.req.raw, c.req.param("id"), c.req.param("file"));
+  });
+
+  app.get(`${BUNDLE_LIST_PREFIX}*`, (c) => {
+    metrics.inc("gitedge_requests_total", 1, { route: "bundle-list" });
+    const repo = repoFromEdgePath(c, BUNDLE_LIST_PREFIX, ctx);
+    return handleBundleListGet(requestContext(c.req.raw, ctx), c.req.raw, repo, new URL(c.req.url));
   });
 
   app.on(["GET", "HEAD"], PACK_ROUTE, (c) => {

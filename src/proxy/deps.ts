@@ -64,6 +64,21 @@ export interface Manifest {
   builtAt: number;
   /** The repository's hash (`sha1` when absent); pack hashes in URIs use it too. */
   objectFormat?: "sha1" | "sha256";
+  /**
+   * What each layer was built for, parallel to `layers`: the tips it brought the snapshot to and
+   * when. A layer holds the objects its tips reach less those the previous layer's tips reach, so
+   * it is a bundle (src/proxy/bundle_list.ts). Absent in manifests written before, or when a layer
+   * was added to such a manifest: then the edge offers no bundles until the next full build.
+   */
+  layerMeta?: LayerMeta[];
+}
+
+/** What one snapshot layer was built for (see {@link Manifest.layerMeta}). */
+export interface LayerMeta {
+  /** Ref name to object id when the layer was built. */
+  tips: Record<string, string>;
+  /** ms since epoch. */
+  builtAt: number;
 }
 
 export type SnapshotState = "none" | "building" | "ready";

@@ -52,6 +52,7 @@ import {
   serializeCommandRequest,
 } from "../git/command_request.ts";
 import { parseFetchArgs, serializeFetchArgs } from "../git/fetch_request.ts";
+import { answerBundleUri, offersBundles, withCapability } from "./bundle_answer.ts";
 
 function isV2(request: Request): boolean {
   return (request.headers.get("git-protocol") ?? "").split(":").includes("version=2");
@@ -98,7 +99,8 @@ export async function handleInfoRefs(
     repo,
     (originAdv.capabilities.find((c) => c.key === "fetch")?.value ?? "").split(" "),
   );
-  const adv = withFetchFeature(originAdv, "packfile-uris");
+  let adv = withFetchFeature(originAdv, "packfile-uris");
+  if (await offersBundles(ctx, repo)) adv = withCapability(adv, "bundle-uri");
   const out = serializeCapabilityAdvertisement(adv);
   return relay(origin, new Blob([out as Uint8Array<ArrayBuffer>]).stream(), {
     "cache-control": "no-cache",
@@ -115,8 +117,8 @@ export async function handleReceivePack(
 
 /**
  * `POST <repo>/git-upload-pack`. Protocol v2 `fetch` requests are read (capped) and may be
- * rewritten; every other command (ls-refs, bundle-uri, object-info, commands to come) and v0/v1
- * streams through as the client sent it.
+ * rewritten; `bundle-uri` is answered by the edge when warm; every other command (ls-refs,
+ * object-info, commands to come) and v0/v1 streams through as the client sent it.
  */
 export async function handleUploadPack(
   ctx: ProxyContext,
@@ -162,6 +164,14 @@ async function uploadPack(
     if (command !== "fetch") {
       guarded.passThrough();
       const rest = prefixed(concat(head.map(pktBytes)), reader.remainder());
+      // A warm repository's bundle list is the edge's own (src/proxy/bundle_answer.ts).
+      const answer = command === "bundle-uri"
+        ? await answerBundleUri(ctx, request, repo, url, head)
+        : null;
+      if (answer) {
+        await rest.cancel().catch(() => {});
+        return answer;
+      }
       const res = await streamThrough(ctx, request, originUrl, rest);
       noteOriginVerdict(ctx, request, repo, res.status);
       return res;

@@ -17,6 +17,8 @@ const HELP: Record<string, string> = {
   gitedge_response_cache_bytes_total: "Bytes served from the response cache.",
   gitedge_response_cache_stored_bytes_total: "Bytes stored into the response cache.",
   gitedge_response_cache_evictions_total: "Response cache entries evicted for size.",
+  gitedge_bundle_lists_total: "bundle-uri commands the edge answered with its own bundle list.",
+  gitedge_bundles_served_total: "Bundles (snapshot layers) served.",
   gitedge_fetch_passthrough_total: "Fetch requests passed through unchanged, by reason.",
   gitedge_snapshot_builds_total: "Snapshot builds and refreshes started.",
   gitedge_snapshot_build_failures_total: "Snapshot builds that failed.",

@@ -10,6 +10,7 @@
  */
 import type {
   Clock,
+  LayerMeta,
   Manifest,
   OriginAuth,
   OriginFetch,
@@ -107,6 +108,8 @@ export interface BuildState {
   haves: string[];
   /** Layers kept from the previous snapshot (an incremental build adds one). */
   baseLayers: SnapshotPack[][];
+  /** What the kept layers were built for, when the previous manifest says (bundles need it). */
+  baseLayerMeta?: LayerMeta[];
   /** The step to run next. */
   next: "fetch" | "split" | "publish";
   /** The origin's pack, once fetched and scanned into the store. */
@@ -187,7 +190,7 @@ export async function readManifest(store: PackStore, repo: RepoRef): Promise<Man
   return m;
 }
 
-function isManifest(m: unknown): m is Manifest {
+export function isManifest(m: unknown): m is Manifest {
   if (typeof m !== "object" || m === null) return false;
   const r = m as Record<string, unknown>;
   const isPack = (p: unknown) => {
@@ -207,7 +210,16 @@ function isManifest(m: unknown): m is Manifest {
     r.tips !== null && Object.values(r.tips).every((v) => typeof v === "string") &&
     Array.isArray(r.layers) &&
     r.layers.every((layer) => Array.isArray(layer) && layer.every(isPack)) &&
-    typeof r.builtAt === "number";
+    typeof r.builtAt === "number" && (r.layerMeta === undefined || isLayerMeta(r.layerMeta));
+}
+
+function isLayerMeta(m: unknown): boolean {
+  return Array.isArray(m) && m.every((l) => {
+    const q = l as Record<string, unknown>;
+    return typeof l === "object" && l !== null && typeof q.builtAt === "number" &&
+      typeof q.tips === "object" && q.tips !== null &&
+      Object.values(q.tips).every((v) => typeof v === "string" && isObjectId(v));
+  });
 }
 
 export class SnapshotBuilder {
@@ -284,6 +296,7 @@ export class SnapshotBuilder {
         tips,
         haves: incremental ? unique(Object.values(previous.tips)) : [],
         baseLayers: incremental ? previous.layers : [],
+        ...(incremental && previous.layerMeta ? { baseLayerMeta: previous.layerMeta } : {}),
         next: wants.length === 0 ? "publish" : "fetch",
         written: [],
       },
@@ -638,13 +651,16 @@ export class SnapshotBuilder {
       // Indexes turned off: the manifest stops naming them, and they go with unreferenced packs.
       layers = layers.map((layer) => layer.map(({ index: _, ...pack }) => pack));
     }
+    const builtAt = this.#deps.clock.now();
+    const layerMeta = layerMetaOf(state, builtAt);
     const manifest: Manifest = {
       version: 1,
       originUrl: state.repo.originUrl,
       tips: state.tips,
       layers,
-      builtAt: this.#deps.clock.now(),
+      builtAt,
       ...(state.origin.format === "sha1" ? {} : { objectFormat: state.origin.format }),
+      ...(layerMeta ? { layerMeta } : {}),
     };
     await putBytes(
       this.#deps.store,
@@ -658,6 +674,16 @@ export class SnapshotBuilder {
     await this.collectGarbage(state.repo, manifest);
     return manifest;
   }
+}
+
+/**
+ * What each layer of the manifest `state` publishes was built for: the kept layers' (when known
+ * for every one of them) and the new layer's, or undefined when a kept layer's is unknown.
+ */
+function layerMetaOf(state: BuildState, builtAt: number): LayerMeta[] | undefined {
+  const base = state.baseLayers.length === 0 ? [] : state.baseLayerMeta;
+  if (!base || base.length !== state.baseLayers.length) return undefined;
+  return state.written.length > 0 ? [...base, { tips: state.tips, builtAt }] : base;
 }
 
 /** The bytes of a typed array (a view, not a copy). */

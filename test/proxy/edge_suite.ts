@@ -767,6 +767,40 @@ export function edgeSuite(
     assertEquals([viaEdge.status, await viaEdge.text()], [200, answer], "object-info");
   });
 
+  // Bundle URIs from the snapshot: clone fetches bundles from git 2.40 on (2.39 does not).
+  const bundleClient = gits.client.version[0] > 2 ||
+    (gits.client.version[0] === 2 && gits.client.version[1] >= 40);
+  if (bundleClient) {
+    t("a transfer.bundleURI clone of a warm repository takes one bundle per layer", async (w) => {
+      await makeRepo(w.origin, "r.git", {
+        commits: 20,
+        branches: 2,
+        tags: 1,
+        binaryBytes: 400_000,
+      });
+      await warm(w.edge, "r.git");
+      await addCommits(w.origin, "r.git", { commits: 2, tag: "v-next" });
+      await warm(w.edge, "r.git");
+      await w.git(["clone", "-q", "--mirror", w.origin.repoUrl("r.git"), `${w.dir}/direct`]);
+      await w.git([
+        "-c",
+        "transfer.bundleURI=true",
+        "clone",
+        "-q",
+        "--mirror",
+        `${w.edge.url}/r.git`,
+        `${w.dir}/edge`,
+      ]);
+      const text = await (await fetch(`${w.edge.url}/_edge/metrics`)).text();
+      assertMatch(text, /^gitedge_bundles_served_total 2$/m, "both layers' bundles");
+      const refs = await refsOf(`${w.dir}/edge`);
+      const applied = Object.keys(refs).filter((r) => r.startsWith("refs/bundles/"));
+      assert(applied.includes("refs/bundles/tags/v-next"), `the newest layer: ${applied}`);
+      for (const r of applied) await w.git(["update-ref", "-d", r], { cwd: `${w.dir}/edge` });
+      await assertSameClone(`${w.dir}/direct`, `${w.dir}/edge`);
+    });
+  }
+
   t("twenty clones during the first build all succeed and one build runs", async (w) => {
     await makeRepo(w.origin, "r.git", { commits: 20, binaryBytes: 300_000 });
     const url = `${w.edge.url}/r.git`;
