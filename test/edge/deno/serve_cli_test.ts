@@ -76,6 +76,10 @@ Deno.test("gitedge serve: flags in both spellings, repeated lists, every value i
     "--header-timeout",
     "5",
     "--idle-timeout=7",
+    "--ls-refs-ahead",
+    "3",
+    "--store-max-bytes",
+    "1000000",
   ], noEnv);
   assertEquals(settings, {
     config: {
@@ -88,6 +92,8 @@ Deno.test("gitedge serve: flags in both spellings, repeated lists, every value i
       buildBackoffSeconds: 0,
       authTtlSeconds: 0,
       responseCacheBytes: 0,
+      lsRefsAheadSeconds: 3,
+      storeMaxBytes: 1_000_000,
       adminToken: "tok",
     },
     port: 0,
