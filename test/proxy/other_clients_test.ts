@@ -23,9 +23,22 @@ interface Client {
 
 const PYTHON = "/usr/bin/python3";
 
+/**
+ * Debian 12's `jgit` script leaves its LFS and Apache HTTP jars off the class path (it dies with
+ * `NoClassDefFoundError: org/eclipse/jgit/lfs/BuiltinLFS`); its `JGIT_CLASSPATH` adds them.
+ */
+const JGIT_CLASSPATH = [
+  "httpclient.jar",
+  "httpcore.jar",
+  "org.eclipse.jgit.http.apache.jar",
+  "org.eclipse.jgit.lfs.jar",
+].map((jar) => `/usr/share/java/${jar}`).join(":");
+
 async function run(cmd: string, args: string[]): Promise<{ ok: boolean; out: string }> {
   try {
-    const out = await new Deno.Command(cmd, { args, stdout: "piped", stderr: "piped" }).output();
+    const env = cmd === "jgit" ? { JGIT_CLASSPATH } : undefined;
+    const out = await new Deno.Command(cmd, { args, env, stdout: "piped", stderr: "piped" })
+      .output();
     const text = new TextDecoder().decode(out.stdout) + new TextDecoder().decode(out.stderr);
     return { ok: out.success, out: text };
   } catch (e) {
