@@ -216,9 +216,12 @@ async function answerObjects(repoUrl: string, lines: string[], scratch: string):
   });
   assertEquals(res.status, 200);
   let pack: Uint8Array | null = null;
-  for await (const part of readFetchResponse(new PktLineReader(res.body!))) {
+  const reader = new PktLineReader(res.body!);
+  for await (const part of readFetchResponse(reader)) {
     if (part.section === "packfile") pack = await collect(part.pack);
   }
+  // The answer ends at its flush, before the body reports its end: release the response.
+  await reader.cancel();
   assert(pack, "a packfile section");
   await git(["init", "-q", "--bare", scratch]);
   await git(["index-pack", "--stdin"], { cwd: scratch, stdin: pack });
