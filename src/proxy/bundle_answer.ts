@@ -86,28 +86,18 @@ export async function handleBundleListGet(
   repo: RepoRef,
   url: URL,
 ): Promise<Response> {
-  const { manifest, missingPack } = await currentSnapshot(ctx, repo);
-  const bundles = manifest && !missingPack ? layerBundles(manifest) : [];
-  if (bundles.length === 0) {
+  const servable = await servableBundles(ctx, repo);
+  if (!servable) {
     return new Response("gitedge: no bundles for this repository\n", {
       status: 404,
       headers: { "content-type": "text/plain; charset=utf-8" },
     });
   }
-  const format = manifest!.objectFormat ?? "sha1";
+  const { format } = servable;
   const capabilities = format === "sha1" ? [] : [`object-format=${format}`];
   const refused = await refusedByOrigin(ctx, request, repo, capabilities);
   if (refused) return refused;
-  const now = Math.floor(ctx.deps.clock.now() / 1000);
-  const body = await bundleListConfig(
-    ctx.signer,
-    publicBase(ctx, url),
-    repo.id,
-    bundles,
-    now,
-    ctx.deps.config.urlTtlSeconds,
-  );
-  ctx.metrics.inc("gitedge_bundle_lists_total");
+  const body = await signedList(ctx, repo, url, servable.bundles, bundleListConfig);
   return new Response(body, {
     status: 200,
     headers: { "content-type": "text/plain; charset=utf-8", "cache-control": "no-store" },
@@ -136,21 +126,10 @@ export async function bundleList(
   repo: RepoRef,
   url: URL,
 ): Promise<(() => Promise<Response>) | null> {
-  const { manifest, missingPack } = await currentSnapshot(ctx, repo);
-  if (!manifest || missingPack) return null;
-  const bundles = layerBundles(manifest);
-  if (bundles.length === 0) return null;
+  const servable = await servableBundles(ctx, repo);
+  if (!servable) return null;
   return async () => {
-    const now = Math.floor(ctx.deps.clock.now() / 1000);
-    const body = await bundleListAnswer(
-      ctx.signer,
-      publicBase(ctx, url),
-      repo.id,
-      bundles,
-      now,
-      ctx.deps.config.urlTtlSeconds,
-    );
-    ctx.metrics.inc("gitedge_bundle_lists_total");
+    const body = await signedList(ctx, repo, url, servable.bundles, bundleListAnswer);
     return new Response(body as Uint8Array<ArrayBuffer>, {
       status: 200,
       headers: {
@@ -168,4 +147,33 @@ export function withCapability(
 ): CapabilityAdvertisement {
   if (adv.capabilities.some((c) => c.key === key)) return adv;
   return { capabilities: [...adv.capabilities, { key }] };
+}
+
+/** The bundles of the snapshot in force and its object format, or null (none, or a pack missing). */
+async function servableBundles(ctx: ProxyContext, repo: RepoRef) {
+  const { manifest, missingPack } = await currentSnapshot(ctx, repo);
+  const bundles = manifest && !missingPack ? layerBundles(manifest) : [];
+  if (bundles.length === 0) return null;
+  return { bundles, format: manifest!.objectFormat ?? "sha1" };
+}
+
+/** `bundles` listed by `render` (either wire form) with URLs signed now; counted. */
+async function signedList<T>(
+  ctx: ProxyContext,
+  repo: RepoRef,
+  url: URL,
+  bundles: ReturnType<typeof layerBundles>,
+  render: (...args: Parameters<typeof bundleListAnswer>) => Promise<T>,
+): Promise<T> {
+  const now = Math.floor(ctx.deps.clock.now() / 1000);
+  const body = await render(
+    ctx.signer,
+    publicBase(ctx, url),
+    repo.id,
+    bundles,
+    now,
+    ctx.deps.config.urlTtlSeconds,
+  );
+  ctx.metrics.inc("gitedge_bundle_lists_total");
+  return body;
 }
