@@ -143,12 +143,31 @@ export const MUTANTS: Mutant[] = [
     to: "",
     tests: ["test/proxy/response_cache_test.ts"],
   },
+  // Incremental fetches through the response cache (test/proxy/incremental_fetch_test.ts).
   {
-    name: "response_cache/haves-cacheable",
+    name: "response_cache/haves-uncacheable",
     file: "src/proxy/response_cache.ts",
-    from: 'if (args.haves.length > 0) return "incremental fetch";',
+    from: 'if (args.shallow.length > 0) return "client is shallow";',
+    to:
+      'if (args.haves.length > 0) return "incremental fetch";\n  if (args.shallow.length > 0) return "client is shallow";',
+    tests: ["test/proxy/incremental_fetch_test.ts"],
+    filter: "at once",
+  },
+  {
+    name: "response_cache/key-without-haves",
+    file: "src/proxy/response_cache.ts",
+    from: "    ...[...new Set(args.haves)].sort().map((h) => `have ${h}`),\n",
     to: "",
-    tests: ["test/proxy/response_cache_test.ts"],
+    tests: ["test/proxy/incremental_fetch_test.ts"],
+    filter: "other states",
+  },
+  {
+    name: "response_cache/key-without-done",
+    file: "src/proxy/response_cache.ts",
+    from: "    `done ${args.done}`,\n",
+    to: "",
+    tests: ["test/proxy/incremental_fetch_test.ts"],
+    filter: "without done",
   },
   {
     name: "response_cache/ref-names-cacheable",

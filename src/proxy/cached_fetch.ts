@@ -1,6 +1,6 @@
 /**
- * Fetches through the response cache (see `response_cache.ts`): stored answers to fetches without
- * `have` lines, handed only to clients the origin just vouched for.
+ * Fetches through the response cache (see `response_cache.ts`): stored answers to fetches (with or
+ * without `have` lines), handed only to clients the origin just vouched for.
  */
 import { DEFAULT_EDGE_CONFIG } from "./deps.ts";
 import type { RepoRef, ScheduleBasis } from "./deps.ts";
@@ -27,7 +27,7 @@ export function responseCacheBytes(ctx: ProxyContext): number {
 const RESULT_TYPE = "application/x-git-upload-pack-result";
 
 /**
- * A fetch without `have` lines, through the response cache (see `response_cache.ts`). A stored
+ * A fetch (a clone's, or an incremental one keyed by its haves), through the response cache (see `response_cache.ts`). A stored
  * answer goes only to a client the origin just authorised: with `include-tag`, by the ls-refs
  * of tags the key needs anyway; without, by the credential memo. Anyone else's request goes to
  * the origin, whose answer may fill the cache.

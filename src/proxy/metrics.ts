@@ -12,8 +12,7 @@ const HELP: Record<string, string> = {
   gitedge_fetch_rewrites_total: "Fetch responses that got a packfile-uris section.",
   gitedge_fetch_answered_total:
     "Fetches the edge answered from its snapshot alone (packfile-uris and an empty pack).",
-  gitedge_response_cache_total:
-    "Fetches without have lines looked up in the response cache, by result.",
+  gitedge_response_cache_total: "Fetches looked up in the response cache, by result.",
   gitedge_response_cache_bytes_total: "Bytes served from the response cache.",
   gitedge_response_cache_stored_bytes_total: "Bytes stored into the response cache.",
   gitedge_response_cache_evictions_total: "Response cache entries evicted for size.",

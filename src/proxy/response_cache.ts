@@ -1,14 +1,19 @@
 /**
- * The response cache: origin answers to fetches that carry no `have` (shallow, partial,
- * single-branch and single-commit clones, full clones without packfile URIs), stored byte for byte
- * in the pack store, so a CI fleet cloning one commit makes the origin compute that pack once.
+ * The response cache: origin answers to fetches (shallow, partial, single-branch and single-commit
+ * clones, full clones without packfile URIs, and incremental fetches), stored byte for byte in the
+ * pack store, so a CI fleet cloning one commit, or fetching into the same clone of yesterday,
+ * makes the origin compute that pack once.
  *
- * Keys: the repository, the normalised request (wants as a set, every argument that shapes the
- * pack) and, when the client asked for `include-tag`, a digest of the origin's tags as the edge
- * just read them with the client's credentials (a tag added or moved changes which tag objects
- * belong in the answer). Wants are object ids, so a moved branch makes clients ask for a new key:
- * an answer is never stale. Requests whose answer depends on ref names (`want-ref`,
- * `deepen-not`) or on the client's own state (`have`, `shallow`) are not cached.
+ * Keys: the repository, the normalised request (wants and haves as sets, `done`, every argument
+ * that shapes the pack) and, when the client asked for `include-tag`, a digest of the origin's
+ * tags as the edge just read them with the client's credentials (a tag added or moved changes
+ * which tag objects belong in the answer). Wants and haves are object ids, so a moved branch makes
+ * clients ask for a new key: an answer is never stale. An answer to `have` lines is the pack of
+ * what the wants reach less what the haves reach (after the origin's `ACK`s and `ready` when the
+ * request has no `done`): the same for every client that sends those haves, and only for them.
+ * A negotiation round the origin answers without a pack (not `ready` yet) is never stored (see
+ * below). Requests whose answer depends on ref names (`want-ref`, `deepen-not`) or on a shallow
+ * client's boundary (`shallow`) are not cached, nor `wait-for-done` rounds.
  *
  * Progress is not part of an answer: fills ask the origin with `no-progress`.
  *
@@ -27,10 +32,9 @@ export const CACHE_PREFIX = "cache/";
 
 /** Why a fetch cannot be cached, or null. */
 export function uncacheable(args: FetchArgs): string | null {
-  if (args.haves.length > 0) return "incremental fetch";
   if (args.shallow.length > 0) return "client is shallow";
   if (args.deepenNot.length > 0 || args.wantRefs.length > 0) return "names refs";
-  if (!args.done || args.waitForDone) return "negotiation";
+  if (args.waitForDone) return "negotiation";
   if (args.wants.length === 0) return "no wants";
   if (args.other.length > 0) return "unknown arguments";
   return null;
@@ -47,6 +51,8 @@ export function cacheKey(
     `repo ${repoId}`,
     ...req.capabilities.filter((c) => c.startsWith("object-format=")).sort(),
     ...[...new Set(args.wants)].sort().map((w) => `want ${w}`),
+    ...[...new Set(args.haves)].sort().map((h) => `have ${h}`),
+    `done ${args.done}`,
     `thin-pack ${args.thinPack}`,
     `ofs-delta ${args.ofsDelta}`,
     `include-tag ${args.includeTag}`,

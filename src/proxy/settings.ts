@@ -400,8 +400,8 @@ export const SETTINGS: readonly Setting[] = [
     min: 0,
     bytes: true,
     default: DEFAULT_EDGE_CONFIG.responseCacheBytes,
-    help: "Size of the cache of answers to fetches without `have` (shallow, partial and " +
-      "single-commit clones) in the store (0: off).",
+    help: "Size of the cache of answers to fetches (shallow, partial and single-commit " +
+      "clones, incremental fetches keyed by their haves) in the store (0: off).",
   }),
   integer({
     key: "storeMaxBytes",

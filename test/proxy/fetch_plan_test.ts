@@ -239,6 +239,9 @@ function cacheCases(): [string, FetchInputs, FetchPlan][] {
   const noSnapshot = inputs(clone(), { ...on, snapshot: NO_SNAPSHOT });
   const single = inputs(clone({ wants: [oid("a")] }), on);
   const theirs = inputs(clone({ packfileUris: null }), { ...on, originAdvertisesUris: true });
+  const round = inputs(clone({ packfileUris: null, done: false, haves: [oid("e")] }), on);
+  const incremental = inputs(clone({ haves: [oid("e")], done: false }), on);
+  const plainIncremental = inputs(clone({ packfileUris: null, haves: [oid("e")] }), on);
   return [
     ["cache: plain clone", plain, cached(plain, null, "client did not ask for packfile-uris")],
     [
@@ -263,14 +266,24 @@ function cacheCases(): [string, FetchInputs, FetchPlan][] {
       },
     ],
     [
-      "cache: negotiation is not cached",
-      inputs(clone({ packfileUris: null, done: false }), on),
-      forward("client did not ask for packfile-uris"),
+      "cache: a negotiation round (no done) goes through the cache (stored only with a pack)",
+      round,
+      cached(round, null, "client did not ask for packfile-uris"),
     ],
     [
-      "cache: incremental fetch is not cached",
-      inputs(clone({ haves: [oid("e")] }), on),
-      forward("incremental fetch"),
+      "cache: an incremental fetch (haves) with URIs asked goes through the cache",
+      incremental,
+      cached(incremental, null, "incremental fetch"),
+    ],
+    [
+      "cache: an incremental fetch without URIs goes through the cache",
+      plainIncremental,
+      cached(plainIncremental, null, "client did not ask for packfile-uris"),
+    ],
+    [
+      "cache: wait-for-done is not cached",
+      inputs(clone({ packfileUris: null, haves: [oid("e")], waitForDone: true }), on),
+      forward("client did not ask for packfile-uris"),
     ],
     [
       "cache: shallow client is not cached",

@@ -58,11 +58,14 @@ Deno.test("cacheKey: every argument that shapes the pack is in the key, and noth
     capabilities: ["agent=git/2.55.0", "object-format=sha1"],
     args: [],
   };
-  const base: FetchArgs = { ...emptyFetchArgs(), wants: [a, b], done: true };
+  const c = "c".repeat(40);
+  const d = "d".repeat(40);
+  const base: FetchArgs = { ...emptyFetchArgs(), wants: [a, b], haves: [c, d], done: true };
   const key = (more: Partial<FetchArgs>, tags = "-", r = req, repo = "r1") =>
     cacheKey(repo, r, { ...base, ...more }, tags);
   const same: [string, string][] = [
     ["wants in another order, repeated", key({ wants: [b, a, b] })],
+    ["haves in another order, repeated", key({ haves: [d, c, d] })],
     [
       "another agent",
       key({}, "-", { ...req, capabilities: ["agent=other", "object-format=sha1"] }),
@@ -73,6 +76,9 @@ Deno.test("cacheKey: every argument that shapes the pack is in the key, and noth
   const different: [string, string][] = [
     ["another repository", key({}, "-", req, "r2")],
     ["another want", key({ wants: [a] })],
+    ["another have", key({ haves: [c] })],
+    ["no haves", key({ haves: [] })],
+    ["no done (the answer begins with acknowledgments)", key({ done: false })],
     ["sha256", key({}, "-", { ...req, capabilities: ["object-format=sha256"] })],
     ["thin-pack", key({ thinPack: true })],
     ["ofs-delta", key({ ofsDelta: true })],
@@ -90,15 +96,17 @@ Deno.test("cacheKey: every argument that shapes the pack is in the key, and noth
   assertEquals(key({ filter: "blob:none" }) === key({ filter: "tree:0" }), false, "two filters");
 });
 
-Deno.test("uncacheable: fetches whose answer depends on the client's state or on ref names", () => {
+Deno.test("uncacheable: fetches whose answer depends on a shallow boundary or on ref names", () => {
   const base: FetchArgs = { ...emptyFetchArgs(), wants: ["a".repeat(40)], done: true };
   assertEquals(uncacheable(base), null, "a plain fetch without haves");
+  // The haves (and done) are in the key: the answer is the same for every client sending them.
+  assertEquals(uncacheable({ ...base, haves: ["b".repeat(40)] }), null, "an incremental fetch");
+  const round = { ...base, haves: ["b".repeat(40)], done: false };
+  assertEquals(uncacheable(round), null, "a negotiation round (stored only if it has a pack)");
   const cases: [Partial<FetchArgs>, string][] = [
-    [{ haves: ["b".repeat(40)] }, "incremental fetch"],
     [{ shallow: ["b".repeat(40)] }, "client is shallow"],
     [{ deepenNot: ["refs/heads/x"] }, "names refs"],
     [{ wantRefs: ["refs/heads/main"] }, "names refs"],
-    [{ done: false }, "negotiation"],
     [{ waitForDone: true }, "negotiation"],
     [{ wants: [] }, "no wants"],
     [{ other: ["future-argument"] }, "unknown arguments"],
