@@ -154,6 +154,15 @@ export const MUTANTS: Mutant[] = [
     filter: "at once",
   },
   {
+    name: "response_cache/haves-uncacheable-worker",
+    file: "src/proxy/response_cache.ts",
+    from: 'if (args.shallow.length > 0) return "client is shallow";',
+    to:
+      'if (args.haves.length > 0) return "incremental fetch";\n  if (args.shallow.length > 0) return "client is shallow";',
+    tests: ["test/edge/cloudflare/worker_edge_test.ts"],
+    filter: "gitedge Worker in workerd",
+  },
+  {
     name: "response_cache/key-without-haves",
     file: "src/proxy/response_cache.ts",
     from: "    ...[...new Set(args.haves)].sort().map((h) => `have ${h}`),\n",

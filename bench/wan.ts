@@ -17,6 +17,9 @@
  *   depth  a `--depth 1` clone, the 2nd time (the edge's response cache is warm);
  *   burst  `--n` (10) concurrent `--depth 1` clones, the 2nd time;
  *   fetch  `git fetch` in yesterday's clone after 20 new commits (edge snapshot of yesterday).
+ *   fetchn `--n` (10) runners restored from the same clone of yesterday run `git fetch` at once
+ *          after 20 new commits (half with `fetch.uriProtocols`); also prints the packs the origin
+ *          computed (its `fetch` commands) for each side.
  * Per competitor: wall (median), origin requests, origin bytes, WAN round trips on the critical
  * path (the longest chain of non-overlapping handshakes and request/response turns the WAN saw)
  * and WAN connections; ratios are edge / direct within the run.
@@ -304,6 +307,40 @@ async function fetchAfterCommits() {
   }
 }
 
+/** `--n` runners with the same clone of yesterday fetch after 20 new commits, all at once. */
+async function fetchBurst() {
+  for (let r = 0; r < RUNS; r++) {
+    const name = await copyOfBig();
+    await warm(name);
+    // The runners' clones: local (hard-linked, not over the link), of one state, so the same
+    // refs and haves; then remotes pointed at each path.
+    const mine: string[] = [], theirs: string[] = [];
+    for (const [list, url] of [[mine, direct(name)], [theirs, viaEdge(name)]] as const) {
+      for (let i = 0; i < N; i++) {
+        const d = dir();
+        await git(["clone", "-q", "--no-checkout", "--local", `${root}/${name}`, d]);
+        await git(["remote", "set-url", "origin", url], { cwd: d });
+        list.push(d);
+      }
+    }
+    const branch = (await git(["symbolic-ref", "--short", "HEAD"], { cwd: `${root}/${name}` }))
+      .trim();
+    await addCommits(fixtureOrigin, name, { commits: 20, branch });
+    await warm(name);
+    for (const [who, list, config] of [["direct", mine, []], ["edge", theirs, URIS]] as const) {
+      const s = await measure(() =>
+        Promise.all(
+          list.map((d, i) => git([...(i % 2 ? config : []), "fetch", "-q"], { cwd: d })),
+        )
+      );
+      record("fetchn", who, s);
+      const packs = (await origin.stats()).commands.fetch ?? 0;
+      console.log(`  fetchn ${who}: the origin computed ${packs} pack(s) for ${N} runners`);
+    }
+    for (const d of [...mine, ...theirs]) await clean(d);
+  }
+}
+
 try {
   for (const s of SCENARIOS) {
     console.log(`\n-- ${s}`);
@@ -313,6 +350,7 @@ try {
     else if (s === "depth") await depth("depth", 1);
     else if (s === "burst") await depth("burst", N);
     else if (s === "fetch") await fetchAfterCommits();
+    else if (s === "fetchn") await fetchBurst();
     else throw new Error(`unknown scenario ${s}`);
   }
   console.log(

@@ -173,7 +173,7 @@ export interface EdgeConfig {
    */
   authTtlSeconds?: number;
   /**
-   * Total size of the response cache (answers to fetches, in the store), bytes;
+   * Total size of the response cache (answers to fetches without `have`, in the store), bytes;
    * 0 turns it off. Default {@link DEFAULT_EDGE_CONFIG}.
    */
   responseCacheBytes?: number;

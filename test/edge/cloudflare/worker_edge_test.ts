@@ -4,7 +4,7 @@
  */
 import { assert, assertEquals } from "../../support/assert.ts";
 import type { SnapshotStatus } from "../../../src/proxy/deps.ts";
-import { assertSameClone, makeRepo } from "../../support/fixtures.ts";
+import { addCommits, assertSameClone, makeRepo } from "../../support/fixtures.ts";
 import { git, spawnGit, tempDir } from "../../support/git.ts";
 import { startOrigin } from "../../support/origin.ts";
 import { startRelay } from "../../support/relay.ts";
@@ -135,6 +135,29 @@ Deno.test({ name: "gitedge Worker in workerd", ...MINIFLARE_LEAKS }, async (t) =
     );
     for (const i of [1, 2, 3]) await assertSameClone(direct("big"), `${dir.path}/big-${i}`);
   });
+
+  await t.step(
+    "runners with the same clone of yesterday fetch new commits: one origin pack",
+    async () => {
+      const yesterday = `${dir.path}/yesterday`;
+      await git(["clone", "-q", `${worker.url}/team/app.git`, yesterday]);
+      const copies = ["fetch-direct", "fetch-1", "fetch-2"].map((n) => `${dir.path}/${n}`);
+      for (const c of copies) {
+        const cp = await new Deno.Command("cp", { args: ["-a", yesterday, c] }).output();
+        assert(cp.success, `cp -a ${yesterday} ${c}`);
+      }
+      const [directFetch, ...runners] = copies;
+      await git(["remote", "set-url", "origin", app.url], { cwd: directFetch });
+      await addCommits(origin, "team/app.git", { commits: 5, tag: "nightly" });
+      await git(["fetch", "-q"], { cwd: directFetch });
+      origin.stats.reset();
+      // The second asks for packfile URIs: an incremental fetch gets none, and asks the same.
+      await git(["fetch", "-q"], { cwd: runners[0] });
+      await git(["-c", "fetch.uriProtocols=http", "fetch", "-q"], { cwd: runners[1] });
+      assertEquals(origin.stats.commands.fetch, 1, "the second runner's answer came from R2");
+      for (const r of runners) await assertSameClone(directFetch, r);
+    },
+  );
 });
 
 // Opts out of the sanitizers: Miniflare leaks on dispose (see MINIFLARE_LEAKS).
