@@ -163,6 +163,14 @@ export const MUTANTS: Mutant[] = [
     filter: "gitedge Worker in workerd",
   },
   {
+    name: "response_cache/incremental-keyed-by-tags",
+    file: "src/proxy/response_cache.ts",
+    from: "return args.includeTag && args.haves.length === 0;",
+    to: "return args.includeTag;",
+    tests: ["test/proxy/incremental_fetch_test.ts"],
+    filter: "at once",
+  },
+  {
     name: "response_cache/key-without-haves",
     file: "src/proxy/response_cache.ts",
     from: "    ...[...new Set(args.haves)].sort().map((h) => `have ${h}`),\n",

@@ -6,7 +6,7 @@ import { DEFAULT_EDGE_CONFIG } from "./deps.ts";
 import type { RepoRef, ScheduleBasis } from "./deps.ts";
 import type { ProxyContext } from "./context.ts";
 import { countingStream } from "./metrics.ts";
-import { cacheKey, entryKey, hex } from "./response_cache.ts";
+import { cacheKey, entryKey, hex, keyedByTags } from "./response_cache.ts";
 import { sha256 } from "@noble/hashes/sha2.js";
 import { authOf, OriginAnswerError } from "./origin.ts";
 import {
@@ -27,10 +27,11 @@ export function responseCacheBytes(ctx: ProxyContext): number {
 const RESULT_TYPE = "application/x-git-upload-pack-result";
 
 /**
- * A fetch (a clone's, or an incremental one keyed by its haves), through the response cache (see `response_cache.ts`). A stored
- * answer goes only to a client the origin just authorised: with `include-tag`, by the ls-refs
- * of tags the key needs anyway; without, by the credential memo. Anyone else's request goes to
- * the origin, whose answer may fill the cache.
+ * A fetch (a clone's, or an incremental one keyed by its haves), through the response cache (see
+ * `response_cache.ts`). A stored answer goes only to a client the origin just authorised: when
+ * the key has the origin's tags (see `keyedByTags`), by the ls-refs of tags the key needs anyway;
+ * else by the credential memo. Anyone else's request goes to the origin, whose answer may fill
+ * the cache.
  */
 export async function cachedFetch(
   ctx: ProxyContext,
@@ -42,7 +43,7 @@ export async function cachedFetch(
 ): Promise<Response> {
   let tags = "-";
   let authorised: boolean;
-  if (args.includeTag) {
+  if (keyedByTags(args)) {
     const digest = await originTagDigest(ctx, request, repo, req);
     if (digest === null) {
       // The origin refused the credential (or failed): the fetch goes to it as it is.

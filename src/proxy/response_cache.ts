@@ -5,7 +5,8 @@
  * makes the origin compute that pack once.
  *
  * Keys: the repository, the normalised request (wants and haves as sets, `done`, every argument
- * that shapes the pack) and, when the client asked for `include-tag`, a digest of the origin's
+ * that shapes the pack) and, when the client asked for `include-tag` and sent no haves
+ * ({@link keyedByTags}), a digest of the origin's
  * tags as the edge just read them with the client's credentials (a tag added or moved changes
  * which tag objects belong in the answer). Wants and haves are object ids, so a moved branch makes
  * clients ask for a new key: an answer is never stale. An answer to `have` lines is the pack of
@@ -38,6 +39,21 @@ export function uncacheable(args: FetchArgs): string | null {
   if (args.wants.length === 0) return "no wants";
   if (args.other.length > 0) return "unknown arguments";
   return null;
+}
+
+/**
+ * Whether the key of an answer to `args` has the origin's tags in it (their digest, listed with
+ * the client's credentials before the look-up): for `include-tag` fetches without haves. A clone
+ * that follows tags (`--single-branch`, `--depth`) writes the tags whose objects the answer
+ * brought, so an answer from before a tag was added or moved must not serve it. `git fetch`
+ * wants every tag it will write that points at a tip it fetches, and after the pack asks for the
+ * tags that point at other objects the pack brought (backfill), so an answer from before a tag
+ * changed still ends in the refs and reachable objects a direct fetch gives (at worst with a tag
+ * object no ref names any more). Incremental fetches skip that listing: a WAN round trip and,
+ * for git.git's tags, 40 KB from the origin per fetch.
+ */
+export function keyedByTags(args: FetchArgs): boolean {
+  return args.includeTag && args.haves.length === 0;
 }
 
 /** The normalised request: what makes two fetches get the same answer (given the tag digest). */

@@ -23,6 +23,12 @@ const GITS: GitBuild[] = typeof modern === "string" ? [systemGit] : [systemGit, 
 const URIS = ["-c", "fetch.uriProtocols=http"];
 const RUNNERS = 10;
 
+/** Response-cache hits so far, from the edge's metrics. */
+async function cacheHits(edgeUrl: string): Promise<number> {
+  const text = await (await fetch(`${edgeUrl}/_edge/metrics`)).text();
+  return Number(/gitedge_response_cache_total\{result="hit"\} (\d+)/.exec(text)?.[1] ?? 0);
+}
+
 /** Copies the clone `from` to `to` as it is (the same refs, objects and config). */
 async function copyClone(from: string, to: string): Promise<void> {
   const out = await new Deno.Command("cp", { args: ["-a", from, to] }).output();
@@ -33,7 +39,8 @@ for (const build of GITS) {
   Deno.test(`${build.label}: ${RUNNERS} runners with yesterday's clone fetch new commits at once: the origin computes one pack, each fetch equals a direct one`, async () => {
     await using origin = await startOrigin();
     const repo = await makeRepo(origin, "r.git", { commits: 8, tags: 2, binaryBytes: 200_000 });
-    await using edge = await denoEdgeFactory({ origin: origin.url });
+    // No ls-refs sent ahead: the origin's ls-refs are then the runners' own listings, counted.
+    await using edge = await denoEdgeFactory({ origin: origin.url, lsRefsAheadSeconds: 0 });
     await using dir = await tempDir();
     const d = dir.path;
     const run = (args: string[], cwd?: string) => git(args, { bin: build.bin, cwd });
@@ -55,6 +62,8 @@ for (const build of GITS) {
     );
     for (const f of fetches) if (f.status === "rejected") throw f.reason;
     assertEquals(origin.stats.commands.fetch, 1, "the origin computed one pack for all runners");
+    // No tag listing keys an incremental fetch (keyedByTags): one ls-refs per runner, its own.
+    assertEquals(origin.stats.commands["ls-refs"], RUNNERS, "the runners' own listings only");
     for (const r of runners) await assertSameClone(`${d}/direct`, r);
     assert((await refsOf(runners[0]))["refs/tags/nightly"], "the new tag came along");
   });
@@ -85,6 +94,36 @@ Deno.test("runners in other states (haves no other runner sent) get their own an
   }
   // Each runner's pack from the origin (and each direct fetch's).
   assertEquals(origin.stats.commands.fetch, 4);
+});
+
+Deno.test("a tag added after the answer was stored: the next runner gets the answer, then the tag, as a direct fetch does", async () => {
+  await using origin = await startOrigin();
+  const repo = await makeRepo(origin, "r.git", { commits: 8, tags: 1, binaryBytes: 100_000 });
+  await using edge = await denoEdgeFactory({ origin: origin.url });
+  await using dir = await tempDir();
+  const d = dir.path;
+  await git(["clone", "-q", `${edge.url}/r.git`, `${d}/yesterday`]);
+  for (const name of ["first", "second", "direct"]) {
+    await copyClone(`${d}/yesterday`, `${d}/${name}`);
+  }
+  await git(["remote", "set-url", "origin", repo.url], { cwd: `${d}/direct` });
+  await addCommits(origin, "r.git", { commits: 5 });
+  await git(["fetch", "-q"], { cwd: `${d}/first` });
+  // A tag on a new commit that is no branch tip: the second runner's wants stay the first's (the
+  // same key, the stored answer without the tag object); git then fetches the tag itself.
+  await git(["tag", "-a", "-m", "late", "late", "main~2"], { cwd: repo.bare });
+  const hits = await cacheHits(edge.url);
+  await git(["fetch", "-q"], { cwd: `${d}/second` });
+  assertEquals(await cacheHits(edge.url), hits + 1, "the stored answer, then the tag's own fetch");
+  await git(["fetch", "-q"], { cwd: `${d}/direct` });
+  await assertSameClone(`${d}/direct`, `${d}/second`);
+  assert((await refsOf(`${d}/second`))["refs/tags/late"], "the late tag came");
+  // A tag on the tip is wanted: a new key, the origin's answer (with the tag object).
+  await git(["tag", "-a", "-m", "tip", "tip", "main"], { cwd: repo.bare });
+  await addCommits(origin, "r.git", { commits: 1 });
+  await git(["tag", "-a", "-m", "newest", "newest", "main"], { cwd: repo.bare });
+  for (const name of ["second", "direct"]) await git(["fetch", "-q"], { cwd: `${d}/${name}` });
+  await assertSameClone(`${d}/direct`, `${d}/second`);
 });
 
 /** The names of the sections of an upload-pack answer (`acknowledgments`, `packfile`). */

@@ -1,6 +1,7 @@
 import {
   cacheKey,
   completeResponseCheck,
+  keyedByTags,
   ResponseCache,
   uncacheable,
 } from "../../src/proxy/response_cache.ts";
@@ -114,6 +115,14 @@ Deno.test("uncacheable: fetches whose answer depends on a shallow boundary or on
   for (const [more, why] of cases) {
     assertEquals(uncacheable({ ...base, ...more }), why, JSON.stringify(more));
   }
+});
+
+Deno.test("keyedByTags: include-tag answers to clones are keyed by the origin's tags, incremental fetches not", () => {
+  const clone: FetchArgs = { ...emptyFetchArgs(), wants: ["a".repeat(40)], done: true };
+  assertEquals(keyedByTags({ ...clone, includeTag: true }), true, "a clone following tags");
+  assertEquals(keyedByTags(clone), false, "no include-tag");
+  const fetch = { ...clone, includeTag: true, haves: ["b".repeat(40)], done: false };
+  assertEquals(keyedByTags(fetch), false, "git fetch wants its tags, then backfills the rest");
 });
 
 Deno.test("completeResponseCheck: only complete, successful fetch answers pass", async () => {
