@@ -239,6 +239,23 @@ export const MUTANTS: Mutant[] = [
     tests: [EDGE_SUITE],
     filter: "/private origin/",
   },
+  {
+    name: "cached_fetch/memo-trusts-anyone",
+    file: "src/proxy/cached_fetch.ts",
+    from: "    authorised = recentlyAuthorised(ctx, request, repo);",
+    to: "    authorised = true;",
+    tests: ["test/proxy/incremental_fetch_test.ts"],
+    filter: "private",
+  },
+  {
+    name: "cached_fetch/cheap-check-trusts-incremental",
+    file: "src/proxy/cached_fetch.ts",
+    from:
+      "rather than have it compute the pack again.\n    if (await originTagDigest(ctx, request, repo, req) === null) {",
+    to: "rather than have it compute the pack again.\n    if (false) {",
+    tests: ["test/proxy/incremental_fetch_test.ts"],
+    filter: "private",
+  },
   // Which fetches get the snapshot by URI.
   {
     name: "eligibility/tag-may-be-left-out",

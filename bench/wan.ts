@@ -19,7 +19,8 @@
  *   fetch  `git fetch` in yesterday's clone after 20 new commits (edge snapshot of yesterday).
  *   fetchn `--n` (10) runners restored from the same clone of yesterday run `git fetch` at once
  *          after 20 new commits (half with `fetch.uriProtocols`); also prints the packs the origin
- *          computed (its `fetch` commands) for each side.
+ *          computed (its `fetch` commands) for each side; "no WAN" fetches from the origin over
+ *          loopback (the clients' and the origin's own work: the floor of both).
  * Per competitor: wall (median), origin requests, origin bytes, WAN round trips on the critical
  * path (the longest chain of non-overlapping handshakes and request/response turns the WAN saw)
  * and WAN connections; ratios are edge / direct within the run.
@@ -314,8 +315,14 @@ async function fetchBurst() {
     await warm(name);
     // The runners' clones: local (hard-linked, not over the link), of one state, so the same
     // refs and haves; then remotes pointed at each path.
-    const mine: string[] = [], theirs: string[] = [];
-    for (const [list, url] of [[mine, direct(name)], [theirs, viaEdge(name)]] as const) {
+    const mine: string[] = [], theirs: string[] = [], local: string[] = [];
+    for (
+      const [list, url] of [
+        [mine, direct(name)],
+        [theirs, viaEdge(name)],
+        [local, `${origin.url}/${name}`],
+      ] as const
+    ) {
       for (let i = 0; i < N; i++) {
         const d = dir();
         await git(["clone", "-q", "--no-checkout", "--local", `${root}/${name}`, d]);
@@ -327,7 +334,13 @@ async function fetchBurst() {
       .trim();
     await addCommits(fixtureOrigin, name, { commits: 20, branch });
     await warm(name);
-    for (const [who, list, config] of [["direct", mine, []], ["edge", theirs, URIS]] as const) {
+    for (
+      const [who, list, config] of [
+        ["direct", mine, []],
+        ["edge", theirs, URIS],
+        ["no WAN", local, []],
+      ] as const
+    ) {
       const s = await measure(() =>
         Promise.all(
           list.map((d, i) => git([...(i % 2 ? config : []), "fetch", "-q"], { cwd: d })),
@@ -337,7 +350,7 @@ async function fetchBurst() {
       const packs = (await origin.stats()).commands.fetch ?? 0;
       console.log(`  fetchn ${who}: the origin computed ${packs} pack(s) for ${N} runners`);
     }
-    for (const d of [...mine, ...theirs]) await clean(d);
+    for (const d of [...mine, ...theirs, ...local]) await clean(d);
   }
 }
 

@@ -189,3 +189,46 @@ Deno.test("the same wants and haves with and without done get their own answers 
   assertEquals(await ask(false), ["acknowledgments", "packfile"], "the same again");
   assertEquals(origin.stats.commands.fetch, 2, "a miss, then a hit");
 });
+
+Deno.test("a private repository's stored incremental answer goes to no caller the origin refuses", async () => {
+  await using origin = await startOrigin({ requireAuth: { user: "alice", password: "s3cret" } });
+  const repo = await makeRepo(origin, "r.git", { commits: 8 });
+  const old = repo.refs["refs/heads/main"];
+  const { tip } = await addCommits(origin, "r.git", { commits: 3 });
+  await using edge = await denoEdgeFactory({ origin: origin.url });
+  const basic = (user: string, password: string) => `Basic ${btoa(`${user}:${password}`)}`;
+  const post = (lines: string[], authorization?: string) =>
+    fetch(`${edge.url}/r.git/git-upload-pack`, {
+      method: "POST",
+      headers: {
+        "git-protocol": "version=2",
+        "content-type": "application/x-git-upload-pack-request",
+        ...(authorization ? { authorization } : {}),
+      },
+      body: encodePkts(lines) as Uint8Array<ArrayBuffer>,
+    });
+  const lsRefs = ["command=ls-refs\n", "delim", "flush"];
+  const fetchLines = [
+    "command=fetch\n",
+    "delim",
+    "thin-pack\n",
+    "ofs-delta\n",
+    "include-tag\n",
+    "no-progress\n",
+    `want ${tip}\n`,
+    `have ${old}\n`,
+    "flush",
+  ];
+  const alice = basic("alice", "s3cret");
+  await (await post(lsRefs, alice)).body?.cancel();
+  assertEquals(await sectionsOf(await post(fetchLines, alice)), ["acknowledgments", "packfile"]);
+  assertEquals(await sectionsOf(await post(fetchLines, alice)), ["acknowledgments", "packfile"]);
+  assertEquals(origin.stats.commands.fetch, 1, "alice's second fetch was a hit");
+  // The same request without credentials, and with a wrong password: the origin's refusal.
+  for (const authorization of [undefined, basic("alice", "wrong"), basic("mallory", "s3cret")]) {
+    const res = await post(fetchLines, authorization);
+    const body = await res.text();
+    assertEquals(res.status, 401, `${authorization ?? "no credentials"}: ${body.slice(0, 80)}`);
+    assert(!body.includes("packfile"), "no stored answer");
+  }
+});
