@@ -232,3 +232,65 @@ Deno.test("a private repository's stored incremental answer goes to no caller th
     assert(!body.includes("packfile"), "no stored answer");
   }
 });
+
+/** The object count in the pack header of an upload-pack answer (sideband, no sideband-all). */
+async function packObjects(res: Response): Promise<number> {
+  assertEquals(res.status, 200);
+  const reader = new PktLineReader(res.body!);
+  let inPack = false;
+  try {
+    for (;;) {
+      const pkt = await reader.read();
+      if (pkt === null || pkt.type === "flush") throw new Error("no pack header");
+      if (pkt.type !== "data") continue;
+      if (!inPack) {
+        inPack = new TextDecoder().decode(pkt.data) === "packfile\n";
+        continue;
+      }
+      // Band 1, "PACK", version, then the count (big-endian); git's first packet holds them.
+      if (pkt.data[0] !== 1) continue;
+      const header = pkt.data.subarray(1, 13);
+      assertEquals(new TextDecoder().decode(header.subarray(0, 4)), "PACK");
+      return new DataView(header.buffer, header.byteOffset).getUint32(8);
+    }
+  } finally {
+    await reader.cancel();
+  }
+}
+
+Deno.test("the same incremental fetch with and without include-tag get their own answers (the tag object only with)", async () => {
+  await using origin = await startOrigin();
+  const repo = await makeRepo(origin, "r.git", { commits: 8 });
+  const old = repo.refs["refs/heads/main"];
+  const { tip } = await addCommits(origin, "r.git", { commits: 3, tag: "on-tip" });
+  await using edge = await denoEdgeFactory({ origin: origin.url });
+  const post = (lines: string[]) =>
+    fetch(`${edge.url}/r.git/git-upload-pack`, {
+      method: "POST",
+      headers: {
+        "git-protocol": "version=2",
+        "content-type": "application/x-git-upload-pack-request",
+      },
+      body: encodePkts(lines) as Uint8Array<ArrayBuffer>,
+    });
+  await (await post(["command=ls-refs\n", "delim", "flush"])).body?.cancel();
+  const ask = async (includeTag: boolean) =>
+    await packObjects(
+      await post([
+        "command=fetch\n",
+        "delim",
+        "ofs-delta\n",
+        "no-progress\n",
+        ...(includeTag ? ["include-tag\n"] : []),
+        `want ${tip}\n`,
+        `have ${old}\n`,
+        "done\n",
+        "flush",
+      ]),
+    );
+  const without = await ask(false);
+  assertEquals(await ask(false), without, "a hit, the same");
+  assertEquals(await ask(true), without + 1, "with include-tag: the tag object too");
+  assertEquals(await ask(true), without + 1, "a hit, the same");
+  assertEquals(origin.stats.commands.fetch, 2, "one miss each");
+});
