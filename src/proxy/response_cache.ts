@@ -50,7 +50,7 @@ export function uncacheable(args: FetchArgs): string | null {
  * tags that point at other objects the pack brought (backfill), so an answer from before a tag
  * changed still ends in the refs and reachable objects a direct fetch gives (at worst with a tag
  * object no ref names any more). Incremental fetches skip that listing: a WAN round trip and,
- * for git.git's tags, 40 KB from the origin per fetch.
+ * for git v2.0.0's 511 tags, about 55 KB from the origin per fetch.
  */
 export function keyedByTags(args: FetchArgs): boolean {
   return args.includeTag && args.haves.length === 0;
