@@ -44,7 +44,7 @@ import {
   segmentSink,
   segmentSource,
   SnapshotBuildError,
-} from "./segments.ts";
+} from "../storage/segments.ts";
 
 export interface SnapshotBuilderDeps {
   store: PackStore;
@@ -140,7 +140,7 @@ export interface StagedPack {
 /** The outcome of a step: the published manifest, or the state for the next step. */
 export type BuildProgress = { done: Manifest } | { next: BuildState };
 
-export { DEFAULT_SEGMENT_BYTES } from "./segments.ts";
+export { DEFAULT_SEGMENT_BYTES } from "../storage/segments.ts";
 
 export { SnapshotBuildError };
 

@@ -1,8 +1,8 @@
 /**
  * A pack kept in the store as consecutive segment objects between the steps of a build (see
- * snapshot.ts), written as it streams in and read back as one stream.
+ * src/proxy/snapshot.ts), written as it streams in and read back as one stream.
  */
-import type { PackStore } from "../storage/store.ts";
+import type { PackStore } from "./store.ts";
 
 export class SnapshotBuildError extends Error {
   override name = "SnapshotBuildError";
