@@ -5,12 +5,11 @@
  */
 import type {
   Manifest,
-  OriginAuth,
-  RepoRef,
   ScheduleBasis,
   SnapshotCoordinator,
   SnapshotStatus,
 } from "../../src/proxy/deps.ts";
+import type { OriginAuth, RepoRef } from "../../src/proxy/repo.ts";
 import type { Metrics } from "../../src/proxy/metrics.ts";
 import { type RepoSnapshotsRpc, valueOf } from "./snapshot_rpc.ts";
 import type { DurableObjectNamespace } from "./worker_types.ts";

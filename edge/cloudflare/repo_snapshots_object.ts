@@ -10,12 +10,9 @@
  */
 /// <reference types="./cloudflare_workers.d.ts" />
 import { DurableObject } from "cloudflare:workers";
-import {
-  DEFAULT_EDGE_CONFIG,
-  type OriginAuth,
-  type RepoRef,
-  type ScheduleBasis,
-} from "../../src/proxy/deps.ts";
+import { type ScheduleBasis } from "../../src/proxy/deps.ts";
+import { DEFAULT_EDGE_CONFIG } from "../../src/proxy/config.ts";
+import type { OriginAuth, RepoRef } from "../../src/proxy/repo.ts";
 import { readManifest } from "../../src/proxy/snapshot.ts";
 import { LoggingSnapshotBuilder } from "../../src/proxy/build_log.ts";
 import { loggedOriginFetch } from "../../src/proxy/request_log.ts";

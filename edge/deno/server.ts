@@ -3,13 +3,9 @@
  * in-process coordinator. `gitedge serve` (edge/deno/cli.ts) and the tests start it through here.
  */
 import { createApp } from "../../src/proxy/app.ts";
-import {
-  type Clock,
-  DEFAULT_EDGE_CONFIG,
-  type EdgeConfig,
-  type Manifest,
-  type RepoRef,
-} from "../../src/proxy/deps.ts";
+import { type Clock, type Manifest } from "../../src/proxy/deps.ts";
+import { DEFAULT_EDGE_CONFIG, type EdgeConfig } from "../../src/proxy/config.ts";
+import type { RepoRef } from "../../src/proxy/repo.ts";
 import { checkEdgeConfig, DEFAULT_CONNECTION_LIMITS } from "../../src/proxy/settings.ts";
 import { InProcessCoordinator } from "../../src/proxy/in_process_coordinator.ts";
 import { Metrics } from "../../src/proxy/metrics.ts";

@@ -4,7 +4,8 @@
  */
 import { Hono } from "hono";
 import type { Context } from "hono";
-import type { EdgeDeps, RepoRef } from "./deps.ts";
+import type { EdgeDeps } from "./deps.ts";
+import type { RepoRef } from "./repo.ts";
 import { Metrics } from "./metrics.ts";
 import { AuthMemo } from "./auth_memo.ts";
 import { ResponseCache } from "./response_cache.ts";

@@ -9,7 +9,8 @@
  * pack happens in one pass that `step` does not see: it is logged as one `split` step when the
  * `publish` step starts.
  */
-import type { Manifest, OriginAuth, RepoRef } from "./deps.ts";
+import type { Manifest } from "./deps.ts";
+import type { OriginAuth, RepoRef } from "./repo.ts";
 import {
   type BuildProgress,
   type BuildState,

@@ -5,7 +5,7 @@
  * and answers it with its own list, replacing the origin's; otherwise (cold, building, a pack
  * missing) the advertisement and the command are the origin's, passed through as sent.
  */
-import type { RepoRef } from "./deps.ts";
+import type { RepoRef } from "./repo.ts";
 import type { ProxyContext } from "./context.ts";
 import { bundleListAnswer, bundleListConfig, layerBundles } from "./bundle_list.ts";
 import { currentSnapshot, publicBase } from "./snapshot_answer.ts";

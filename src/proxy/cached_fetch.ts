@@ -2,8 +2,9 @@
  * Fetches through the response cache (see `response_cache.ts`): stored answers to fetches without
  * `have` lines, handed only to clients the origin just vouched for.
  */
-import { DEFAULT_EDGE_CONFIG } from "./deps.ts";
-import type { RepoRef, ScheduleBasis } from "./deps.ts";
+import { DEFAULT_EDGE_CONFIG } from "./config.ts";
+import type { ScheduleBasis } from "./deps.ts";
+import type { RepoRef } from "./repo.ts";
 import type { ProxyContext } from "./context.ts";
 import { countingStream } from "./metrics.ts";
 import { cacheKey, entryKey, hex } from "./response_cache.ts";

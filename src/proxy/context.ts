@@ -2,7 +2,8 @@
  * What every route shares: the injected dependencies and the per-process (or per-isolate) state
  * `createApp` builds once.
  */
-import type { EdgeDeps, RepoRef } from "./deps.ts";
+import type { EdgeDeps } from "./deps.ts";
+import type { RepoRef } from "./repo.ts";
 import type { Metrics } from "./metrics.ts";
 import type { UrlSigner } from "./signing.ts";
 import type { AuthMemo } from "./auth_memo.ts";

@@ -3,8 +3,8 @@
  * relayed with the headers a client may see, the credential memo kept from its verdicts, the
  * start of an upload-pack answer looked at, and work run off the client's critical path.
  */
-import { DEFAULT_EDGE_CONFIG } from "./deps.ts";
-import type { RepoRef } from "./deps.ts";
+import { DEFAULT_EDGE_CONFIG } from "./config.ts";
+import type { RepoRef } from "./repo.ts";
 import type { ProxyContext } from "./context.ts";
 import { countingStream } from "./metrics.ts";
 import { callOrigin, FORWARDED_RESPONSE_HEADERS, forwardHeaders } from "./origin.ts";

@@ -4,7 +4,7 @@
  * capability advertisement (a few lines) are read whole. What a fetch gets is decided by
  * `planFetch` (fetch_plan.ts); this file gathers its inputs and does the I/O.
  */
-import type { RepoRef } from "./deps.ts";
+import type { RepoRef } from "./repo.ts";
 import type { ProxyContext } from "./context.ts";
 import { authOf, forwardHeaders, readingOrigin } from "./origin.ts";
 import { injectBeforePackfile } from "./rewrite.ts";

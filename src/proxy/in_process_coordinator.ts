@@ -7,12 +7,11 @@
 import type {
   Clock,
   Manifest,
-  OriginAuth,
-  RepoRef,
   ScheduleBasis,
   SnapshotCoordinator,
   SnapshotStatus,
 } from "./deps.ts";
+import type { OriginAuth, RepoRef } from "./repo.ts";
 import { readManifest, type SnapshotBuilder } from "./snapshot.ts";
 import { RepoSnapshots } from "./repo_snapshots.ts";
 import { StoreSnapshotStorage } from "./store_snapshot_storage.ts";

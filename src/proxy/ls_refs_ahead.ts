@@ -13,7 +13,8 @@
  * Credentials stay in memory, keyed by the credential memo's salted hash. Bounded: at most
  * {@link MAX_ENTRIES} answers of at most {@link MAX_ANSWER_BYTES} each.
  */
-import { DEFAULT_EDGE_CONFIG, type RepoRef } from "./deps.ts";
+import { DEFAULT_EDGE_CONFIG } from "./config.ts";
+import type { RepoRef } from "./repo.ts";
 import type { LsRefsAheadHooks, ProxyContext } from "./context.ts";
 import { forwardHeaders } from "./origin.ts";
 import { fromOrigin, inBackground, noteOriginVerdict } from "./forwarding.ts";

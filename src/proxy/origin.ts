@@ -1,5 +1,6 @@
 /** Talking to the origin: request building and typed failures. */
-import type { OriginAuth, OriginFetch, RepoRef } from "./deps.ts";
+import type { OriginFetch } from "./deps.ts";
+import type { OriginAuth, RepoRef } from "./repo.ts";
 import { EdgeHttpError } from "./errors.ts";
 import { GitFormatError } from "../git/errors.ts";
 

@@ -2,7 +2,7 @@
  * A client's upload-pack request body as the edge reads it: decoded, capped in size, within the
  * parse budget and the body timeout; and the byte-level edits of a command request sent on as is.
  */
-import { DEFAULT_EDGE_CONFIG } from "./deps.ts";
+import { DEFAULT_EDGE_CONFIG } from "./config.ts";
 import type { ProxyContext } from "./context.ts";
 import { ClientRequestError, RequestTooLargeError } from "./errors.ts";
 import { concat, type Pkt, PktLineReader, pktText } from "../git/pktline.ts";

@@ -6,7 +6,7 @@
  * value parsers throw {@link ConfigValueError} saying what they expected; `resolveSettings` turns
  * that into one {@link SettingError} naming the setting as it was given (never quoting a secret).
  */
-import { DEFAULT_EDGE_CONFIG, type EdgeConfig } from "./deps.ts";
+import { DEFAULT_EDGE_CONFIG, type EdgeConfig } from "./config.ts";
 import { type LogFormat, type LogLevel, redactCredentials } from "./log.ts";
 
 /** A setting's text is not what the parser expected (the message never quotes it: keys are secret). */

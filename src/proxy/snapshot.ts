@@ -12,12 +12,11 @@ import type {
   Clock,
   LayerMeta,
   Manifest,
-  OriginAuth,
   OriginFetch,
   PackIndexRef,
-  RepoRef,
   SnapshotPack,
 } from "./deps.ts";
+import type { OriginAuth, RepoRef } from "./repo.ts";
 import type { PackStore } from "../storage/store.ts";
 import { getBytes, putBytes } from "../storage/store.ts";
 import { PackEntryIndex } from "../git/pack_index.ts";

@@ -3,7 +3,8 @@
  * `packfile-uris` section naming its packs by signed URL, and the edge's own answer to a fetch the
  * snapshot covers alone.
  */
-import type { Manifest, RepoRef } from "./deps.ts";
+import type { Manifest } from "./deps.ts";
+import type { RepoRef } from "./repo.ts";
 import type { ProxyContext } from "./context.ts";
 import type { SnapshotLookup } from "./fetch_plan.ts";
 import { signedPackUrl } from "./pack_urls.ts";

@@ -6,7 +6,7 @@
  * published before the last step; a build that keeps failing is abandoned and leaves nothing.
  */
 import { assert, assertEquals, assertRejects } from "../support/assert.ts";
-import type { RepoRef } from "../../src/proxy/deps.ts";
+import type { RepoRef } from "../../src/proxy/repo.ts";
 import { manifestPacks, readManifest, SnapshotBuilder } from "../../src/proxy/snapshot.ts";
 import {
   BUILD_KEY,

@@ -18,7 +18,7 @@ import {
   SettingError,
   SETTINGS,
 } from "../../src/proxy/settings.ts";
-import { DEFAULT_EDGE_CONFIG } from "../../src/proxy/deps.ts";
+import { DEFAULT_EDGE_CONFIG } from "../../src/proxy/config.ts";
 
 Deno.test("parseIntAtLeast takes safe integers from the minimum up", () => {
   assertEquals(parseIntAtLeast("60", 60), 60);

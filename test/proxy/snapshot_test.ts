@@ -5,7 +5,7 @@
 import { manifestPacks, readManifest, SnapshotBuilder } from "../../src/proxy/snapshot.ts";
 import { OriginAnswerError, OriginUnreachableError } from "../../src/proxy/origin.ts";
 import { repoId } from "../../src/proxy/repo.ts";
-import type { RepoRef } from "../../src/proxy/deps.ts";
+import type { RepoRef } from "../../src/proxy/repo.ts";
 import { FsPackStore } from "../../edge/deno/fs_store.ts";
 import { gitPackIndexBuilder } from "../../edge/deno/pack_index_builder.ts";
 import type { ByteRange, PackStore } from "../../src/storage/store.ts";
