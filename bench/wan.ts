@@ -29,12 +29,11 @@
  *     [--lan-mbit 1000] [--n 10] [--scenarios ...] [--initial-window 10] [--no-handshake]
  */
 import { git, tempDir } from "../test/support/git.ts";
-import { makeRepo } from "../test/support/fixtures.ts";
-import { addCommits } from "../test/support/fixtures.ts";
+import { addCommits, makeRepo } from "../test/support/fixtures.ts";
 import type { Origin } from "../test/support/origin.ts";
 import { cloneJson } from "../test/client/cli_process.ts";
 import { repoId } from "../src/proxy/repo.ts";
-import type { Manifest } from "../src/proxy/deps.ts";
+import type { Manifest } from "../src/proxy/manifest.ts";
 import { spawnOrigin } from "./origin_process.ts";
 import { startEdgeProcess } from "./edge_process.ts";
 import { median, settleDisk, timed } from "./stats.ts";

@@ -30,7 +30,7 @@ import { git, tempDir } from "../test/support/git.ts";
 import { spawnOrigin } from "./origin_process.ts";
 import { cloneJson } from "../test/client/cli_process.ts";
 import { repoId } from "../src/proxy/repo.ts";
-import type { Manifest } from "../src/proxy/deps.ts";
+import type { Manifest } from "../src/proxy/manifest.ts";
 import { startEdgeProcess } from "./edge_process.ts";
 import { settleDisk } from "./stats.ts";
 import { copyBigRepoInto } from "../test/support/big_repo.ts";

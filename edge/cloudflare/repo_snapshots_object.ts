@@ -10,10 +10,10 @@
  */
 /// <reference types="./cloudflare_workers.d.ts" />
 import { DurableObject } from "cloudflare:workers";
-import { type ScheduleBasis } from "../../src/proxy/deps.ts";
+import type { ScheduleBasis } from "../../src/proxy/deps.ts";
 import { DEFAULT_EDGE_CONFIG } from "../../src/proxy/config.ts";
 import type { OriginAuth, RepoRef } from "../../src/proxy/repo.ts";
-import { readManifest } from "../../src/proxy/snapshot.ts";
+import { readManifest } from "../../src/proxy/manifest.ts";
 import { LoggingSnapshotBuilder } from "../../src/proxy/build_log.ts";
 import { loggedOriginFetch } from "../../src/proxy/request_log.ts";
 import { workerLogger } from "./worker_log.ts";

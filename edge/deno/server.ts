@@ -3,7 +3,8 @@
  * in-process coordinator. `gitedge serve` (edge/deno/cli.ts) and the tests start it through here.
  */
 import { createApp } from "../../src/proxy/app.ts";
-import { type Clock, type Manifest } from "../../src/proxy/deps.ts";
+import type { Clock } from "../../src/proxy/deps.ts";
+import type { Manifest } from "../../src/proxy/manifest.ts";
 import { DEFAULT_EDGE_CONFIG, type EdgeConfig } from "../../src/proxy/config.ts";
 import type { RepoRef } from "../../src/proxy/repo.ts";
 import { checkEdgeConfig, DEFAULT_CONNECTION_LIMITS } from "../../src/proxy/settings.ts";

@@ -9,12 +9,11 @@
  * pack happens in one pass that `step` does not see: it is logged as one `split` step when the
  * `publish` step starts.
  */
-import type { Manifest } from "./deps.ts";
+import { type Manifest, manifestPacks } from "./manifest.ts";
 import type { OriginAuth, RepoRef } from "./repo.ts";
 import {
   type BuildProgress,
   type BuildState,
-  manifestPacks,
   SnapshotBuilder,
   type SnapshotBuilderDeps,
 } from "./snapshot.ts";

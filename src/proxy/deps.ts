@@ -7,66 +7,7 @@ import type { PackStore } from "../storage/store.ts";
 import type { Logger } from "./log.ts";
 import type { OriginAuth, RepoRef } from "./repo.ts";
 import type { EdgeConfig } from "./config.ts";
-
-/** One self-contained pack of a snapshot. */
-export interface SnapshotPack {
-  /** The pack's trailing SHA-1 (hex): what `packfile-uris` announces. */
-  hash: string;
-  /** Where it lives in the store. */
-  key: string;
-  /** Size in bytes. */
-  size: number;
-  /** Number of objects. */
-  objects: number;
-  /**
-   * The store's version of the object when it was published (`ObjectInfo.version`). A pack whose
-   * version has changed since was rewritten by something other than the edge: the snapshot is
-   * not advertised again until rebuilt. Absent in manifests written before versions existed.
-   */
-  version?: string;
-  /**
-   * The pack's `.idx` (version 2), kept beside it in the store when the edge builds indexes
-   * (`--pack-indexes`): a snapshot naming an index is published only after the index is stored.
-   */
-  index?: PackIndexRef;
-}
-
-/** A snapshot pack's index in the store. */
-export interface PackIndexRef {
-  key: string;
-  size: number;
-  /** The store's version of the index when it was published (as {@link SnapshotPack.version}). */
-  version?: string;
-}
-
-/** A published snapshot: written last, after every pack it names. */
-export interface Manifest {
-  version: 1;
-  originUrl: string;
-  /** Ref name to object id at build time (branches and tags). */
-  tips: Record<string, string>;
-  /** Layers, oldest first; each layer is a list of packs. */
-  layers: SnapshotPack[][];
-  /** ms since epoch. */
-  builtAt: number;
-  /** The repository's hash (`sha1` when absent); pack hashes in URIs use it too. */
-  objectFormat?: "sha1" | "sha256";
-  /**
-   * What each layer was built for, parallel to `layers`: the tips it brought the snapshot to and
-   * when. A layer holds the objects its tips reach less those the previous layer's tips reach, so
-   * it is a bundle (src/proxy/bundle_list.ts). Absent in manifests written before, or when a layer
-   * was added to such a manifest: then the edge offers no bundles until the next full build.
-   */
-  layerMeta?: LayerMeta[];
-}
-
-/** What one snapshot layer was built for (see {@link Manifest.layerMeta}). */
-export interface LayerMeta {
-  /** Ref name to object id when the layer was built. */
-  tips: Record<string, string>;
-  /** ms since epoch. */
-  builtAt: number;
-}
+import type { Manifest } from "./manifest.ts";
 
 export type SnapshotState = "none" | "building" | "ready";
 

@@ -8,7 +8,7 @@ import type { RepoRef } from "./repo.ts";
 import type { ProxyContext } from "./context.ts";
 import { authOf, forwardHeaders, readingOrigin } from "./origin.ts";
 import { injectBeforePackfile } from "./rewrite.ts";
-import { manifestPacks } from "./snapshot.ts";
+import { manifestPacks } from "./manifest.ts";
 import { prefixed } from "./streams.ts";
 import { expiryFor } from "./signing.ts";
 import { NO_SNAPSHOT, planFetch, wantsSnapshot } from "./fetch_plan.ts";

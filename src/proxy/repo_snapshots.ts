@@ -4,7 +4,8 @@
  * keeps one per repository in memory (`InProcessCoordinator`), the Worker one per Durable Object with
  * the DO's storage (`edge/cloudflare/repo_snapshots_object.ts`).
  */
-import type { Clock, Manifest, ScheduleBasis, SnapshotStatus } from "./deps.ts";
+import type { Clock, ScheduleBasis, SnapshotStatus } from "./deps.ts";
+import type { Manifest } from "./manifest.ts";
 import type { OriginAuth, RepoRef } from "./repo.ts";
 import type { Metrics } from "./metrics.ts";
 import { publicMessage } from "./errors.ts";

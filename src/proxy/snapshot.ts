@@ -8,35 +8,35 @@
  * so a crash leaves no manifest that names a missing pack. Unreferenced packs are deleted only
  * after a grace period, so URIs already handed out keep working.
  */
-import type {
-  Clock,
-  LayerMeta,
-  Manifest,
-  OriginFetch,
-  PackIndexRef,
-  SnapshotPack,
-} from "./deps.ts";
+import type { Clock, OriginFetch } from "./deps.ts";
+import {
+  indexKeyOf,
+  type LayerMeta,
+  type Manifest,
+  manifestKey,
+  manifestPacks,
+  type PackIndexRef,
+  packKey,
+  type SnapshotPack,
+} from "./manifest.ts";
 import type { OriginAuth, RepoRef } from "./repo.ts";
-import type { PackStore } from "../storage/store.ts";
-import { getBytes, putBytes } from "../storage/store.ts";
+import { getBytes, type PackStore, putBytes } from "../storage/store.ts";
 import { PackEntryIndex } from "../git/pack_index.ts";
-import type { SplitPart } from "../git/pack_split.ts";
 import { PktLineReader } from "../git/pktline.ts";
 import { capabilityValue, readCapabilityAdvertisement } from "../git/capabilities.ts";
 import { serializeCommandRequest } from "../git/command_request.ts";
 import { emptyFetchArgs, serializeFetchArgs } from "../git/fetch_request.ts";
 import { readFetchResponse } from "../git/fetch_response.ts";
 import { parseLsRefsLine } from "../git/ls_refs.ts";
-import { packScanner } from "../git/pack_reader.ts";
-import { planSplit, splitPack } from "../git/pack_split.ts";
+import { packScanner, type PackSummary } from "../git/pack_reader.ts";
+import { planSplit, splitPack, type SplitPart } from "../git/pack_split.ts";
 import {
   getUploadPackAdvertisement,
   OriginAnswerError,
   postUploadPack,
   readingOrigin,
 } from "./origin.ts";
-import { isObjectId, type ObjectFormat } from "../git/object_id.ts";
-import type { PackSummary } from "../git/pack_reader.ts";
+import type { ObjectFormat } from "../git/object_id.ts";
 import { type PackSeeds, seedsPrefix } from "./pack_seeds.ts";
 import {
   DEFAULT_SEGMENT_BYTES,
@@ -85,11 +85,6 @@ export type PackIndexBuilder = (
   indexKey: string,
   objectFormat: ObjectFormat,
 ) => Promise<void>;
-
-/** Where the `.idx` of the pack stored under `packKey` lives: `.pack` replaced by `.idx`. */
-export function indexKeyOf(packKey: string): string {
-  return packKey.replace(/\.pack$/, ".idx");
-}
 
 /**
  * Where an unfinished build stands: everything the next step needs, small and JSON-clean, so a
@@ -145,10 +140,6 @@ export { SnapshotBuildError };
 
 const AGENT = "agent=gitedge/0.1";
 
-export function manifestKey(repo: RepoRef): string {
-  return `repos/${repo.id}/manifest.json`;
-}
-
 function packPrefix(repo: RepoRef): string {
   return packKey(repo.id, "");
 }
@@ -156,69 +147,6 @@ function packPrefix(repo: RepoRef): string {
 /** Temporary objects of unfinished builds (any build when `buildId` is absent). */
 function tmpPrefix(repo: RepoRef, buildId?: string): string {
   return buildId === undefined ? `repos/${repo.id}/tmp/` : `repos/${repo.id}/tmp/${buildId}/`;
-}
-
-/** Where pack `file` of the repository with id `repoId` lives in the store. */
-export function packKey(repoId: string, file: string): string {
-  return `repos/${repoId}/packs/${file}`;
-}
-
-/** Every pack of a manifest, oldest layer first. */
-export function manifestPacks(m: Manifest): SnapshotPack[] {
-  return m.layers.flat();
-}
-
-/**
- * The manifest the builder left in the store, or null when there is none or it is damaged
- * (truncated, not JSON, not a manifest of this repository): then the edge acts as if there were
- * no snapshot, and the next build writes a good one.
- */
-export async function readManifest(store: PackStore, repo: RepoRef): Promise<Manifest | null> {
-  const bytes = await getBytes(store, manifestKey(repo));
-  if (!bytes) return null;
-  let m: unknown;
-  try {
-    m = JSON.parse(new TextDecoder().decode(bytes));
-  } catch {
-    m = null;
-  }
-  if (!isManifest(m) || m.originUrl !== repo.originUrl) {
-    console.error(`gitedge: the stored manifest of ${repo.path} is damaged; it will be rebuilt`);
-    return null;
-  }
-  return m;
-}
-
-export function isManifest(m: unknown): m is Manifest {
-  if (typeof m !== "object" || m === null) return false;
-  const r = m as Record<string, unknown>;
-  const isPack = (p: unknown) => {
-    const q = p as Record<string, unknown>;
-    return typeof p === "object" && p !== null && typeof q.hash === "string" &&
-      isObjectId(q.hash) && typeof q.key === "string" &&
-      Number.isSafeInteger(q.size) && Number.isSafeInteger(q.objects) &&
-      (q.version === undefined || typeof q.version === "string") &&
-      (q.index === undefined || isIndexRef(q.index));
-  };
-  const isIndexRef = (i: unknown) => {
-    const q = i as Record<string, unknown>;
-    return typeof i === "object" && i !== null && typeof q.key === "string" &&
-      Number.isSafeInteger(q.size) && (q.version === undefined || typeof q.version === "string");
-  };
-  return r.version === 1 && typeof r.originUrl === "string" && typeof r.tips === "object" &&
-    r.tips !== null && Object.values(r.tips).every((v) => typeof v === "string") &&
-    Array.isArray(r.layers) &&
-    r.layers.every((layer) => Array.isArray(layer) && layer.every(isPack)) &&
-    typeof r.builtAt === "number" && (r.layerMeta === undefined || isLayerMeta(r.layerMeta));
-}
-
-function isLayerMeta(m: unknown): boolean {
-  return Array.isArray(m) && m.every((l) => {
-    const q = l as Record<string, unknown>;
-    return typeof l === "object" && l !== null && typeof q.builtAt === "number" &&
-      typeof q.tips === "object" && q.tips !== null &&
-      Object.values(q.tips).every((v) => typeof v === "string" && isObjectId(v));
-  });
 }
 
 export class SnapshotBuilder {

@@ -3,12 +3,11 @@
  * `packfile-uris` section naming its packs by signed URL, and the edge's own answer to a fetch the
  * snapshot covers alone.
  */
-import type { Manifest } from "./deps.ts";
+import { type Manifest, manifestPacks } from "./manifest.ts";
 import type { RepoRef } from "./repo.ts";
 import type { ProxyContext } from "./context.ts";
 import type { SnapshotLookup } from "./fetch_plan.ts";
 import { signedPackUrl } from "./pack_urls.ts";
-import { manifestPacks } from "./snapshot.ts";
 import { concat, encodePkt, FLUSH_PKT } from "../git/pktline.ts";
 import { sha1 } from "@noble/hashes/legacy.js";
 import { encodeFetchSection } from "../git/fetch_response.ts";

@@ -2,10 +2,10 @@
  * The snapshot builder against a real origin and the filesystem store: layers, compaction, garbage
  * collection with a grace period, and a failed build that leaves the published manifest alone.
  */
-import { manifestPacks, readManifest, SnapshotBuilder } from "../../src/proxy/snapshot.ts";
+import { SnapshotBuilder } from "../../src/proxy/snapshot.ts";
+import { manifestPacks, readManifest } from "../../src/proxy/manifest.ts";
 import { OriginAnswerError, OriginUnreachableError } from "../../src/proxy/origin.ts";
-import { repoId } from "../../src/proxy/repo.ts";
-import type { RepoRef } from "../../src/proxy/repo.ts";
+import { repoId, type RepoRef } from "../../src/proxy/repo.ts";
 import { FsPackStore } from "../../edge/deno/fs_store.ts";
 import { gitPackIndexBuilder } from "../../edge/deno/pack_index_builder.ts";
 import type { ByteRange, PackStore } from "../../src/storage/store.ts";
