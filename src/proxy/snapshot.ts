@@ -23,16 +23,16 @@ import type { OriginAuth, RepoRef } from "./repo.ts";
 import { getBytes, type PackStore, putBytes } from "../storage/store.ts";
 import { PackEntryIndex } from "../git/pack_index.ts";
 import { PktLineReader } from "../git/pktline.ts";
-import { capabilityValue, readCapabilityAdvertisement } from "../git/capabilities.ts";
 import { serializeCommandRequest } from "../git/command_request.ts";
 import { emptyFetchArgs, serializeFetchArgs } from "../git/fetch_request.ts";
 import { readFetchResponse } from "../git/fetch_response.ts";
-import { parseLsRefsLine } from "../git/ls_refs.ts";
 import { packScanner, type PackSummary } from "../git/pack_reader.ts";
 import { planSplit, splitPack, type SplitPart } from "../git/pack_split.ts";
 import {
-  getUploadPackAdvertisement,
+  listTips,
   OriginAnswerError,
+  type OriginFormat,
+  originFormat,
   postUploadPack,
   readingOrigin,
 } from "./origin.ts";
@@ -138,8 +138,6 @@ export { DEFAULT_SEGMENT_BYTES } from "../storage/segments.ts";
 
 export { SnapshotBuildError };
 
-const AGENT = "agent=gitedge/0.1";
-
 function packPrefix(repo: RepoRef): string {
   return packKey(repo.id, "");
 }
@@ -199,8 +197,9 @@ export class SnapshotBuilder {
    * (builds of one repository never run concurrently).
    */
   async begin(repo: RepoRef, auth: OriginAuth, previous: Manifest | null): Promise<BuildProgress> {
-    const origin = await this.#originFormat(repo, auth);
-    const tips = await this.#listTips(repo, auth, origin);
+    const { originFetch } = this.#deps;
+    const origin = await originFormat(originFetch, repo, auth);
+    const tips = await listTips(originFetch, repo, auth, origin);
     const objectFormat = origin.format;
     if (
       previous && (previous.objectFormat ?? "sha1") === objectFormat &&
@@ -324,64 +323,6 @@ export class SnapshotBuilder {
 
   async #deleteUnder(prefix: string): Promise<void> {
     for (const obj of await this.#deps.store.list(prefix)) await this.#deps.store.delete(obj.key);
-  }
-
-  /**
-   * The origin's object format, from its v2 advertisement, and the capability lines requests
-   * must carry for it (`object-format=` only where advertised: older servers refuse it).
-   */
-  async #originFormat(repo: RepoRef, auth: OriginAuth): Promise<OriginFormat> {
-    const res = await getUploadPackAdvertisement(this.#deps.originFetch, repo, auth);
-    const url = `${repo.originUrl}/info/refs`;
-    const reader = new PktLineReader(res.body!);
-    try {
-      const adv = await readingOrigin(url, () => readCapabilityAdvertisement(reader));
-      const value = capabilityValue(adv, "object-format");
-      if (value !== undefined && value !== "sha1" && value !== "sha256") {
-        throw new OriginAnswerError(url, `names object format ${value}, which the edge lacks`);
-      }
-      const format: ObjectFormat = value === "sha256" ? "sha256" : "sha1";
-      return { format, capabilities: value ? [AGENT, `object-format=${value}`] : [AGENT] };
-    } finally {
-      await reader.cancel().catch(() => {});
-    }
-  }
-
-  async #listTips(
-    repo: RepoRef,
-    auth: OriginAuth,
-    origin: OriginFormat,
-  ): Promise<Record<string, string>> {
-    const body = serializeCommandRequest({
-      command: "ls-refs",
-      capabilities: origin.capabilities,
-      args: ["peel", "ref-prefix refs/heads/", "ref-prefix refs/tags/"],
-    });
-    const res = await postUploadPack(this.#deps.originFetch, repo, auth, body);
-    const url = `${repo.originUrl}/git-upload-pack`;
-    const reader = new PktLineReader(res.body!);
-    const tips: Record<string, string> = {};
-    try {
-      await readingOrigin(url, async () => {
-        for (;;) {
-          const pkt = await reader.read();
-          // An ls-refs answer always ends with a flush: without one it was cut short, and tips
-          // missing from it would publish a snapshot short of refs (or an empty one).
-          if (pkt === null) {
-            throw new OriginAnswerError(url, "(ls-refs) ended before its flush: it was cut short");
-          }
-          if (pkt.type === "flush" || pkt.type === "response-end") break;
-          if (pkt.type !== "data") continue;
-          const line = parseLsRefsLine(new TextDecoder().decode(pkt.data).replace(/\n$/, ""));
-          if (line.oid && line.oid.length === (origin.format === "sha256" ? 64 : 40)) {
-            tips[line.name] = line.oid;
-          }
-        }
-      });
-    } finally {
-      await reader.cancel().catch(() => {});
-    }
-    return tips;
   }
 
   /**
@@ -616,12 +557,6 @@ function layerMetaOf(state: BuildState, builtAt: number): LayerMeta[] | undefine
 /** The bytes of a typed array (a view, not a copy). */
 function bytesOf(array: Float64Array | Uint8Array | Uint32Array | Int32Array): Uint8Array {
   return new Uint8Array(array.buffer, array.byteOffset, array.byteLength);
-}
-
-/** The origin's object format and the capability lines that say so. */
-export interface OriginFormat {
-  format: ObjectFormat;
-  capabilities: string[];
 }
 
 function sameTips(a: Record<string, string>, b: Record<string, string>): boolean {
