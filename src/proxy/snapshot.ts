@@ -38,12 +38,7 @@ import {
 } from "./origin.ts";
 import type { ObjectFormat } from "../git/object_id.ts";
 import { type PackSeeds, seedsPrefix } from "./pack_seeds.ts";
-import {
-  DEFAULT_SEGMENT_BYTES,
-  segmentSink,
-  segmentSource,
-  SnapshotBuildError,
-} from "../storage/segments.ts";
+import { DEFAULT_SEGMENT_BYTES, segmentSink, segmentSource } from "../storage/segments.ts";
 
 export interface SnapshotBuilderDeps {
   store: PackStore;
@@ -134,9 +129,10 @@ export interface StagedPack {
 /** The outcome of a step: the published manifest, or the state for the next step. */
 export type BuildProgress = { done: Manifest } | { next: BuildState };
 
-export { DEFAULT_SEGMENT_BYTES } from "../storage/segments.ts";
-
-export { SnapshotBuildError };
+/** A build found its own intermediate state missing or inconsistent. */
+export class SnapshotBuildError extends Error {
+  override name = "SnapshotBuildError";
+}
 
 function packPrefix(repo: RepoRef): string {
   return packKey(repo.id, "");

@@ -4,8 +4,9 @@
  */
 import type { PackStore } from "./store.ts";
 
-export class SnapshotBuildError extends Error {
-  override name = "SnapshotBuildError";
+/** A segment that was written is no longer in the store. */
+export class MissingSegmentError extends Error {
+  override name = "MissingSegmentError";
 }
 
 /** Default segment size: R2's default part size. */
@@ -91,7 +92,7 @@ export function segmentSource(
           }
           const key = keyOf(next++);
           const object = await store.get(key);
-          if (!object) throw new SnapshotBuildError(`${key} vanished during the build`);
+          if (!object) throw new MissingSegmentError(`${key} vanished during the build`);
           if (cancelled) {
             // Cancelled while the segment was being opened: release it at once.
             await object.body.cancel(cancelled.reason);
