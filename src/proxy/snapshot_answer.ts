@@ -7,6 +7,7 @@ import { type Manifest, manifestPacks } from "./manifest.ts";
 import type { RepoRef } from "./repo.ts";
 import type { ProxyContext } from "./context.ts";
 import type { SnapshotLookup } from "./fetch_plan.ts";
+import type { FetchCall, PlanOf } from "./fetch_call.ts";
 import { signedPackUrl } from "./pack_urls.ts";
 import { concat, encodePkt, FLUSH_PKT } from "../git/pktline.ts";
 import { sha1 } from "@noble/hashes/legacy.js";
@@ -28,12 +29,13 @@ const EMPTY_PACK = (() => {
  * headers are banded too under `sideband-all`. The origin does no pack work at all.
  */
 export async function answerFromSnapshot(
-  ctx: ProxyContext,
-  repo: RepoRef,
-  manifest: Manifest,
-  url: URL,
-  sidebandAll: boolean,
+  call: FetchCall,
+  plan: PlanOf<"answer-from-snapshot">,
 ): Promise<Response> {
+  const { ctx, repo, url } = call;
+  const { manifest } = plan;
+  const { sidebandAll } = call.args;
+  ctx.registry?.noteFetch(repo, "answered", true, call.seen);
   const section = await packfileUrisSection(ctx, repo, manifest, url, sidebandAll);
   const banded = new Uint8Array(EMPTY_PACK.length + 1);
   banded[0] = 1;
