@@ -24,7 +24,7 @@
 import { sha1 } from "@noble/hashes/legacy.js";
 import { unzlibSync } from "fflate";
 import { scanPack } from "../src/git/pack_reader.ts";
-import type { PackEntryIndex } from "../src/git/pack_index.ts";
+import type { PackEntryIndex } from "../src/git/pack_entries.ts";
 import { planSplit, splitPack } from "../src/git/pack_split.ts";
 import { interleaved, median, timed } from "./stats.ts";
 

@@ -24,7 +24,7 @@ import {
   PackFormatError,
 } from "./pack.ts";
 import { hashLength, type ObjectFormat } from "./object_id.ts";
-import { PackEntryIndex } from "./pack_index.ts";
+import { PackEntryIndex } from "./pack_entries.ts";
 
 /** What a full scan of a pack established. */
 export interface PackSummary {

@@ -11,7 +11,7 @@
 
 import type { ObjectFormat } from "./object_id.ts";
 import { type PackEntry, PackFormatError } from "./pack.ts";
-import type { PackEntryIndex } from "./pack_index.ts";
+import type { PackEntryIndex } from "./pack_entries.ts";
 import { type PackSummary, scanPack } from "./pack_reader.ts";
 import { concat } from "./pktline.ts";
 import { type OffsetMap, PackWriter, type PackWriteResult } from "./pack_writer.ts";

@@ -21,7 +21,7 @@ import {
 } from "./manifest.ts";
 import type { OriginAuth, RepoRef } from "./repo.ts";
 import { getBytes, type PackStore, putBytes } from "../storage/store.ts";
-import { PackEntryIndex } from "../git/pack_index.ts";
+import { PackEntryIndex } from "../git/pack_entries.ts";
 import { PktLineReader } from "../git/pktline.ts";
 import { serializeCommandRequest } from "../git/command_request.ts";
 import { emptyFetchArgs, serializeFetchArgs } from "../git/fetch_request.ts";

@@ -12,7 +12,7 @@ import {
   type PackEntry,
   PackFormatError,
 } from "../../src/git/pack.ts";
-import { PackEntryIndex } from "../../src/git/pack_index.ts";
+import { PackEntryIndex } from "../../src/git/pack_entries.ts";
 import { scanPack } from "../../src/git/pack_reader.ts";
 import { planSplit, splitPack, splitPackBytes } from "../../src/git/pack_split.ts";
 import { gitBytes, tempDir } from "../support/git.ts";

@@ -1,6 +1,6 @@
 import { assert, assertEquals, assertMatch, assertThrows } from "../support/assert.ts";
 import { OBJ_BLOB, OBJ_OFS_DELTA, OBJ_REF_DELTA } from "../../src/git/pack.ts";
-import { PackEntryIndex } from "../../src/git/pack_index.ts";
+import { PackEntryIndex } from "../../src/git/pack_entries.ts";
 import { packScanner, scanPack } from "../../src/git/pack_reader.ts";
 import { planSplit, splitPack } from "../../src/git/pack_split.ts";
 import { git, tempDir } from "../support/git.ts";
