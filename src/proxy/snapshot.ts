@@ -21,7 +21,7 @@ import {
 } from "./manifest.ts";
 import type { OriginAuth, RepoRef } from "./repo.ts";
 import { getBytes, type PackStore, putBytes } from "../storage/store.ts";
-import { PackEntryIndex } from "../git/pack_entries.ts";
+import { PackEntryTable } from "../git/pack_entries.ts";
 import { PktLineReader } from "../git/pktline.ts";
 import { serializeCommandRequest } from "../git/command_request.ts";
 import { emptyFetchArgs, serializeFetchArgs } from "../git/fetch_request.ts";
@@ -437,7 +437,7 @@ export class SnapshotBuilder {
       }
       return bytes.buffer as ArrayBuffer;
     };
-    const index = PackEntryIndex.fromColumns({
+    const index = PackEntryTable.fromColumns({
       offsets: new Float64Array(await load("offsets", 8)),
       kinds: new Uint8Array(await load("kinds", 1)),
       sizes: new Uint32Array(await load("sizes", 4)),
