@@ -331,8 +331,8 @@ export class RepoSnapshots {
     let started: BuildState | undefined;
     try {
       progress = await builder.begin(repo, auth, fresh ? null : snapshot.manifest);
-      if ("next" in progress) {
-        started = progress.next;
+      if ("state" in progress) {
+        started = progress.state;
         progress = await builder.step(started, auth);
       }
     } catch (error) {
@@ -346,7 +346,7 @@ export class RepoSnapshots {
       return progress.done;
     }
     const pending: PendingBuild = {
-      state: progress.next,
+      state: progress.state,
       attempts: 0,
       credentialed,
       stats: {
@@ -414,7 +414,7 @@ export class RepoSnapshots {
       this.#settle({ manifest: progress.done });
       return;
     }
-    await storage.put(BUILD_KEY, { ...pending, state: progress.next, attempts: 0 });
+    await storage.put(BUILD_KEY, { ...pending, state: progress.state, attempts: 0 });
     await storage.setAlarm(clock.now());
   }
 

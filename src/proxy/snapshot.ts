@@ -127,7 +127,7 @@ export interface StagedPack {
 }
 
 /** The outcome of a step: the published manifest, or the state for the next step. */
-export type BuildProgress = { done: Manifest } | { next: BuildState };
+export type BuildProgress = { done: Manifest } | { state: BuildState };
 
 /** A build found its own intermediate state missing or inconsistent. */
 export class SnapshotBuildError extends Error {
@@ -171,13 +171,13 @@ export class SnapshotBuilder {
    */
   async build(repo: RepoRef, auth: OriginAuth, previous: Manifest | null): Promise<Manifest> {
     let progress = await this.begin(repo, auth, previous);
-    while ("next" in progress) {
-      const state = progress.next;
+    while ("state" in progress) {
+      const state = progress.state;
       try {
         // In one invocation nothing limits a step: every snapshot pack is written in a single
         // pass over the segments (one pass per pack is for runtimes that bound each invocation).
         progress = state.next === "split"
-          ? { next: await this.#splitStep(state, { allParts: true }) }
+          ? { state: await this.#splitStep(state, { allParts: true }) }
           : await this.step(state, auth);
       } catch (error) {
         await this.abandon(state).catch(() => {});
@@ -210,7 +210,7 @@ export class SnapshotBuilder {
     const incremental = previous !== null && previous.layers.length < this.#deps.maxLayers &&
       (previous.objectFormat ?? "sha1") === objectFormat && wants.length > 0;
     return {
-      next: {
+      state: {
         version: 1,
         id: `${this.#deps.clock.now().toString(36)}-${crypto.randomUUID().slice(0, 8)}`,
         repo,
@@ -235,9 +235,9 @@ export class SnapshotBuilder {
   async step(state: BuildState, auth: OriginAuth): Promise<BuildProgress> {
     switch (state.next) {
       case "fetch":
-        return { next: await this.#fetchStep(state, auth) };
+        return { state: await this.#fetchStep(state, auth) };
       case "split":
-        return { next: await this.#splitStep(state) };
+        return { state: await this.#splitStep(state) };
       case "publish":
         return { done: await this.#publish(state) };
     }

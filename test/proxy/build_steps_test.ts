@@ -209,9 +209,9 @@ Deno.test("a new build removes the segments of a build killed before it was reco
   });
   // The first steps of a build (tips, the pack as segments), then nothing: killed.
   const begun = await builder.begin(repo, noAuth, null);
-  assert("next" in begun, "a build to run");
-  const fetched = await builder.step(begun.next, noAuth);
-  assert("next" in fetched && fetched.next.next === "split", "fetched");
+  assert("state" in begun, "a build to run");
+  const fetched = await builder.step(begun.state, noAuth);
+  assert("state" in fetched && fetched.state.next === "split", "fetched");
   const tmp = `repos/${repo.id}/tmp/`;
   assert((await store.list(tmp)).length > 0, "the killed build's segments are there");
   // A new build (another id) runs to the end: the leftovers are gone.

@@ -200,7 +200,7 @@ Deno.test("a build in one invocation reads the origin's pack back once for all i
   const stepStore = new FsPackStore(`${dir.path}/steps`);
   const stepped = builderOn(stepStore);
   let progress = await stepped.begin(repo, noAuth, null);
-  while ("next" in progress) progress = await stepped.step(progress.next, noAuth);
+  while ("state" in progress) progress = await stepped.step(progress.state, noAuth);
   const steppedPacks = manifestPacks(progress.done);
   assertEquals(steppedPacks.map((p) => p.hash), packs.map((p) => p.hash), "same packs");
   for (const [i, p] of packs.entries()) {
