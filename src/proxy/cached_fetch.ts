@@ -2,7 +2,6 @@
  * Fetches through the response cache (see `response_cache.ts`): stored answers to fetches without
  * `have` lines, handed only to clients the origin just vouched for.
  */
-import { DEFAULT_EDGE_CONFIG } from "./config.ts";
 import type { ScheduleBasis } from "./deps.ts";
 import type { RepoRef } from "./repo.ts";
 import type { ProxyContext } from "./context.ts";
@@ -14,12 +13,11 @@ import { forwardUploadPack, inBackground, recentlyAuthorised, relay } from "./fo
 import { type FetchCall, type PlanOf, scheduleBuild, servedAnswer } from "./fetch_call.ts";
 import { type CommandRequest, serializeCommandRequest } from "../git/command_request.ts";
 import { type FetchArgs, serializeFetchArgs } from "../git/fetch_request.ts";
+import { UPLOAD_PACK_RESULT_TYPE } from "../git/media_types.ts";
 
 export function responseCacheBytes(ctx: ProxyContext): number {
-  return ctx.deps.config.responseCacheBytes ?? DEFAULT_EDGE_CONFIG.responseCacheBytes;
+  return ctx.deps.config.responseCacheBytes;
 }
-
-const RESULT_TYPE = "application/x-git-upload-pack-result";
 
 /**
  * A fetch without `have` lines, through the response cache (see `response_cache.ts`). A stored
@@ -120,7 +118,7 @@ async function throughCache(
   // Only an answer the origin computed for this request starts a build; an `ERR` (an unknown
   // `want`) starts none and is not kept.
   const answer = await servedAnswer(call, origin, build, { req, args });
-  const typeOk = origin.headers.get("content-type") === RESULT_TYPE;
+  const typeOk = origin.headers.get("content-type") === UPLOAD_PACK_RESULT_TYPE;
   if (!claim || !answer.served || !typeOk || !answer.body) {
     claim?.abandon();
     return relay(origin, answer.body);
@@ -143,7 +141,7 @@ async function cachedAnswer(ctx: ProxyContext, storeKey: string): Promise<Respon
   );
   return new Response(body, {
     status: 200,
-    headers: { "content-type": RESULT_TYPE, "cache-control": "no-cache" },
+    headers: { "content-type": UPLOAD_PACK_RESULT_TYPE, "cache-control": "no-cache" },
   });
 }
 

@@ -85,3 +85,18 @@ export const DEFAULT_EDGE_CONFIG: Readonly<
   buildBackoffSeconds: 60,
   lsRefsAheadSeconds: 10,
 };
+
+/** The settings {@link DEFAULT_EDGE_CONFIG} gives a value to. */
+export type DefaultedSetting = keyof typeof DEFAULT_EDGE_CONFIG;
+
+/** An {@link EdgeConfig} with its defaults filled in: what the app reads. */
+export type ResolvedEdgeConfig = EdgeConfig & Required<Pick<EdgeConfig, DefaultedSetting>>;
+
+/** `config` with every setting it leaves unset (or undefined) at its default. */
+export function withDefaults(config: EdgeConfig): ResolvedEdgeConfig {
+  const resolved = { ...DEFAULT_EDGE_CONFIG, ...config };
+  for (const key of Object.keys(DEFAULT_EDGE_CONFIG) as DefaultedSetting[]) {
+    resolved[key] = config[key] ?? DEFAULT_EDGE_CONFIG[key];
+  }
+  return resolved;
+}

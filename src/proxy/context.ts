@@ -3,6 +3,7 @@
  * `createApp` builds once.
  */
 import type { EdgeDeps } from "./deps.ts";
+import type { ResolvedEdgeConfig } from "./config.ts";
 import type { RepoRef } from "./repo.ts";
 import type { Metrics } from "./metrics.ts";
 import type { UrlSigner } from "./signing.ts";
@@ -13,7 +14,8 @@ import type { Pkt, PktLineReader } from "../git/pktline.ts";
 import type { RepoRegistry } from "./repo_registry.ts";
 
 export interface ProxyContext {
-  deps: EdgeDeps;
+  /** As given to `createApp`, the config with its defaults filled in. */
+  deps: EdgeDeps & { config: ResolvedEdgeConfig };
   metrics: Metrics;
   signer: UrlSigner;
   /** Credentials the origin recently accepted, per repository (hashes, in memory). */

@@ -4,13 +4,14 @@
  */
 import type { OriginFetch } from "./deps.ts";
 import type { OriginAuth, RepoRef } from "./repo.ts";
-import { EdgeHttpError } from "./errors.ts";
+import { EdgeHttpError, replaceUrls } from "./errors.ts";
 import { GitFormatError } from "../git/errors.ts";
 import { PktLineReader } from "../git/pktline.ts";
 import { capabilityValue, readCapabilityAdvertisement } from "../git/capabilities.ts";
 import { serializeCommandRequest } from "../git/command_request.ts";
 import { parseLsRefsLine } from "../git/ls_refs.ts";
 import type { ObjectFormat } from "../git/object_id.ts";
+import { UPLOAD_PACK_REQUEST_TYPE, UPLOAD_PACK_RESULT_TYPE } from "../git/media_types.ts";
 
 /**
  * What a client may be told about an origin URL: the endpoint asked for (`info/refs`,
@@ -30,7 +31,7 @@ export function originEndpoint(url: string): string {
 
 /** A message of a lower layer (the runtime's fetch names the URL it failed on) without URLs. */
 function withoutUrls(text: string): string {
-  return text.replace(/\b[a-z][a-z0-9+.-]*:\/\/[^\s'"`)\]]*/gi, "<origin>");
+  return replaceUrls(text, "<origin>");
 }
 
 /** The origin could not be reached (connection refused, DNS, reset): 502 to the client. */
@@ -209,8 +210,8 @@ export async function postUploadPack(
     method: "POST",
     headers: {
       ...auth.headers,
-      "content-type": "application/x-git-upload-pack-request",
-      "accept": "application/x-git-upload-pack-result",
+      "content-type": UPLOAD_PACK_REQUEST_TYPE,
+      "accept": UPLOAD_PACK_RESULT_TYPE,
       "git-protocol": "version=2",
     },
     body: body as Uint8Array<ArrayBuffer>,

@@ -2,7 +2,6 @@
  * A client's upload-pack request body as the edge reads it: decoded, capped in size, within the
  * parse budget and the body timeout; and the byte-level edits of a command request sent on as is.
  */
-import { DEFAULT_EDGE_CONFIG } from "./config.ts";
 import type { ProxyContext } from "./context.ts";
 import { ClientRequestError, RequestTooLargeError } from "./errors.ts";
 import { concat, type Pkt, PktLineReader, pktSpans, pktText } from "../git/pktline.ts";
@@ -33,7 +32,7 @@ export function requestBody(ctx: ProxyContext, request: Request): GuardedBody {
   } else if (enc && enc !== "identity") {
     throw new ClientRequestError(`unsupported content-encoding ${enc}`, 415);
   }
-  const seconds = ctx.deps.config.bodyTimeoutSeconds ?? DEFAULT_EDGE_CONFIG.bodyTimeoutSeconds;
+  const seconds = ctx.deps.config.bodyTimeoutSeconds;
   const budget = ctx.parseBudget;
   const reader = body.getReader();
   let taken = 0;

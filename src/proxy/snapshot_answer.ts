@@ -13,6 +13,7 @@ import { concat, encodePkt, FLUSH_PKT } from "../git/pktline.ts";
 import { sha1 } from "@noble/hashes/legacy.js";
 import { encodeFetchSection } from "../git/fetch_response.ts";
 import { formatPackfileUriLine } from "../git/packfile_uris.ts";
+import { UPLOAD_PACK_RESULT_TYPE } from "../git/media_types.ts";
 
 /** SHA-1 of the 12-byte header of an empty version-2 pack, i.e. an empty pack's trailer. */
 const EMPTY_PACK = (() => {
@@ -51,7 +52,7 @@ export async function answerFromSnapshot(
   return new Response(body as Uint8Array<ArrayBuffer>, {
     status: 200,
     headers: {
-      "content-type": "application/x-git-upload-pack-result",
+      "content-type": UPLOAD_PACK_RESULT_TYPE,
       "cache-control": "no-cache",
     },
   });
