@@ -274,7 +274,10 @@ export class RepoSnapshots {
     first.promise.catch(() => {});
     const steps = this.#steps;
     const run = steps
-      ? this.#startSteps(steps, repo, auth, fresh, first)
+      ? this.#firstSteps(steps, repo, auth, fresh, first).catch((error) => {
+        first.reject(error);
+        throw error;
+      })
       : this.#runBuild(repo, auth, fresh);
     const build = run.finally(() => {
       if (this.#building === build) this.#building = null;
@@ -306,23 +309,9 @@ export class RepoSnapshots {
 
   /**
    * The first invocation of a build carried across invocations: lists the tips and fetches the
-   * pack with the caller's credentials, then leaves the rest to alarms.
+   * pack with the caller's credentials, then leaves the rest to alarms. Resolves `first` once
+   * this invocation's part is done (the caller rejects it when that fails).
    */
-  async #startSteps(
-    builder: StepBuilder,
-    repo: RepoRef,
-    auth: OriginAuth,
-    fresh: boolean,
-    first: PromiseWithResolvers<void>,
-  ): Promise<Manifest> {
-    try {
-      return await this.#firstSteps(builder, repo, auth, fresh, first);
-    } catch (error) {
-      first.reject(error);
-      throw error;
-    }
-  }
-
   async #firstSteps(
     builder: StepBuilder,
     repo: RepoRef,
