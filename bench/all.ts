@@ -1,9 +1,10 @@
 /**
  * Runs every bench, one after another, each in its own process (so one's memory does not colour
- * another's figures). Extra arguments go to every bench, e.g. `--runs 5`.
+ * another's figures). The words before the first flag pick benches; the flags go to every bench
+ * (each ignores those it does not know), e.g. `--runs 1`.
  *
- *   deno task bench            # all of them
- *   deno task bench pack edge  # only benches whose file name contains one of the words
+ *   deno task bench                     # all of them
+ *   deno task bench pack edge --runs 1  # only benches whose file name contains one of the words
  */
 const BENCHES = [
   "pack_bench.ts",
@@ -18,10 +19,12 @@ const BENCHES = [
   "ci_burst.ts",
   "deno_front.ts",
   "wan.ts",
+  "bundles.ts",
 ];
 
-const words = Deno.args.filter((a) => !a.startsWith("-"));
-const flags = Deno.args.filter((a) => a.startsWith("-"));
+const firstFlag = Deno.args.findIndex((a) => a.startsWith("-"));
+const words = firstFlag < 0 ? Deno.args : Deno.args.slice(0, firstFlag);
+const flags = firstFlag < 0 ? [] : Deno.args.slice(firstFlag);
 let failed = 0;
 for (const file of BENCHES) {
   if (words.length && !words.some((w) => file.includes(w))) continue;

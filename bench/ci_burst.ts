@@ -15,29 +15,29 @@
  *   deno run -A bench/ci_burst.ts [--n 20] [--runs 1] [--kinds depth,filter,full]
  */
 import { git, tempDir } from "../test/support/git.ts";
-import { spawnOrigin } from "./origin_process.ts";
-import { startEdgeProcess } from "./edge_process.ts";
+import {
+  bareFromBundle,
+  flags,
+  GIT_BUNDLE,
+  loadavg,
+  median,
+  printResult,
+  ratio,
+  spawnOrigin,
+  startEdgeProcess,
+  warmEdge,
+} from "./harness/mod.ts";
 
-function flag(name: string, fallback: string): string {
-  const i = Deno.args.indexOf(`--${name}`);
-  return i >= 0 ? Deno.args[i + 1] : fallback;
-}
-
-const N = Number(flag("n", "20"));
-const RUNS = Number(flag("runs", "1"));
-const KINDS = flag("kinds", "depth,filter,full").split(",");
-const BUNDLE = flag("bundle", "/work/shared/data/git-v2.0.0.bundle");
+const N = flags.number("n", 20);
+const RUNS = flags.number("runs", 1);
+const KINDS = flags.list("kinds", ["depth", "filter", "full"]);
+const BUNDLE = flags.string("bundle", GIT_BUNDLE);
 
 const CLONE_ARGS: Record<string, string[]> = {
   depth: ["--depth", "1"],
   filter: ["--filter=blob:none"],
   full: [],
 };
-
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.floor(s.length / 2)];
-}
 
 interface Burst {
   wall: number;
@@ -51,22 +51,19 @@ await using work = await tempDir("gitedge-ciburst-");
 const root = `${work.path}/origin`;
 await Deno.mkdir(root);
 console.log(`cloning ${BUNDLE} into the origin…`);
-await git(["clone", "-q", "--bare", BUNDLE, `${root}/git.git`]);
+await bareFromBundle(`${root}/git.git`, BUNDLE);
 for (
   const [k, v] of [["uploadpack.allowFilter", "true"], ["uploadpack.allowAnySHA1InWant", "true"]]
 ) {
   await git(["config", k, v], { cwd: `${root}/git.git` });
 }
-await git(["symbolic-ref", "HEAD", "refs/heads/master"], { cwd: `${root}/git.git` });
 
 const origin = await spawnOrigin(root);
 const store = `${work.path}/store`;
 const edge = await startEdgeProcess(origin.url, store);
 try {
   console.log("warming the edge…");
-  const res = await fetch(`${edge.url}/_edge/warm/git.git`, { method: "POST" });
-  if (!res.ok) throw new Error(`warm failed: ${await res.text()}`);
-  await res.body?.cancel();
+  await warmEdge(edge.url, "git.git");
 
   let dirs = 0;
   const burst = async (kind: string, viaEdge: boolean): Promise<Burst> => {
@@ -76,7 +73,7 @@ try {
     const base = dirs;
     dirs += N;
     await origin.reset();
-    const edgeCpu0 = await edge.cpuSeconds();
+    const edgeCpu0 = edge.cpuSeconds();
     const origin0 = await origin.stats();
     const t0 = performance.now();
     await Promise.all(
@@ -88,7 +85,7 @@ try {
     );
     const wall = (performance.now() - t0) / 1000;
     const after = await origin.stats();
-    const edgeCpu = await edge.cpuSeconds() - edgeCpu0;
+    const edgeCpu = edge.cpuSeconds() - edgeCpu0;
     await Promise.all(
       Array.from(
         { length: N },
@@ -123,32 +120,32 @@ try {
     }
   }
 
-  const load = (await Deno.readTextFile("/proc/loadavg")).split(" ").slice(0, 3).join(" ");
-  console.log(
-    `\nCI burst: ${N} concurrent clones per burst, ${RUNS} run(s), medians; load ${load}`,
-  );
-  console.log(
-    "kind     via     wall s  origin req  origin fetch  origin CPU s  edge CPU s",
-  );
   const m = (bs: Burst[], k: keyof Burst) => median(bs.map((b) => b[k]));
-  for (const kind of KINDS) {
-    for (const via of ["direct", "edge"] as const) {
+  const rows = KINDS.flatMap((kind) =>
+    (["direct", "edge"] as const).map((via) => {
       const bs = results[kind][via];
-      console.log(
-        `${kind.padEnd(8)} ${via.padEnd(7)} ${m(bs, "wall").toFixed(2).padStart(6)}  ${
-          String(m(bs, "originRequests")).padStart(10)
-        }  ${String(m(bs, "originFetches")).padStart(12)}  ${
-          m(bs, "originCpu").toFixed(2).padStart(12)
-        }  ${m(bs, "edgeCpu").toFixed(2).padStart(10)}`,
-      );
-    }
-    const d = results[kind].direct, e = results[kind].edge;
-    console.log(
-      `${kind.padEnd(8)} ratio   wall ${(m(d, "wall") / m(e, "wall")).toFixed(2)}x, origin CPU ${
-        (m(d, "originCpu") / Math.max(0.01, m(e, "originCpu"))).toFixed(1)
-      }x, origin fetches ${m(d, "originFetches")} → ${m(e, "originFetches")}`,
-    );
-  }
+      return [
+        kind,
+        via,
+        m(bs, "wall").toFixed(2),
+        m(bs, "originRequests"),
+        m(bs, "originFetches"),
+        m(bs, "originCpu").toFixed(2),
+        via === "edge" ? m(bs, "edgeCpu").toFixed(2) : null,
+      ];
+    })
+  );
+  printResult({
+    title: `CI burst: ${N} concurrent clones per burst, ${RUNS} run(s), medians; load ${loadavg()}`,
+    headers: ["kind", "via", "wall s", "origin req", "origin fetch", "origin CPU s", "edge CPU s"],
+    rows,
+    ratios: KINDS.map((kind) => {
+      const d = results[kind].direct, e = results[kind].edge;
+      return `${kind}: direct/edge wall ${ratio(m(d, "wall"), m(e, "wall"))}, origin CPU ${
+        ratio(m(d, "originCpu"), Math.max(0.01, m(e, "originCpu")), 1)
+      }, origin fetches ${m(d, "originFetches")} → ${m(e, "originFetches")}`;
+    }),
+  });
 } finally {
   await edge.stop();
   await origin.stop();

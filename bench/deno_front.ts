@@ -13,15 +13,18 @@ import http from "node:http";
 import fs from "node:fs";
 import { Front } from "../edge/deno/front.ts";
 import { Metrics } from "../src/proxy/metrics.ts";
-import { interleaved, median } from "./stats.ts";
+import {
+  cpuTimes,
+  flags,
+  interleaved,
+  loadavg,
+  median,
+  printResult,
+  ratio,
+} from "./harness/mod.ts";
 
-function flag(name: string, dflt: number): number {
-  const i = Deno.args.indexOf(`--${name}`);
-  return i >= 0 ? Number(Deno.args[i + 1]) : dflt;
-}
-
-const mib = flag("mib", 256);
-const runs = flag("runs", 5);
+const mib = flags.number("mib", 256);
+const runs = flags.number("runs", 5);
 const dir = await Deno.makeTempDir({ prefix: "gitedge-front-bench-" });
 const file = `${dir}/pack`;
 {
@@ -32,11 +35,8 @@ const file = `${dir}/pack`;
 }
 const size = mib << 20;
 
-/** This process's CPU seconds so far (user + system), from /proc. */
-async function cpuSeconds(): Promise<number> {
-  const fields = (await Deno.readTextFile("/proc/self/stat")).split(") ")[1].split(" ");
-  return (Number(fields[11]) + Number(fields[12])) / 100;
-}
+/** This process's own CPU seconds so far (the servers'; curl is a child, not counted). */
+const cpuSeconds = () => cpuTimes().own;
 
 const bare = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, async (req) => {
   if (new URL(req.url).pathname === "/small") {
@@ -78,7 +78,7 @@ await new Promise<void>((r) => node.listen(0, "127.0.0.1", () => r()));
 const nodePort = (node.address() as { port: number }).port;
 
 async function download(port: number): Promise<{ s: number; cpu: number }> {
-  const cpu0 = await cpuSeconds();
+  const cpu0 = cpuSeconds();
   const t0 = performance.now();
   const out = await new Deno.Command("curl", {
     args: ["-sS", "-o", "/dev/null", "-w", "%{size_download}", `http://127.0.0.1:${port}/pack`],
@@ -87,27 +87,14 @@ async function download(port: number): Promise<{ s: number; cpu: number }> {
   const s = (performance.now() - t0) / 1000;
   const got = Number(new TextDecoder().decode(out.stdout));
   if (!out.success || got !== size) throw new Error(`download got ${got} of ${size} bytes`);
-  return { s, cpu: (await cpuSeconds()) - cpu0 };
+  return { s, cpu: cpuSeconds() - cpu0 };
 }
 
 const names = ["Deno.serve", "front -> Deno.serve", "node:http"];
 const ports = [bare.addr.port, front.addr.port, nodePort];
 const results = await interleaved(runs, ports.map((p) => () => download(p)));
-console.log(`deno_front: ${mib} MiB download by curl over loopback, ${runs} interleaved rounds`);
 const wall = results.map((r) => median(r.map((x) => x.s)));
 const cpu = results.map((r) => median(r.map((x) => x.cpu)));
-for (let i = 0; i < names.length; i++) {
-  console.log(
-    `  ${names[i].padEnd(22)} median ${wall[i].toFixed(3)} s  ${(mib / wall[i]).toFixed(0)} MiB/s` +
-      `  server CPU ${cpu[i].toFixed(2)} s`,
-  );
-}
-console.log(
-  `  front / bare: wall ${(wall[1] / wall[0]).toFixed(2)}x, CPU ${(cpu[1] / cpu[0]).toFixed(2)}x;` +
-    ` node:http / bare: wall ${(wall[2] / wall[0]).toFixed(2)}x, CPU ${
-      (cpu[2] / cpu[0]).toFixed(2)
-    }x`,
-);
 /** Milliseconds per request of `count` small requests over one kept-alive connection. */
 async function smallRequests(port: number, count = 200): Promise<number> {
   const url = `http://127.0.0.1:${port}/small`;
@@ -119,13 +106,25 @@ async function smallRequests(port: number, count = 200): Promise<number> {
 }
 const small = await interleaved(runs, ports.slice(0, 2).map((p) => () => smallRequests(p)));
 const perRequest = small.map((r) => median(r));
-console.log(
-  `  200 small streamed responses over one connection: Deno.serve ${
-    perRequest[0].toFixed(2)
-  } ms per request, front ${perRequest[1].toFixed(2)} ms (front adds ${
-    (perRequest[1] - perRequest[0]).toFixed(2)
-  } ms)`,
-);
+printResult({
+  title: `deno_front: ${mib} MiB download by curl over loopback, ${runs} interleaved rounds, ` +
+    `medians; load ${loadavg()}`,
+  headers: ["server", "wall s", "MiB/s", "server CPU s", "small response ms"],
+  rows: names.map((name, i) => [
+    name,
+    wall[i].toFixed(3),
+    (mib / wall[i]).toFixed(0),
+    cpu[i].toFixed(2),
+    i < 2 ? perRequest[i].toFixed(2) : null,
+  ]),
+  ratios: [
+    `front / bare: wall ${ratio(wall[1], wall[0])}, CPU ${ratio(cpu[1], cpu[0])}`,
+    `node:http / bare: wall ${ratio(wall[2], wall[0])}, CPU ${ratio(cpu[2], cpu[0])}`,
+    `200 small streamed responses over one connection: the front adds ${
+      (perRequest[1] - perRequest[0]).toFixed(2)
+    } ms per request`,
+  ],
+});
 await front.closeAll();
 await bare.shutdown();
 await new Promise((r) => node.close(r));

@@ -13,28 +13,29 @@
 import { git, tempDir } from "../test/support/git.ts";
 import { startOrigin } from "../test/support/origin.ts";
 import { makeRepo } from "../test/support/fixtures.ts";
-import { interleaved, median, timed } from "./stats.ts";
-import { startEdgeProcess } from "./edge_process.ts";
+import {
+  flags,
+  interleaved,
+  loadavg,
+  median,
+  packStats,
+  printResult,
+  ratio,
+  startEdgeProcess,
+  timed,
+  warmEdge,
+} from "./harness/mod.ts";
 
-function flag(name: string, fallback: number): number {
-  const i = Deno.args.indexOf(`--${name}`);
-  return i >= 0 ? Number(Deno.args[i + 1]) : fallback;
-}
-
-const MB = flag("mb", 200);
-const RUNS = flag("runs", 3);
-const CHUNKS = flag("chunks", 4);
+const MB = flags.number("mb", 200);
+const RUNS = flags.number("runs", 3);
+const CHUNKS = flags.number("chunks", 4);
 
 await using origin = await startOrigin();
 await using work = await tempDir("gitedge-bench-");
 console.log(`making a ~${MB} MB repository…`);
 await makeRepo(origin, "big.git", { targetBytes: MB * 1024 * 1024, commits: 60, seed: 7 });
-const repoBytes = Number(
-  (await git(["count-objects", "-v"], { cwd: `${origin.root}/big.git` })).match(
-    /size-pack: (\d+)/,
-  )![1],
-) * 1024;
-console.log(`repository packs: ${(repoBytes / 1e6).toFixed(1)} MB`);
+const { packMB } = await packStats(`${origin.root}/big.git`);
+console.log(`repository packs: ${packMB.toFixed(1)} MB`);
 
 const edge = await startEdgeProcess(origin.url, `${work.path}/store`, [
   "--chunks",
@@ -51,11 +52,7 @@ const clone = async (url: string, extra: string[] = []) => {
   return seconds;
 };
 
-const warmSeconds = await timed(async () => {
-  const res = await fetch(`${edge.url}/_edge/warm/big.git`, { method: "POST" });
-  if (!res.ok) throw new Error(`warm failed: ${await res.text()}`);
-  await res.body?.cancel();
-});
+const warmSeconds = await timed(() => warmEdge(edge.url, "big.git"));
 const coldCpu: number[] = [];
 const directBytes: number[] = [], warmBytes: number[] = [];
 const [direct, cold, warm] = await interleaved(RUNS, [
@@ -66,9 +63,9 @@ const [direct, cold, warm] = await interleaved(RUNS, [
     return s;
   },
   async () => {
-    const cpu0 = await edge.cpuSeconds();
+    const cpu0 = edge.cpuSeconds();
     const s = await clone(`${edge.url}/big.git`);
-    coldCpu.push(await edge.cpuSeconds() - cpu0);
+    coldCpu.push(edge.cpuSeconds() - cpu0);
     return s;
   },
   async () => {
@@ -78,34 +75,23 @@ const [direct, cold, warm] = await interleaved(RUNS, [
     return s;
   },
 ]);
-const peak = await edge.peakRssMiB();
+const peak = edge.peakRssMiB();
 await edge.stop();
 
 const d = median(direct), c = median(cold), w = median(warm);
-console.log(
-  `\nedge clone bench: ${(repoBytes / 1e6).toFixed(0)} MB repository, ${RUNS} runs, medians`,
-);
-console.log(
-  `  direct clone                 ${d.toFixed(2)} s   origin bytes ${
-    (median(directBytes) / 1e6).toFixed(1)
-  } MB`,
-);
-console.log(
-  `  cold clone through edge      ${c.toFixed(2)} s   overhead ratio ${
-    (c / d).toFixed(2)
-  }x, edge CPU ${median(coldCpu).toFixed(2)} s`,
-);
-console.log(`  snapshot build (warm)        ${warmSeconds.toFixed(2)} s   ${CHUNKS} chunks`);
-console.log(
-  `  warm clone with URIs         ${w.toFixed(2)} s   wall ratio direct/warm ${
-    (d / w).toFixed(2)
-  }x`,
-);
-console.log(
-  `  origin bytes, warm clone     ${(median(warmBytes) / 1e6).toFixed(3)} MB   ratio direct/warm ${
-    (median(directBytes) / Math.max(1, median(warmBytes))).toFixed(0)
-  }x`,
-);
-console.log(
-  `  edge peak RSS                ${peak.toFixed(0)} MiB (build and all clones)`,
-);
+const db = median(directBytes), wb = median(warmBytes);
+printResult({
+  title: `edge clone: ${packMB.toFixed(0)} MB repository, ${RUNS} runs, medians; snapshot build ${
+    warmSeconds.toFixed(2)
+  } s (${CHUNKS} packs); edge peak RSS ${peak.toFixed(0)} MiB; load ${loadavg()}`,
+  headers: ["clone", "wall s", "origin MB", "edge CPU s"],
+  rows: [
+    ["direct", d.toFixed(2), (db / 1e6).toFixed(1), null],
+    ["cold through the edge (no URIs, no cache)", c.toFixed(2), null, median(coldCpu).toFixed(2)],
+    ["warm, stock git with URIs", w.toFixed(2), (wb / 1e6).toFixed(3), null],
+  ],
+  ratios: [
+    `cold through the edge / direct: ${ratio(c, d)} (the proxy's overhead)`,
+    `direct / warm: wall ${ratio(d, w)}, origin bytes ${ratio(db, Math.max(1, wb), 0)}`,
+  ],
+});

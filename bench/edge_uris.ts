@@ -28,14 +28,14 @@
  *
  * Usage: deno run --allow-all bench/edge_uris.ts [--runs 3] [--quick] [--seed-git PATH]
  */
-import { type BenchRow, formatTable } from "./parallel_uris.ts";
-import { settleDisk } from "./stats.ts";
-import { cloneJson } from "../test/client/cli_process.ts";
+import { type BenchRow, rowsTable } from "./parallel_uris.ts";
+import { flags, median, printResult, settleDisk, warmEdge } from "./harness/mod.ts";
+import { cloneJson } from "../test/support/cli_process.ts";
 import { makeRepo } from "../test/support/fixtures.ts";
 import { denoEdgeFactory } from "../test/support/edge.ts";
 import { startOrigin } from "../test/support/origin.ts";
 import { startRelay } from "../test/support/relay.ts";
-import { tracedGit, URI_CLONE, urisFetched, warm } from "../test/proxy/edge_suite.ts";
+import { tracedGit, URI_CLONE, urisFetched } from "../test/support/traced_git.ts";
 import { SmartHttpClient } from "../src/client/smart_http.ts";
 import { UploadPackSession } from "../src/client/upload_pack.ts";
 import { CredentialManager } from "../src/client/credentials.ts";
@@ -265,7 +265,7 @@ async function runScenario(
       publicUrl: relay?.url,
     });
     edgeUrl = edge.url;
-    const snapshot = await warm(edge, "bench.git");
+    const snapshot = await warmEdge(edge.url, "bench.git");
     const packSizes = (snapshot.packs as { bytes: number }[]).map((p) => p.bytes);
     const url = `${relay?.url ?? edge.url}/bench.git`;
 
@@ -296,9 +296,9 @@ async function runScenario(
       if (c.label !== OURS || c.jobs === null) return;
       const names = Object.keys(timings[i][0].phases ?? {});
       const table: Record<string, number> = {};
-      for (const name of names) table[name] = medianOf(timings[i].map((t) => t.phases![name]));
-      table.process = medianOf(timings[i].map((t) => t.wall - (t.reported ?? t.wall)));
-      table.startup = medianOf(timings[i].map((t) => t.startedAt ?? NaN));
+      for (const name of names) table[name] = median(timings[i].map((t) => t.phases![name]));
+      table.process = median(timings[i].map((t) => t.wall - (t.reported ?? t.wall)));
+      table.startup = median(timings[i].map((t) => t.startedAt ?? NaN));
       phases[c.jobs] = table;
     });
     return {
@@ -315,7 +315,7 @@ async function runScenario(
 
 /** Table rows with medians and speedups against gitedge's jobs-1 row. */
 function toRows(scenario: string, measured: { c: Competitor; seconds: number[] }[]): BenchRow[] {
-  const medians = measured.map((m) => medianOf(m.seconds));
+  const medians = measured.map((m) => median(m.seconds));
   const base = medians[measured.findIndex((m) => m.c.label === OURS && m.c.jobs === 1)];
   return measured.map((m, i) => ({
     scenario,
@@ -340,17 +340,11 @@ export function transferFloor(packSizes: number[], bytesPerSecond: number, jobs:
   return Math.max(...lanes);
 }
 
-function medianOf(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = Math.floor(sorted.length / 2);
-  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
-}
-
 /**
  * Lines with the ratios the seed reports: jobs 8 vs jobs 1, and jobs 8 vs stock git; the same for
  * the seed's git (8 threads vs 1, vs stock git) when it ran, and our jobs 8 against its 8 threads.
  */
-export function formatRatios(rows: BenchRow[]): string {
+export function formatRatios(rows: BenchRow[]): string[] {
   const lines: string[] = [];
   for (const scenario of new Set(rows.map((r) => r.scenario))) {
     const of = (label: string, jobs: number | null) =>
@@ -392,27 +386,19 @@ export function formatRatios(rows: BenchRow[]): string {
         `gitedge jobs 8 vs seed git 8 threads ${(s8 / j8).toFixed(2)}x`,
     );
   }
-  return lines.join("\n");
-}
-
-/** The value of `--name VALUE` or `--name=VALUE`, if given. */
-function flagValue(args: string[], name: string): string | undefined {
-  const inline = args.find((a) => a.startsWith(`${name}=`));
-  if (inline !== undefined) return inline.slice(name.length + 1);
-  const at = args.indexOf(name);
-  return at >= 0 ? args[at + 1] : undefined;
+  return lines;
 }
 
 if (import.meta.main) {
-  const runs = Number(flagValue(Deno.args, "--runs") ?? 3);
-  const seedGit = flagValue(Deno.args, "--seed-git");
+  const runs = flags.number("runs", 3);
+  const seedGit = flags.value("seed-git");
   if (seedGit !== undefined) {
     const version = await new Deno.Command(seedGit, { args: ["--version"] }).output();
     if (!version.success) throw new Error(`--seed-git ${seedGit}: \`--version\` failed`);
     console.log(`seed git: ${seedGit}, ${new TextDecoder().decode(version.stdout).trim()}`);
   }
   const before = Deno.loadavg();
-  const results = await runEdgeBench({ runs, quick: Deno.args.includes("--quick"), seedGit });
+  const results = await runEdgeBench({ runs, quick: flags.has("quick"), seedGit });
   const after = Deno.loadavg();
   for (const r of results) {
     const name = r.rows[0].scenario;
@@ -425,11 +411,16 @@ if (import.meta.main) {
     }
   }
   const rows = results.flatMap((r) => r.rows);
-  console.log("\nwall time of the client process (gitedge includes `deno run` start-up)");
-  console.log(formatTable(rows));
-  console.log(formatRatios(rows));
-  console.log("\ngitedge clone --json self-reported seconds (in-process, no start-up)");
-  console.log(formatTable(results.flatMap((r) => r.reportedRows)));
+  printResult(rowsTable(
+    `whole clones through the edge, wall time of the client process (gitedge includes ` +
+      `\`deno run\` start-up), ${runs} runs, medians`,
+    rows,
+    formatRatios(rows),
+  ));
+  printResult(rowsTable(
+    "gitedge clone --json self-reported seconds (in-process, no start-up)",
+    results.flatMap((r) => r.reportedRows),
+  ));
   console.log("\ngitedge clone steps: median end time of each, s since the clone started");
   for (const r of results) {
     for (const [jobs, table] of Object.entries(r.phases)) {

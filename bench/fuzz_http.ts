@@ -4,23 +4,19 @@
  *
  * Usage: deno run --allow-all bench/fuzz_http.ts [--inputs 1000000] [--seed 1]
  */
-import { formatHistogram, runFuzz, startFuzzWorld } from "../test/proxy/fuzz_http.ts";
+import { runFuzz, startFuzzWorld } from "../test/proxy/fuzz_http.ts";
+import { flags, printResult } from "./harness/mod.ts";
 
-function flag(name: string, dflt: number): number {
-  const i = Deno.args.indexOf(`--${name}`);
-  return i >= 0 ? Number(Deno.args[i + 1]) : dflt;
-}
-
-const inputs = flag("inputs", 1_000_000);
-const seed = flag("seed", 1);
+const inputs = flags.number("inputs", 1_000_000);
+const seed = flags.number("seed", 1);
 await using world = await startFuzzWorld();
 const report = await runFuzz(world, { inputs, seed, perInputMs: 60_000, maxFailures: 1000 });
-console.log(
-  `fuzz_http: ${report.inputs} inputs (seed ${seed}) in ${(report.ms / 1000).toFixed(1)} s, ` +
-    `${
-      Math.round(report.inputs / (report.ms / 1000))
-    } inputs/s, ${report.originCalls} reached the origin`,
-);
-console.log(formatHistogram(report.histogram));
-for (const f of report.failures) console.log(`FAIL seed ${f.seed} (${f.kind}): ${f.what}`);
+const seconds = report.ms / 1000;
+printResult({
+  title: `fuzz_http: ${report.inputs} inputs (seed ${seed}) in ${seconds.toFixed(1)} s, ` +
+    `${Math.round(report.inputs / seconds)} inputs/s, ${report.originCalls} reached the origin`,
+  headers: ["status (/origin: reached it)", "inputs"],
+  rows: [...report.histogram].sort((a, b) => b[1] - a[1]),
+  ratios: report.failures.map((f) => `FAIL seed ${f.seed} (${f.kind}): ${f.what}`),
+});
 if (report.failures.length > 0) Deno.exitCode = 1;

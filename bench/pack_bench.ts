@@ -26,7 +26,17 @@ import { unzlibSync } from "fflate";
 import { scanPack } from "../src/git/pack_reader.ts";
 import type { PackEntryTable } from "../src/git/pack_entries.ts";
 import { planSplit, splitPack } from "../src/git/pack_split.ts";
-import { interleaved, median, timed } from "./stats.ts";
+import {
+  type Cell,
+  flags,
+  GIT_BUNDLE,
+  interleaved,
+  loadavg,
+  median,
+  printResult,
+  ratio,
+  timed,
+} from "./harness/mod.ts";
 
 const GIT_ENV = {
   GIT_CONFIG_NOSYSTEM: "1",
@@ -38,11 +48,6 @@ const GIT_ENV = {
 };
 
 const encoder = new TextEncoder();
-
-function option(name: string, fallback: number): number {
-  const at = Deno.args.indexOf(`--${name}`);
-  return at >= 0 ? Number(Deno.args[at + 1]) : fallback;
-}
 
 async function run(args: string[], cwd?: string): Promise<void> {
   const out = await new Deno.Command("git", {
@@ -182,7 +187,7 @@ async function benchPack(mb: number): Promise<string> {
   return path;
 }
 
-/** Peak RSS sampler. */
+/** Peak RSS sampler (this process, every 20 ms). */
 function rssSampler(): { stop: () => number } {
   let peak = Deno.memoryUsage().rss;
   const timer = setInterval(() => {
@@ -196,7 +201,7 @@ function rssSampler(): { stop: () => number } {
   };
 }
 
-const BUNDLE = "/work/shared/data/git-v2.0.0.bundle";
+const BUNDLE = GIT_BUNDLE;
 
 /** The pack inside git's v2.0.0 bundle (everything after the header's blank line), cached. */
 async function bundlePack(): Promise<string> {
@@ -275,42 +280,38 @@ async function benchOne(name: string, path: string, runs: number): Promise<void>
     const splitPeak = splitRss.stop();
 
     const s = median(scan);
-    const mbps = (t: number) => `${(sizeMb / t).toFixed(1)} MB/s`;
-    const row = (label: string, times: number[], ratio: string) => {
+    const row = (label: string, times: number[], vs: Cell): Cell[] => {
       const t = median(times);
-      console.log(
-        `${label.padEnd(34)} ${t.toFixed(2).padStart(7)} s ${mbps(t).padStart(11)}  ${ratio}`,
-      );
+      return [label, t.toFixed(2), (sizeMb / t).toFixed(1), vs];
     };
-    const vs = (times: number[]) => `${(median(times) / s).toFixed(2)}x the time of scanPack`;
-    console.log(
-      `\n${name}: ${sizeMb.toFixed(1)} MB, ${summary.objects} objects (${deltas} deltas); ` +
-        `median of ${runs} interleaved runs`,
-    );
-    row("scanPack (ours)", scan, "");
-    row("inflate baseline (same verdict)", inflate, vs(inflate));
-    row("git verify-pack (also hashes)", verifyPack, `${vs(verifyPack)}; more work`);
-    row("git index-pack (reference)", indexPack, "not compared: writes an idx, hashes");
-    row("splitPack 8 parts (ours)", split, "");
     const parts = plan.parts.map((p) => p.bytes / 2 ** 20);
-    console.log(
-      `split parts MB: max ${Math.max(...parts).toFixed(1)} min ${Math.min(...parts).toFixed(1)}`,
-    );
     const m = (n: number) => `${(n / 2 ** 20).toFixed(0)} MB`;
-    console.log(
-      `rss: baseline ${m(baseRss)}, peak during scan ${m(scanPeak)}, during split ${
-        m(splitPeak)
-      } (entries kept: ${summary.entries.length})`,
-    );
+    printResult({
+      title: `${name}: ${sizeMb.toFixed(1)} MB, ${summary.objects} objects (${deltas} deltas); ` +
+        `median of ${runs} interleaved runs; load ${loadavg()}`,
+      headers: ["check", "median s", "MB/s", "time / scanPack"],
+      rows: [
+        row("scanPack (ours)", scan, "1.00x"),
+        row("inflate baseline (same verdict)", inflate, ratio(median(inflate), s)),
+        row("git verify-pack (also hashes: more work)", verifyPack, ratio(median(verifyPack), s)),
+        row("git index-pack (reference: writes an idx)", indexPack, null),
+        row("splitPack 8 parts (ours)", split, null),
+      ],
+      ratios: [
+        `split parts MB: max ${Math.max(...parts).toFixed(1)} min ${Math.min(...parts).toFixed(1)}`,
+        `rss: baseline ${m(baseRss)}, peak during scan ${m(scanPeak)}, during split ${
+          m(splitPeak)
+        } (entries kept: ${summary.entries.length})`,
+      ],
+    });
   } finally {
     await Deno.remove(work, { recursive: true });
   }
 }
 
-const mb = option("mb", 200);
-const runs = option("runs", 3);
-const packArg = Deno.args.indexOf("--pack");
-const which = packArg >= 0 ? Deno.args[packArg + 1].split(",") : ["synthetic", "git"];
+const mb = flags.number("mb", 200);
+const runs = flags.number("runs", 3);
+const which = flags.list("pack", ["synthetic", "git"]);
 if (which.includes("synthetic")) {
   await benchOne("synthetic pack", await benchPack(mb), runs);
 }

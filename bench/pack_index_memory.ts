@@ -12,13 +12,9 @@ import { scanPack } from "../src/git/pack_reader.ts";
 import { planSplit, splitPack } from "../src/git/pack_split.ts";
 import { tempDir } from "../test/support/git.ts";
 import { tinyBlobPack } from "../test/support/pack_fixtures.ts";
+import { type Cell, flags, peakRssMiB, printResult } from "./harness/mod.ts";
 
 const MiB = 2 ** 20;
-
-function flag(name: string, fallback: number): number {
-  const i = Deno.args.indexOf(`--${name}`);
-  return i >= 0 ? Number(Deno.args[i + 1]) : fallback;
-}
 
 /**
  * JS heap plus external memory (typed arrays' backing stores live outside the heap) and RSS,
@@ -28,13 +24,6 @@ function settled(): { heap: number; rss: number } {
   (globalThis as unknown as { gc(): void }).gc();
   const { heapUsed, external, rss } = Deno.memoryUsage();
   return { heap: heapUsed + external, rss };
-}
-
-/** Peak RSS of this process so far (Linux `VmHWM`), in bytes; NaN elsewhere. */
-function peakRss(): number {
-  const status = Deno.readTextFileSync("/proc/self/status");
-  const kb = /^VmHWM:\s+(\d+) kB/m.exec(status)?.[1];
-  return kb === undefined ? NaN : Number(kb) * 1024;
 }
 
 /** Splits the pack at `path` into `parts` discarded parts, like a snapshot build. */
@@ -62,16 +51,17 @@ async function measure(path: string, mode: string): Promise<void> {
     heapMiB: (after.heap - before.heap) / MiB,
     rssMiB: after.rss / MiB,
     rssGrowthMiB: (after.rss - before.rss) / MiB,
-    peakRssMiB: peakRss() / MiB,
+    peakRssMiB: peakRssMiB(),
   }));
 }
 
 if (Deno.args[0] === "--child") {
   await measure(Deno.args[1], Deno.args[2]);
 } else {
-  const objects = flag("objects", 200_000);
+  const objects = flags.number("objects", 200_000);
   await using dir = await tempDir();
   const path = await tinyBlobPack(`${dir.path}/repo`, objects);
+  const rows: Cell[][] = [];
   for (const mode of ["objects", "compact", "compact+split"]) {
     const out = await new Deno.Command(Deno.execPath(), {
       args: ["run", "-A", "--v8-flags=--expose-gc", import.meta.filename!, "--child", path, mode],
@@ -79,12 +69,30 @@ if (Deno.args[0] === "--child") {
     }).output();
     if (!out.success) throw new Error(`${mode} run failed`);
     const r = JSON.parse(new TextDecoder().decode(out.stdout));
-    console.log(
-      `${mode.padEnd(13)} ${r.objects} entries: heap+external +${r.heapMiB.toFixed(1)} MiB ` +
-        `(${((r.heapMiB * MiB) / r.objects).toFixed(1)} B/entry), RSS ${r.rssMiB.toFixed(1)} MiB ` +
-        `(+${r.rssGrowthMiB.toFixed(1)} MiB over the scan), peak RSS ${
-          r.peakRssMiB.toFixed(1)
-        } MiB`,
-    );
+    rows.push([
+      mode,
+      r.objects,
+      r.heapMiB.toFixed(1),
+      ((r.heapMiB * MiB) / r.objects).toFixed(1),
+      r.rssMiB.toFixed(1),
+      r.rssGrowthMiB.toFixed(1),
+      r.peakRssMiB.toFixed(1),
+    ]);
   }
+  printResult({
+    title: `pack scan entry index memory: ${objects} tiny blobs, each mode in its own process`,
+    headers: [
+      "mode",
+      "entries",
+      "heap+external MiB",
+      "B/entry",
+      "RSS MiB",
+      "RSS growth MiB",
+      "peak RSS MiB",
+    ],
+    rows,
+    ratios: [
+      `objects / compact bytes per entry: ${(Number(rows[0][3]) / Number(rows[1][3])).toFixed(1)}x`,
+    ],
+  });
 }

@@ -15,7 +15,7 @@
 import { fetchPackfiles } from "../mod.ts";
 import { makePackFixtures, type PackFixture } from "../test/support/pack_fixtures.ts";
 import { startFileServer } from "../test/support/relay.ts";
-import { interleaved, median } from "./stats.ts";
+import { type BenchTable, flags, interleaved, median, printResult } from "./harness/mod.ts";
 
 /** Another client to time next to fetchPackfiles (e.g. stock git through the edge). */
 export interface Comparison {
@@ -192,44 +192,40 @@ async function initBare(path: string): Promise<void> {
   if (!out.success) throw new Error(`git init failed: ${new TextDecoder().decode(out.stderr)}`);
 }
 
-/** The targets (jobs 8 vs jobs 1) and whether this run met them. */
-export function formatTargets(rows: BenchRow[]): string {
+/** The targets (jobs 8 vs jobs 1) and whether this run met them, one line each. */
+export function formatTargets(rows: BenchRow[]): string[] {
   const targets: [string, number][] = [["2 MB/s", 7.5], ["unthrottled", 1.7]];
   return targets.map(([prefix, target]) => {
     const row = rows.find((r) => r.scenario.startsWith(prefix) && r.jobs === 8);
     if (!row?.speedup) return `target jobs 8 >= ${target}x jobs 1 (${prefix}): not measured`;
     const verdict = row.speedup >= target ? "met" : "MISSED";
     return `target jobs 8 >= ${target}x jobs 1 (${prefix}): ${row.speedup.toFixed(2)}x, ${verdict}`;
-  }).join("\n");
+  });
 }
 
-/** Formats rows as a fixed-width table. */
-export function formatTable(rows: BenchRow[]): string {
-  const lines = [
-    "scenario                 client          jobs  median s  speedup  runs (s)",
-    "-----------------------  --------------  ----  --------  -------  --------",
-  ];
-  for (const r of rows) {
-    lines.push(
-      [
-        r.scenario.padEnd(23),
-        r.label.padEnd(14),
-        String(r.jobs ?? "-").padStart(4),
-        r.median.toFixed(3).padStart(8),
-        (r.speedup === null ? "-" : `${r.speedup.toFixed(2)}x`).padStart(7),
-        r.seconds.map((s) => s.toFixed(2)).join(" "),
-      ].join("  "),
-    );
-  }
-  return lines.join("\n");
+/** Rows as the bench table: median, speedup against the scenario's jobs-1 row, every run. */
+export function rowsTable(title: string, rows: BenchRow[], ratios: string[] = []): BenchTable {
+  return {
+    title,
+    headers: ["scenario", "client", "jobs", "median s", "speedup", "runs (s)"],
+    rows: rows.map((r) => [
+      r.scenario,
+      r.label,
+      r.jobs,
+      r.median.toFixed(3),
+      r.speedup === null ? null : `${r.speedup.toFixed(2)}x`,
+      r.seconds.map((s) => s.toFixed(2)).join(" "),
+    ]),
+    ratios,
+  };
 }
 
 if (import.meta.main && Deno.args[0] === "--serve") {
   await serveUntilStdinCloses(JSON.parse(Deno.args[1]));
 } else if (import.meta.main) {
-  const at = Deno.args.indexOf("--runs");
-  const runs = at >= 0 ? Number(Deno.args[at + 1]) : 3;
-  const rows = await runBench({ runs, quick: Deno.args.includes("--quick") });
-  console.log(formatTable(rows));
-  console.log(formatTargets(rows));
+  const runs = flags.number("runs", 3);
+  const rows = await runBench({ runs, quick: flags.has("quick") });
+  printResult(
+    rowsTable(`fetchPackfiles, ${runs} interleaved runs, medians`, rows, formatTargets(rows)),
+  );
 }

@@ -31,18 +31,13 @@
 import { git, tempDir } from "../test/support/git.ts";
 import { addCommits, makeRepo } from "../test/support/fixtures.ts";
 import type { Origin } from "../test/support/origin.ts";
-import { cloneJson } from "../test/client/cli_process.ts";
+import { cloneJson } from "../test/support/cli_process.ts";
 import { repoId } from "../src/proxy/repo.ts";
 import type { Manifest } from "../src/proxy/manifest.ts";
-import { spawnOrigin } from "./origin_process.ts";
-import { startEdgeProcess } from "./edge_process.ts";
-import { median, settleDisk, timed } from "./stats.ts";
+import { flags, median, settleDisk, spawnOrigin, startEdgeProcess, timed } from "./harness/mod.ts";
 import { type Link, startLink } from "./wan_link.ts";
 
-function flag(name: string, fallback: string): string {
-  const i = Deno.args.indexOf(`--${name}`);
-  return i >= 0 ? Deno.args[i + 1] : fallback;
-}
+const flag = (name: string, fallback: string) => flags.string(name, fallback);
 const QUICK = Deno.args.includes("--quick");
 const RUNS = Number(flag("runs", "1"));
 const RTT = Number(flag("rtt", "80"));

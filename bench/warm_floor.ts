@@ -27,29 +27,32 @@
  * The edge's index build time is the time from the last snapshot pack written to the last index.
  */
 import { git, tempDir } from "../test/support/git.ts";
-import { spawnOrigin } from "./origin_process.ts";
-import { cloneJson } from "../test/client/cli_process.ts";
+import { cloneJson } from "../test/support/cli_process.ts";
 import { repoId } from "../src/proxy/repo.ts";
 import type { Manifest } from "../src/proxy/manifest.ts";
-import { startEdgeProcess } from "./edge_process.ts";
-import { settleDisk } from "./stats.ts";
 import { copyBigRepoInto } from "../test/support/big_repo.ts";
+import {
+  bareFromBundle,
+  type Cell,
+  cpuTimes,
+  flags,
+  GIT_BUNDLE,
+  loadavg,
+  median,
+  packStats,
+  printResult,
+  ratio,
+  settleDisk,
+  spawnOrigin,
+  startEdgeProcess,
+  timed,
+  warmEdge,
+} from "./harness/mod.ts";
 
-function flag(name: string, fallback: string): string {
-  const i = Deno.args.indexOf(`--${name}`);
-  return i >= 0 ? Deno.args[i + 1] : fallback;
-}
-const RUNS = Number(flag("runs", "1"));
-const CHUNKS = flag("chunks", "4");
-const BUNDLE = flag("bundle", "/work/shared/data/git-v2.0.0.bundle");
-const REPO = flag("repo", "git");
-
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
-async function timed(fn: () => Promise<unknown>): Promise<number> {
-  const t0 = performance.now();
-  await fn();
-  return (performance.now() - t0) / 1000;
-}
+const RUNS = flags.number("runs", 1);
+const CHUNKS = String(flags.number("chunks", 4));
+const BUNDLE = flags.string("bundle", GIT_BUNDLE);
+const REPO = flags.string("repo", "git");
 
 await using work = await tempDir("gitedge-floor-");
 const root = `${work.path}/origin`;
@@ -59,22 +62,13 @@ if (REPO === "big") {
   await git(["init", "-q", "--bare", "--initial-branch=main", `${root}/git.git`]);
   await copyBigRepoInto(`${root}/git.git`);
 } else {
-  await git(["clone", "-q", "--bare", BUNDLE, `${root}/git.git`]);
-  await git(["symbolic-ref", "HEAD", "refs/heads/master"], { cwd: `${root}/git.git` });
+  await bareFromBundle(`${root}/git.git`, BUNDLE);
 }
-const counts = await git(["count-objects", "-v"], { cwd: `${root}/git.git` });
-const OBJECTS = Number(/in-pack: (\d+)/.exec(counts)![1]);
-const PACK_MB = Number(/size-pack: (\d+)/.exec(counts)![1]) * 1024 / 1e6;
+const { objects: OBJECTS, packMB: PACK_MB } = await packStats(`${root}/git.git`);
 const NAME = REPO === "big" ? "the generated git.git-sized repository" : "git v2.0.0";
 console.log(`repository: ${NAME}, ${OBJECTS} objects, ${PACK_MB.toFixed(0)} MB of packs`);
 /** User + system CPU seconds of this process's reaped children (the clients and their gits). */
-const childCpu = async () => {
-  const stat = await Deno.readTextFile("/proc/self/stat");
-  const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  return (Number(f[13]) + Number(f[14])) / 100;
-};
-const loadavg = async () =>
-  (await Deno.readTextFile("/proc/loadavg")).split(" ").slice(0, 3).join(" ");
+const childCpu = () => cpuTimes().children;
 const origin = await spawnOrigin(root);
 const store = `${work.path}/store`;
 const edge = await startEdgeProcess(origin.url, store, [
@@ -84,12 +78,8 @@ const edge = await startEdgeProcess(origin.url, store, [
   "on",
 ]);
 try {
-  const warmSeconds = await timed(async () => {
-    const res = await fetch(`${edge.url}/_edge/warm/git.git`, { method: "POST" });
-    if (!res.ok) throw new Error(`warm failed: ${await res.text()}`);
-    await res.body?.cancel();
-  });
-  console.log(`snapshot build (Deno server): ${warmSeconds.toFixed(1)} s; load ${await loadavg()}`);
+  const warmSeconds = await timed(() => warmEdge(edge.url, "git.git"));
+  console.log(`snapshot build (Deno server): ${warmSeconds.toFixed(1)} s; load ${loadavg()}`);
   const id = repoId(`${origin.url}/git.git`);
   const manifest = JSON.parse(
     await Deno.readTextFile(`${store}/repos/${id}/manifest.json`),
@@ -223,7 +213,7 @@ try {
     }));
     await settleDisk(); // the copies' write-back is not the floor's
     const index = (f: string) => git(["index-pack", f], { cwd: repo });
-    const cpu0 = await childCpu();
+    const cpu0 = childCpu();
     const indexing = await timed(async () => {
       if (parallel) await Promise.all(files.map(index));
       else for (const f of files) await index(f);
@@ -233,7 +223,7 @@ try {
       cwd: repo,
       stdin: new TextEncoder().encode(refs.join("\n") + "\n"),
     });
-    const indexCpu = await childCpu() - cpu0;
+    const indexCpu = childCpu() - cpu0;
     const walk = await timed(() =>
       git(["rev-list", "--objects", "--all", "--quiet"], { cwd: repo })
     );
@@ -256,16 +246,16 @@ try {
     for (const [label, run] of order) {
       await origin.reset();
       await settleDisk();
-      const [client0, edge0] = [await childCpu(), await edge.cpuSeconds()];
+      const [client0, edge0] = [childCpu(), edge.cpuSeconds()];
       const s = await run();
-      const client = await childCpu() - client0, edgeCpu = await edge.cpuSeconds() - edge0;
+      const client = childCpu() - client0, edgeCpu = edge.cpuSeconds() - edge0;
       (wall[label] ??= []).push(s);
       (cpu[label] ??= []).push(client);
       (bytes[label] ??= []).push((await origin.stats()).bytesOut);
       console.log(
         `  run ${r + 1} ${label}: ${s.toFixed(2)} s; CPU: client and its gits ${
           client.toFixed(2)
-        } s, edge ${edgeCpu.toFixed(2)} s; load ${await loadavg()}`,
+        } s, edge ${edgeCpu.toFixed(2)} s; load ${loadavg()}`,
       );
     }
     const p = await floor(true);
@@ -282,47 +272,81 @@ try {
         q.indexing.toFixed(2)
       } s (as stock git does it, --stdin, with the walk: ${g.toFixed(2)} s), rev-list --objects ${
         p.walk.toFixed(2)
-      } s; index-pack CPU ${p.indexCpu.toFixed(2)} s; load ${await loadavg()}`,
+      } s; index-pack CPU ${p.indexCpu.toFixed(2)} s; load ${loadavg()}`,
     );
   }
-  console.log(`\nwarm clones of ${NAME} (bare), ${RUNS} run(s), medians; load ${await loadavg()}`);
   const direct = median(wall["direct git clone"]);
-  const fp = median(floors.parallel), fs = median(floors.sequential);
-  console.log(
-    `floor (parallel index-pack + walk)   ${fp.toFixed(2)} s  (index ${
-      median(floors.index).toFixed(2)
-    } + walk ${median(floors.walk).toFixed(2)})`,
-  );
-  console.log(
-    `floor (sequential index-pack + walk) ${fs.toFixed(2)} s  (index ${
-      median(floors.indexSeq).toFixed(2)
-    })`,
-  );
-  const fg = median(floors.stdin);
-  console.log(
-    `floor (sequential index-pack --stdin + walk, stock git's way) ${fg.toFixed(2)} s; ` +
-      `stock git, URIs vs it ${(median(wall["stock git, URIs"]) / fg).toFixed(2)}x`,
-  );
-  for (const [label] of competitors) {
+  const fp = median(floors.parallel), fs = median(floors.sequential), fg = median(floors.stdin);
+  const directBytes = median(bytes["direct git clone"]);
+  const rows: Cell[][] = competitors.map(([label]) => {
     const w = median(wall[label]);
     const f = label.startsWith("stock") ? fs : fp;
-    console.log(
-      `${label.padEnd(21)} ${w.toFixed(2)} s  vs direct ${(direct / w).toFixed(2)}x  vs its floor ${
-        (w / f).toFixed(2)
-      }x (${((w / f - 1) * 100).toFixed(0)}% over)  origin bytes ${
-        (median(bytes[label]) / 1e6).toFixed(3)
-      } MB (${(median(bytes[label]) / median(bytes["direct git clone"]) * 100).toFixed(3)}%)  CPU ${
-        median(cpu[label]).toFixed(2)
-      } s`,
-    );
-  }
+    const b = median(bytes[label]);
+    return [
+      label,
+      w.toFixed(2),
+      ratio(direct, w),
+      ratio(w, f),
+      (b / 1e6).toFixed(3),
+      `${(b / directBytes * 100).toFixed(3)}%`,
+      median(cpu[label]).toFixed(2),
+    ];
+  });
+  rows.push(
+    [
+      `floor: parallel index-pack + walk (index ${median(floors.index).toFixed(2)})`,
+      fp.toFixed(2),
+      ratio(direct, fp),
+      "1.00x",
+      null,
+      null,
+      null,
+    ],
+    [
+      `floor: sequential index-pack + walk (index ${median(floors.indexSeq).toFixed(2)})`,
+      fs.toFixed(2),
+      ratio(direct, fs),
+      "1.00x",
+      null,
+      null,
+      null,
+    ],
+    [
+      "floor: sequential index-pack --stdin + walk",
+      fg.toFixed(2),
+      ratio(direct, fg),
+      null,
+      null,
+      null,
+      null,
+    ],
+  );
   const usual = median(wall["gitedge clone -j8"]);
   const trusted = median(wall["gitedge -j8 trusted"]);
-  console.log(
-    `--trust-edge-index: ${(usual / trusted).toFixed(2)}x faster than gitedge clone -j8 ` +
-      `(${trusted.toFixed(2)} s vs ${usual.toFixed(2)} s), ${(trusted / fp).toFixed(2)}x its ` +
-      `index-pack floor`,
-  );
+  printResult({
+    title: `warm clones of ${NAME} (bare), ${RUNS} run(s), medians; walk ${
+      median(floors.walk).toFixed(2)
+    } s; load ${loadavg()}`,
+    headers: [
+      "competitor",
+      "wall s",
+      "direct / it",
+      "it / its floor",
+      "origin MB",
+      "origin % of direct",
+      "client CPU s",
+    ],
+    rows,
+    ratios: [
+      "its floor: the sequential one for stock git (it indexes one pack after another), the parallel one otherwise",
+      `stock git, URIs / the floor done its own way (index-pack --stdin): ${
+        ratio(median(wall["stock git, URIs"]), fg)
+      }`,
+      `--trust-edge-index: ${ratio(usual, trusted)} faster than gitedge clone -j8 (${
+        trusted.toFixed(2)
+      } s vs ${usual.toFixed(2)} s), ${ratio(trusted, fp)} its index-pack floor`,
+    ],
+  });
 } finally {
   await edge.stop();
   await origin.stop();

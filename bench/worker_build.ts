@@ -32,19 +32,25 @@ import { makeBigRepo } from "../test/support/big_repo.ts";
 import { assertSameClone } from "../test/support/fixtures.ts";
 import { git, tempDir } from "../test/support/git.ts";
 import { startOrigin } from "../test/support/origin.ts";
-import { startEdgeProcess } from "./edge_process.ts";
+import {
+  bareFromBundle,
+  childPids,
+  cpuTimes,
+  flags,
+  loadavg,
+  openFds,
+  packStats,
+  printResult,
+  ratio,
+  rssMiB,
+  startEdgeProcess,
+} from "./harness/mod.ts";
 
-function flag(name: string, fallback: string): string {
-  const i = Deno.args.indexOf(`--${name}`);
-  return i >= 0 ? Deno.args[i + 1] : fallback;
-}
-
-const REPO = flag("repo", "big");
-const CHUNKS = Number(flag("chunks", "4"));
-const PART_MIB = Number(flag("part-mib", "8"));
-const HEAP_MIB = Number(flag("heap-mib", "128"));
-const DENO = !Deno.args.includes("--no-deno");
-const BUNDLE = Deno.env.get("GITEDGE_GIT_BUNDLE") ?? "/work/shared/data/git-v2.0.0.bundle";
+const REPO = flags.string("repo", "big");
+const CHUNKS = flags.number("chunks", 4);
+const PART_MIB = flags.number("part-mib", 8);
+const HEAP_MIB = flags.number("heap-mib", 128);
+const DENO = !flags.has("no-deno");
 
 /** One process's figures, read from /proc. */
 interface Sample {
@@ -54,31 +60,11 @@ interface Sample {
 }
 
 function sample(pid: number): Sample {
-  const status = Deno.readTextFileSync(`/proc/${pid}/status`);
-  const rssMiB = Number(/VmRSS:\s+(\d+) kB/.exec(status)![1]) / 1024;
-  let fds = 0;
-  for (const _ of Deno.readDirSync(`/proc/${pid}/fd`)) fds++;
-  const stat = Deno.readTextFileSync(`/proc/${pid}/stat`);
-  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  return { rssMiB, fds, cpuSeconds: (Number(fields[11]) + Number(fields[12])) / 100 };
+  return { rssMiB: rssMiB(pid), fds: openFds(pid), cpuSeconds: cpuTimes(pid).own };
 }
 
 /** The workerd processes this process started. */
-function childWorkerd(): number[] {
-  const pids: number[] = [];
-  for (const entry of Deno.readDirSync("/proc")) {
-    if (!/^\d+$/.test(entry.name)) continue;
-    try {
-      const stat = Deno.readTextFileSync(`/proc/${entry.name}/stat`);
-      const comm = stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")"));
-      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
-      if (comm === "workerd" && ppid === Deno.pid) pids.push(Number(entry.name));
-    } catch {
-      // The process ended while we looked.
-    }
-  }
-  return pids;
-}
+const childWorkerd = () => childPids("workerd");
 
 interface BuildFigures {
   edge: string;
@@ -153,16 +139,12 @@ async function measuredWarm(edge: string, url: string, pid: number): Promise<Bui
 await using origin = await startOrigin();
 await using work = await tempDir("gitedge-bench-");
 if (REPO === "git") {
-  const bare = `${origin.root}/repo.git`;
-  await git(["clone", "-q", "--bare", BUNDLE, bare]);
-  await git(["symbolic-ref", "HEAD", "refs/heads/master"], { cwd: bare });
+  await bareFromBundle(`${origin.root}/repo.git`);
 } else {
   console.log("git.git-sized repository from the fixture cache (first run: generating)…");
   await makeBigRepo(origin, "repo.git");
 }
-const counts = await git(["count-objects", "-v"], { cwd: `${origin.root}/repo.git` });
-const objects = Number(/in-pack: (\d+)/.exec(counts)![1]);
-const packMB = Number(/size-pack: (\d+)/.exec(counts)![1]) * 1024 / 1e6;
+const { objects, packMB } = await packStats(`${origin.root}/repo.git`);
 console.log(`repository: ${objects} objects, ${packMB.toFixed(0)} MB of packs`);
 
 const results: BuildFigures[] = [];
@@ -256,71 +238,63 @@ let control: Omit<BuildFigures, "invocations" | "maxSubrequests" | "packs" | "pa
   control = { ...m, edge: "control" };
 }
 
-const row = (cells: string[]) =>
-  cells.map((c, i) => i === 0 ? c.padEnd(8) : c.padStart(12)).join("");
-console.log(
-  `\nsnapshot build: ${objects} objects, ${packMB.toFixed(0)} MB, ${CHUNKS} packs, ` +
-    `${PART_MIB} MiB R2 parts/segments, workerd V8 heap cap ${HEAP_MIB} MiB`,
-);
-console.log(
-  row([
+const w = results.find((r) => r.edge === "workerd")!;
+const d = results.find((r) => r.edge === "deno");
+printResult({
+  title: `snapshot build: ${objects} objects, ${packMB.toFixed(0)} MB, ${CHUNKS} packs, ` +
+    `${PART_MIB} MiB R2 parts/segments, workerd V8 heap cap ${HEAP_MIB} MiB; load ${loadavg()}`,
+  headers: [
     "edge",
-    "RSS growth",
-    "peak RSS",
+    "RSS growth MiB",
+    "peak RSS MiB",
     "peak fds",
     "CPU s",
     "wall s",
     "invocations",
-    "max subreq",
-  ]),
-);
-for (const r of results) {
-  console.log(row([
-    r.edge,
-    `${r.growthMiB.toFixed(0)} MiB`,
-    `${r.peakRssMiB.toFixed(0)} MiB`,
-    String(r.peakFds),
-    r.cpuSeconds.toFixed(1),
-    r.wallSeconds.toFixed(1),
-    r.invocations === null ? "1 (no limit)" : String(r.invocations),
-    r.maxSubrequests === null ? "-" : String(r.maxSubrequests),
-  ]));
-}
-console.log(row([
-  "control",
-  `${control.growthMiB.toFixed(0)} MiB`,
-  `${control.peakRssMiB.toFixed(0)} MiB`,
-  String(control.peakFds),
-  control.cpuSeconds.toFixed(1),
-  control.wallSeconds.toFixed(1),
-  String(built.packs + 2),
-  "-",
-]));
-const w = results.find((r) => r.edge === "workerd")!;
-const d = results.find((r) => r.edge === "deno");
-console.log(
-  `control: a Worker without gitedge writing ${(originPackBytes / 1e6).toFixed(0)} MB of ` +
+    "max subrequests",
+  ],
+  rows: [
+    ...results.map((r) => [
+      r.edge,
+      r.growthMiB.toFixed(0),
+      r.peakRssMiB.toFixed(0),
+      r.peakFds,
+      r.cpuSeconds.toFixed(1),
+      r.wallSeconds.toFixed(1),
+      r.invocations === null ? "1 (no limit)" : r.invocations,
+      r.maxSubrequests,
+    ]),
+    [
+      "control",
+      control.growthMiB.toFixed(0),
+      control.peakRssMiB.toFixed(0),
+      control.peakFds,
+      control.cpuSeconds.toFixed(1),
+      control.wallSeconds.toFixed(1),
+      built.packs + 2,
+      null,
+    ],
+  ],
+  ratios: [
+    `control: a Worker without gitedge writing ${(originPackBytes / 1e6).toFixed(0)} MB of ` +
     `${PART_MIB} MiB segments, the index columns, ${built.packs} multipart packs of ` +
     `${(built.packBytes.reduce((a, b) => a + b, 0) / 1e6).toFixed(0)} MB, reading the segments ` +
     `back per pack, then deleting them`,
-);
-console.log(
-  `workerd RSS growth: gitedge build ${w.growthMiB.toFixed(0)} MiB, control ${
-    control.growthMiB.toFixed(0)
-  } MiB, difference (the build's own) ${(w.growthMiB - control.growthMiB).toFixed(0)} MiB; ` +
-    `peak fds ${w.peakFds} vs ${control.peakFds}; load ${
-      (await Deno.readTextFile("/proc/loadavg")).split(" ").slice(0, 3).join(" ")
-    }`,
-);
-if (d) {
-  console.log(
-    `workerd / deno: wall ${(w.wallSeconds / d.wallSeconds).toFixed(2)}x, CPU ${
-      (w.cpuSeconds / d.cpuSeconds).toFixed(2)
-    }x; clone by URI ${clones.deno.toFixed(1)} s (deno) vs ${
-      clones.workerd.toFixed(1)
-    } s (workerd)`,
-  );
-}
+    `workerd RSS growth: gitedge build ${w.growthMiB.toFixed(0)} MiB, control ${
+      control.growthMiB.toFixed(0)
+    } MiB, difference (the build's own) ${(w.growthMiB - control.growthMiB).toFixed(0)} MiB; ` +
+    `peak fds ${w.peakFds} vs ${control.peakFds}`,
+    ...(d
+      ? [
+        `workerd / deno: wall ${ratio(w.wallSeconds, d.wallSeconds)}, CPU ${
+          ratio(w.cpuSeconds, d.cpuSeconds)
+        }; clone by URI ${clones.deno.toFixed(1)} s (deno) vs ${
+          clones.workerd.toFixed(1)
+        } s (workerd)`,
+      ]
+      : []),
+  ],
+});
 await Deno.mkdir("bench/out", { recursive: true });
 await Deno.writeTextFile(
   "bench/out/worker_build.json",

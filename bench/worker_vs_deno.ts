@@ -14,33 +14,16 @@ import { startWorkerEdge } from "../test/edge/cloudflare/worker_harness.ts";
 import { makeRepo } from "../test/support/fixtures.ts";
 import { git, tempDir } from "../test/support/git.ts";
 import { startOrigin } from "../test/support/origin.ts";
+import { flags, loadavg, median, printResult, ratio, timed, warmEdge } from "./harness/mod.ts";
 
 interface Edge {
   name: string;
   url: string;
 }
 
-function flag(args: string[], name: string, fallback: number): number {
-  const i = args.indexOf(name);
-  if (i < 0) return fallback;
-  const n = Number(args[i + 1]);
-  if (!Number.isInteger(n) || n < 1) throw new RangeError(`${name} needs a positive integer`);
-  return n;
-}
-
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  const mid = Math.floor(s.length / 2);
-  return s.length % 2 ? s[mid] : (s[mid - 1] + s[mid]) / 2;
-}
-
 /** Builds the snapshot through `edge`; returns how long the build took (ms). */
 async function warm(edge: Edge, repo: string): Promise<number> {
-  const start = performance.now();
-  const res = await fetch(`${edge.url}/_edge/warm/${repo}`, { method: "POST" });
-  const body = await res.text();
-  if (!res.ok) throw new Error(`warming ${edge.name} failed (${res.status}): ${body}`);
-  return performance.now() - start;
+  return await timed(() => warmEdge(edge.url, repo)) * 1000;
 }
 
 async function timedClone(edge: Edge, repo: string, dest: string): Promise<number> {
@@ -59,9 +42,9 @@ async function timedClone(edge: Edge, repo: string, dest: string): Promise<numbe
   return ms;
 }
 
-async function main(args: string[]): Promise<void> {
-  const mib = flag(args, "--mib", 32);
-  const runs = flag(args, "--runs", 5);
+async function main(): Promise<void> {
+  const mib = flags.number("mib", 32);
+  const runs = flags.number("runs", 5);
   const repo = "bench/repo.git";
   await using origin = await startOrigin();
   await makeRepo(origin, repo, { commits: 40, targetBytes: mib << 20, seed: 11 });
@@ -91,20 +74,20 @@ async function main(args: string[]): Promise<void> {
     medianMs: { deno: median(times.deno), worker: median(times.worker) },
     ratioWorkerOverDeno: median(times.worker) / median(times.deno),
   };
-  for (const edge of edges) {
-    console.log(`${edge.name.padEnd(6)} snapshot build (warm) ${warmMs[edge.name].toFixed(0)} ms`);
-  }
-  for (const edge of edges) {
-    const list = times[edge.name].map((t) => t.toFixed(0)).join(", ");
-    console.log(
-      `${edge.name.padEnd(6)} median ${median(times[edge.name]).toFixed(0)} ms  [${list}]`,
-    );
-  }
-  console.log(
-    `worker / deno: ${result.ratioWorkerOverDeno.toFixed(2)}x  (${mib} MiB repo, ${runs} runs)`,
-  );
+  printResult({
+    title: `warm clone by URI, Worker (workerd, local R2) vs Deno server: ${mib} MiB repository, ` +
+      `${runs} runs, medians; load ${loadavg()}`,
+    headers: ["edge", "snapshot build ms", "clone median ms", "clones ms"],
+    rows: edges.map((edge) => [
+      edge.name,
+      warmMs[edge.name].toFixed(0),
+      median(times[edge.name]).toFixed(0),
+      times[edge.name].map((t) => t.toFixed(0)).join(" "),
+    ]),
+    ratios: [`worker / deno clone: ${ratio(result.medianMs.worker, result.medianMs.deno)}`],
+  });
   await Deno.mkdir("bench/out", { recursive: true });
   await Deno.writeTextFile("bench/out/worker_vs_deno.json", JSON.stringify(result, null, 2) + "\n");
 }
 
-if (import.meta.main) await main(Deno.args);
+if (import.meta.main) await main();

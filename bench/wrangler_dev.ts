@@ -34,36 +34,27 @@ import { makeBigRepo } from "../test/support/big_repo.ts";
 import { assertSameClone, makeRepo } from "../test/support/fixtures.ts";
 import { git, tempDir } from "../test/support/git.ts";
 import { startOrigin } from "../test/support/origin.ts";
+import { bareFromBundle, flags, loadavg, packStats, printResult } from "./harness/mod.ts";
 
-function flag(name: string, fallback: string): string {
-  const i = Deno.args.indexOf(`--${name}`);
-  return i >= 0 ? Deno.args[i + 1] : fallback;
-}
-
-const REPO = flag("repo", "small");
-const MODE = flag("mode", "task");
-const SAMPLE_MS = Number(flag("sample-ms", "1000"));
-const WARM_TIMEOUT_S = Number(flag("warm-timeout-s", "1800"));
-const CLONE = !Deno.args.includes("--no-clone");
-const CONTROL = Deno.args.includes("--control");
-const BUNDLE = Deno.env.get("GITEDGE_GIT_BUNDLE") ?? "/work/shared/data/git-v2.0.0.bundle";
+const REPO = flags.string("repo", "small");
+const MODE = flags.string("mode", "task");
+const SAMPLE_MS = flags.number("sample-ms", 1000);
+const WARM_TIMEOUT_S = flags.number("warm-timeout-s", 1800);
+const CLONE = !flags.has("no-clone");
+const CONTROL = flags.has("control");
 const modes: WranglerDevMode[] = MODE === "both" ? ["cli", "task"] : [MODE as WranglerDevMode];
 
 await using origin = await startOrigin();
 await using work = await tempDir("gitedge-wrangler-");
 if (REPO === "git") {
-  const bare = `${origin.root}/repo.git`;
-  await git(["clone", "-q", "--bare", BUNDLE, bare]);
-  await git(["symbolic-ref", "HEAD", "refs/heads/master"], { cwd: bare });
+  await bareFromBundle(`${origin.root}/repo.git`);
 } else if (REPO === "big") {
   console.log("git.git-sized repository from the fixture cache (first run: generating)…");
   await makeBigRepo(origin, "repo.git");
 } else {
   await makeRepo(origin, "repo.git", { commits: 40, targetBytes: 8 << 20, seed: 21 });
 }
-const counts = await git(["count-objects", "-v"], { cwd: `${origin.root}/repo.git` });
-const objects = Number(/in-pack: (\d+)/.exec(counts)![1]);
-const packMB = Number(/size-pack: (\d+)/.exec(counts)![1]) * 1024 / 1e6;
+const { objects, packMB } = await packStats(`${origin.root}/repo.git`);
 console.log(`repository: ${objects} objects, ${packMB.toFixed(0)} MB of packs`);
 const direct = `${work.path}/direct`;
 if (CLONE) await git(["clone", "-q", "--mirror", origin.repoUrl("repo.git"), direct]);
@@ -284,35 +275,45 @@ for (const mode of modes) {
   });
 }
 
-console.log(
-  `\nwrangler dev warming ${objects} objects (${packMB.toFixed(0)} MB); peaks while warming ` +
-    `(node / front workerd / Worker workerd); load ${
-      (await Deno.readTextFile("/proc/loadavg")).split(" ").slice(0, 3).join(" ")
-    }`,
-);
-for (const r of runs) {
-  const states = Object.entries(r.peak.toNodeByState).map(([k, v]) => `${k} ${v}`).join(", ");
-  console.log(
-    `${r.mode.padEnd(5)} ${r.outcome === "ready" ? "ready" : "FAILED"} in ${
-      r.warmSeconds.toFixed(0)
-    } s | connections to node ${r.peak.toNode}${
-      states ? ` (${states})` : ""
-    } | fds ${r.peak.nodeFds}` +
-      ` / ${r.peak.frontFds} / ${r.peak.workerFds} | RSS growth MiB ${
-        (r.peak.nodeRssMiB - r.idle.node.rssMiB).toFixed(0)
-      } / ${(r.peak.frontRssMiB - r.idle.front.rssMiB).toFixed(0)} / ${
-        (r.peak.workerRssMiB - r.idle.worker.rssMiB).toFixed(0)
-      } | "Too many open files" lines ${r.tooManyOpenFiles}` +
-      (r.cloneSeconds === null ? "" : ` | clone ${r.cloneSeconds.toFixed(0)} s`),
-  );
-}
-if (controlPeaks) {
-  console.log(
-    `control (bare CLI, no gitedge code), connections to node added by one call of each kind: ${
-      Object.entries(controlPeaks).map(([k, v]) => `${k} ${v}`).join(", ")
-    }`,
-  );
-}
+const growth = (r: Run, k: "node" | "front" | "worker") =>
+  (r.peak[`${k}RssMiB`] - r.idle[k].rssMiB).toFixed(0);
+printResult({
+  title: `wrangler dev warming ${objects} objects (${packMB.toFixed(0)} MB); peaks while ` +
+    `warming (node / front workerd / Worker workerd); load ${loadavg()}`,
+  headers: [
+    "mode",
+    "warm",
+    "warm s",
+    "connections to node",
+    "fds",
+    "RSS growth MiB",
+    '"Too many open files" lines',
+    "clone s",
+  ],
+  rows: runs.map((r) => [
+    r.mode,
+    r.outcome === "ready" ? "ready" : "FAILED",
+    r.warmSeconds.toFixed(0),
+    r.peak.toNode,
+    `${r.peak.nodeFds} / ${r.peak.frontFds} / ${r.peak.workerFds}`,
+    `${growth(r, "node")} / ${growth(r, "front")} / ${growth(r, "worker")}`,
+    r.tooManyOpenFiles,
+    r.cloneSeconds?.toFixed(0),
+  ]),
+  ratios: [
+    ...runs.map((r) =>
+      `${r.mode}: connections to node by state at the peak: ${
+        Object.entries(r.peak.toNodeByState).map(([k, v]) => `${k} ${v}`).join(", ") || "none"
+      }`
+    ),
+    ...(controlPeaks
+      ? [
+        `control (bare CLI, no gitedge code), connections to node added by one call of each ` +
+        `kind: ${Object.entries(controlPeaks).map(([k, v]) => `${k} ${v}`).join(", ")}`,
+      ]
+      : []),
+  ],
+});
 await Deno.mkdir("bench/out", { recursive: true });
 await Deno.writeTextFile(
   "bench/out/wrangler_dev.json",

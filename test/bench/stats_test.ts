@@ -1,5 +1,5 @@
 import { assertEquals } from "../support/assert.ts";
-import { interleaved, median } from "../../bench/stats.ts";
+import { interleaved, median } from "../../bench/harness/stats.ts";
 
 Deno.test("bench median: middle value, or the mean of the two middle values", () => {
   assertEquals(median([3, 1, 2]), 2);

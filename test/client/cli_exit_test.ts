@@ -3,7 +3,7 @@
  * 4 (verification), and `mod.ts`'s promise that the library never prints.
  */
 import { assert, assertEquals, assertMatch } from "../support/assert.ts";
-import { runCloneCli } from "./cli_process.ts";
+import { runCloneCli } from "../support/cli_process.ts";
 import { GIT_ENV, tempDir } from "../support/git.ts";
 import { startOrigin } from "../support/origin.ts";
 import { makeRepo } from "../support/fixtures.ts";

@@ -11,7 +11,7 @@ import { startDenoEdge } from "../../edge/deno/server.ts";
 import { warm } from "../proxy/edge_suite.ts";
 import { startRelay } from "../support/relay.ts";
 import { withinDeadline } from "../support/deadline.ts";
-import { runCloneCli } from "./cli_process.ts";
+import { runCloneCli } from "../support/cli_process.ts";
 
 const CLI = new URL("../../edge/deno/cli.ts", import.meta.url).pathname;
 

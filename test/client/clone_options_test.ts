@@ -14,7 +14,7 @@ import { assertSameClone } from "../support/fixtures.ts";
 import { type GitBuild, gitBuilds } from "../support/git_builds.ts";
 import { startDenoEdge } from "../../edge/deno/server.ts";
 import { warm } from "../proxy/edge_suite.ts";
-import { type CliRun } from "./cli_process.ts";
+import { type CliRun } from "../support/cli_process.ts";
 
 const CLI = new URL("../../edge/deno/cli.ts", import.meta.url).pathname;
 

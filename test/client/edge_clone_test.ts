@@ -4,7 +4,7 @@
  * faulty pack downloads through a relay.
  */
 import { assert, assertEquals } from "../support/assert.ts";
-import { type CloneJson, cloneJson } from "./cli_process.ts";
+import { type CloneJson, cloneJson } from "../support/cli_process.ts";
 import { git, tempDir } from "../support/git.ts";
 import { type Origin, startOrigin } from "../support/origin.ts";
 import { addCommits, assertSameClone, makeRepo, refsOf } from "../support/fixtures.ts";

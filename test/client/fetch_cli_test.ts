@@ -5,7 +5,7 @@ import { startOrigin } from "../support/origin.ts";
 import { addCommits, assertSameClone, makeRepo } from "../support/fixtures.ts";
 import { startDenoEdge } from "../../edge/deno/server.ts";
 import { warm } from "../proxy/edge_suite.ts";
-import { runCloneCli } from "./cli_process.ts";
+import { runCloneCli } from "../support/cli_process.ts";
 
 const CLI = new URL("../../edge/deno/cli.ts", import.meta.url).pathname;
 

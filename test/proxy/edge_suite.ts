@@ -2,7 +2,7 @@
  * End-to-end cases for an edge in front of a real `git http-backend` origin, driven by stock git.
  * Registered once per runtime: `edgeSuite(denoEdgeFactory)` and `edgeSuite(workerEdgeFactory)`.
  */
-import { git, GIT_ENV, GitCommandError, type GitOptions, tempDir } from "../support/git.ts";
+import { git, GitCommandError, type GitOptions, tempDir } from "../support/git.ts";
 import type { GitBuild } from "../support/git_builds.ts";
 import { encodePkts } from "../../src/git/pktline.ts";
 import { type Origin, type OriginOptions, startOrigin } from "../support/origin.ts";
@@ -16,42 +16,10 @@ import {
 import type { EdgeFactory, EdgeUnderTest, EdgeUnderTestOptions } from "../support/edge.ts";
 import { assert, assertEquals, assertMatch } from "../support/assert.ts";
 import { rawGet } from "../support/raw_http.ts";
+import { tracedGit, URI_CLONE, urisFetched } from "../support/traced_git.ts";
 
-/**
- * Packfile URIs a traced stock-git clone fetched: each `git http-fetch --packfile=<hash> … <uri>`
- * it ran (GIT_TRACE logs a run several times; each pack counts once).
- */
-export function urisFetched(trace: string): { hash: string; uri: string }[] {
-  const out = new Map<string, { hash: string; uri: string }>();
-  for (const line of trace.split("\n")) {
-    if (!line.includes("http-fetch")) continue;
-    const m = /--packfile=([0-9a-f]{64}|[0-9a-f]{40}).* '?(https?:\/\/[^' ]+)'?\s*$/.exec(line);
-    if (m) out.set(m[1], { hash: m[1], uri: m[2] });
-  }
-  return [...out.values()];
-}
-
-/**
- * Runs stock git with `GIT_TRACE` (plus `opts.env`, e.g. `GIT_TRACE_PACKET`) on stderr; returns
- * stderr. Throws on failure.
- */
-export async function tracedGit(
-  args: string[],
-  opts: { cwd?: string; env?: Record<string, string>; bin?: string } = {},
-): Promise<string> {
-  const out = await new Deno.Command(opts.bin ?? "git", {
-    args,
-    cwd: opts.cwd,
-    env: { ...GIT_ENV, GIT_TRACE: "1", ...opts.env },
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  const stderr = new TextDecoder().decode(out.stderr);
-  if (!out.success) {
-    throw new GitCommandError(args, out.code, stderr.split("\n").slice(-15).join("\n"));
-  }
-  return stderr;
-}
+// Shared with the benches; re-exported for the tests that take them from here.
+export { tracedGit, URI_CLONE, urisFetched };
 
 /** POSTs a protocol v2 request `body` to `${repoUrl}/git-upload-pack`, as git does. */
 async function postUploadPack(repoUrl: string, body: Uint8Array): Promise<Response> {
@@ -115,16 +83,6 @@ export async function warm(
   assertEquals(res.status, 200, `warm: ${JSON.stringify(body)}`);
   return body.snapshot;
 }
-
-/** `git clone` arguments for a protocol v2 clone that accepts http packfile URIs. */
-export const URI_CLONE = [
-  "-c",
-  "fetch.uriProtocols=http",
-  "-c",
-  "protocol.version=2",
-  "clone",
-  "-q",
-];
 
 interface World {
   origin: Origin;

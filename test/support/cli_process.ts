@@ -1,5 +1,5 @@
 /** Runs the `gitedge` CLI as a subprocess, the way a user would. */
-import { GIT_ENV } from "../support/git.ts";
+import { GIT_ENV } from "./git.ts";
 
 /** What a finished CLI run printed and returned. */
 export interface CliRun {

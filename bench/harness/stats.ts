@@ -1,7 +1,7 @@
-/** Shared by the benches: medians, and runs of competitors interleaved round by round. */
+/** Shared by the benches: the median, runs of competitors interleaved round by round, timing. */
 
 /** The median; for an even count, the mean of the two middle values. */
-export function median(values: number[]): number {
+export function median(values: readonly number[]): number {
   if (values.length === 0) throw new RangeError("median of no values");
   const sorted = [...values].sort((a, b) => a - b);
   const mid = Math.floor(sorted.length / 2);
