@@ -4,7 +4,7 @@
  * (snapshot.ts) writes it; the request path reads it.
  */
 import type { RepoRef } from "./repo.ts";
-import { getBytes, type PackStore } from "../storage/store.ts";
+import { getBytes, type PackStore, type StoreVersion } from "../storage/store.ts";
 import { isObjectId } from "../git/object_id.ts";
 
 /** One self-contained pack of a snapshot. */
@@ -22,7 +22,7 @@ export interface SnapshotPack {
    * version has changed since was rewritten by something other than the edge: the snapshot is
    * not advertised again until rebuilt. Absent in manifests written before versions existed.
    */
-  version?: string;
+  version?: StoreVersion;
   /**
    * The pack's `.idx` (version 2), kept beside it in the store when the edge builds indexes
    * (`--pack-indexes`): a snapshot naming an index is published only after the index is stored.
@@ -35,11 +35,12 @@ export interface PackIndexRef {
   key: string;
   size: number;
   /** The store's version of the index when it was published (as {@link SnapshotPack.version}). */
-  version?: string;
+  version?: StoreVersion;
 }
 
 /** A published snapshot: written last, after every pack it names. */
 export interface Manifest {
+  /** The manifest's format version (a {@link StoreVersion} is something else). */
   version: 1;
   originUrl: string;
   /** Ref name to object id at build time (branches and tags). */

@@ -87,6 +87,7 @@ export type PackIndexBuilder = (
  * Credentials are never part of it: only the `fetch` step talks to the origin.
  */
 export interface BuildState {
+  /** The state's format version. */
   version: 1;
   /** Names this build's temporary objects and packs. */
   id: string;
