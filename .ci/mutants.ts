@@ -394,8 +394,8 @@ export const MUTANTS: Mutant[] = [
   {
     name: "repo_snapshots/attempts-not-reset",
     file: "src/proxy/repo_snapshots.ts",
-    from: "await storage.put(BUILD_KEY, { ...pending, state: progress.next, attempts: 0 });",
-    to: "await storage.put(BUILD_KEY, { ...pending, state: progress.next });",
+    from: "await storage.put(BUILD_KEY, { ...pending, state: progress.state, attempts: 0 });",
+    to: "await storage.put(BUILD_KEY, { ...pending, state: progress.state });",
     tests: [BUILD_STEPS],
   },
   {

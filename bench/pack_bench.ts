@@ -24,7 +24,7 @@
 import { sha1 } from "@noble/hashes/legacy.js";
 import { unzlibSync } from "fflate";
 import { scanPack } from "../src/git/pack_reader.ts";
-import type { PackEntryIndex } from "../src/git/pack_index.ts";
+import type { PackEntryTable } from "../src/git/pack_entries.ts";
 import { planSplit, splitPack } from "../src/git/pack_split.ts";
 import {
   type Cell,
@@ -227,7 +227,7 @@ async function bundlePack(): Promise<string> {
  * The straightforward way to the same verdict as `scanPack`: every entry inflated and its size
  * checked, the trailer SHA-1 checked. Entry boundaries come from `index` (a scan's), for free.
  */
-async function inflateEverything(path: string, index: PackEntryIndex): Promise<void> {
+async function inflateEverything(path: string, index: PackEntryTable): Promise<void> {
   const bytes = await Deno.readFile(path);
   const digest = sha1(bytes.subarray(0, bytes.length - 20));
   const trailer = bytes.subarray(bytes.length - 20);

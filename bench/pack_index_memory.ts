@@ -1,5 +1,5 @@
 /**
- * Memory of a pack scan's entry index: the compact {@link PackEntryIndex} against one
+ * Memory of a pack scan's entry index: the compact {@link PackEntryTable} against one
  * `PackEntry` object per entry (the representation scans used to keep), and the compact index
  * followed by a 4-way split into discarded sinks (peak RSS of a whole snapshot build). Each mode runs in its
  * own process on the same fast-import pack of tiny blobs; heap figures (JS heap plus external

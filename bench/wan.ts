@@ -33,12 +33,11 @@
  *     [--lan-mbit 1000] [--n 10] [--scenarios ...] [--initial-window 10] [--no-handshake]
  */
 import { git, tempDir } from "../test/support/git.ts";
-import { makeRepo } from "../test/support/fixtures.ts";
-import { addCommits } from "../test/support/fixtures.ts";
+import { addCommits, makeRepo } from "../test/support/fixtures.ts";
 import type { Origin } from "../test/support/origin.ts";
 import { cloneJson } from "../test/support/cli_process.ts";
 import { repoId } from "../src/proxy/repo.ts";
-import type { Manifest } from "../src/proxy/deps.ts";
+import type { Manifest } from "../src/proxy/manifest.ts";
 import { flags, median, settleDisk, spawnOrigin, startEdgeProcess, timed } from "./harness/mod.ts";
 import { type Link, startLink } from "./wan_link.ts";
 

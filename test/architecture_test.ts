@@ -1,8 +1,12 @@
 /**
- * The runtime boundary, checked on the source text: `src/git`, `src/proxy` and `src/storage` use
- * web standards only (no `Deno.*`, no `node:` module, nothing from `edge/`), and no module under
- * `src/` or `edge/` takes part in an import cycle (type-only imports included: a cycle of types is
- * still two files that cannot be read apart).
+ * The runtime boundary, checked on the source text:
+ * - everything under `src/` except `src/client` (the clone client, a Deno program) uses web
+ *   standards only: no `Deno.*`, no `node:` module, nothing from `edge/` or `src/client/`;
+ * - `src/client` imports nothing from `edge/`;
+ * - under `edge/`, only the command-line dispatcher (`edge/deno/cli.ts`) and the npm package
+ *   (`edge/npm/`) load `src/client/`: the servers (Deno, Worker) import nothing of the client;
+ * - no module under `src/` or `edge/` takes part in an import cycle (type-only imports included:
+ *   a cycle of types is still two files that cannot be read apart).
  */
 import { assert, assertEquals } from "./support/assert.ts";
 
@@ -39,19 +43,47 @@ function resolve(from: string, spec: string): string | undefined {
   return parts.join("/");
 }
 
-const RUNTIME_FREE = ["src/git", "src/proxy", "src/storage"];
+/** The runtime-free part of `src/`: every file under it but those of `src/client`. */
+async function runtimeFree(): Promise<string[]> {
+  return (await sources("src")).filter((file) => !file.startsWith("src/client/"));
+}
 
-Deno.test("src/git, src/proxy and src/storage reach for no runtime: no Deno.*, node: or edge/", async () => {
+/** The files of `edge/` that may load the client: the CLI dispatcher and the npm package. */
+const CLIENT_LOADERS = /^edge\/(deno\/cli\.ts$|npm\/)/;
+
+Deno.test("src/ but src/client reaches for no runtime: no Deno.*, node:, edge/ or src/client/", async () => {
   const offences: string[] = [];
-  for (const dir of RUNTIME_FREE) {
-    for (const file of await sources(dir)) {
-      const text = code(await Deno.readTextFile(root + file));
-      if (/\bDeno\s*\./.test(text)) offences.push(`${file}: uses Deno.*`);
-      for (const spec of specifiers(text)) {
-        if (spec.startsWith("node:")) offences.push(`${file}: imports ${spec}`);
-        const target = resolve(file, spec);
-        if (target && !target.startsWith("src/")) offences.push(`${file}: imports ${target}`);
-        if (target && target.startsWith("src/client/")) offences.push(`${file}: imports ${target}`);
+  const files = await runtimeFree();
+  for (const dir of ["src/git", "src/proxy", "src/storage"]) {
+    assert(files.some((f) => f.startsWith(`${dir}/`)), `${dir} is checked`);
+  }
+  for (const file of files) {
+    const text = code(await Deno.readTextFile(root + file));
+    if (/\bDeno\s*\./.test(text)) offences.push(`${file}: uses Deno.*`);
+    for (const spec of specifiers(text)) {
+      if (spec.startsWith("node:")) offences.push(`${file}: imports ${spec}`);
+      const target = resolve(file, spec);
+      if (target && !target.startsWith("src/")) offences.push(`${file}: imports ${target}`);
+      if (target && target.startsWith("src/client/")) offences.push(`${file}: imports ${target}`);
+    }
+  }
+  assertEquals(offences, []);
+});
+
+Deno.test("the client imports nothing of edge/; of edge/, only the CLI dispatcher and the npm package load the client", async () => {
+  const offences: string[] = [];
+  for (const file of [...await sources("src/client"), ...await sources("edge")]) {
+    const text = code(await Deno.readTextFile(root + file));
+    for (const spec of specifiers(text)) {
+      const target = resolve(file, spec);
+      if (!target) continue;
+      if (file.startsWith("src/client/") && target.startsWith("edge/")) {
+        offences.push(`${file}: imports ${target}`);
+      }
+      if (
+        file.startsWith("edge/") && target.startsWith("src/client/") && !CLIENT_LOADERS.test(file)
+      ) {
+        offences.push(`${file}: imports ${target}`);
       }
     }
   }

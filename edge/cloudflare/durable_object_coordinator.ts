@@ -3,14 +3,9 @@
  * `RepoSnapshotsObject` Durable Object, so builds are single-flight across all Worker isolates and
  * locations.
  */
-import type {
-  Manifest,
-  OriginAuth,
-  RepoRef,
-  ScheduleBasis,
-  SnapshotCoordinator,
-  SnapshotStatus,
-} from "../../src/proxy/deps.ts";
+import type { ScheduleBasis, SnapshotCoordinator, SnapshotStatus } from "../../src/proxy/deps.ts";
+import type { Manifest } from "../../src/proxy/manifest.ts";
+import type { OriginAuth, RepoRef } from "../../src/proxy/repo.ts";
 import type { Metrics } from "../../src/proxy/metrics.ts";
 import { type RepoSnapshotsRpc, valueOf } from "./snapshot_rpc.ts";
 import type { DurableObjectNamespace } from "./worker_types.ts";

@@ -10,13 +10,10 @@
  */
 /// <reference types="./cloudflare_workers.d.ts" />
 import { DurableObject } from "cloudflare:workers";
-import {
-  DEFAULT_EDGE_CONFIG,
-  type OriginAuth,
-  type RepoRef,
-  type ScheduleBasis,
-} from "../../src/proxy/deps.ts";
-import { readManifest } from "../../src/proxy/snapshot.ts";
+import type { ScheduleBasis } from "../../src/proxy/deps.ts";
+import { withDefaults } from "../../src/proxy/config.ts";
+import type { OriginAuth, RepoRef } from "../../src/proxy/repo.ts";
+import { readManifest } from "../../src/proxy/manifest.ts";
 import { LoggingSnapshotBuilder } from "../../src/proxy/build_log.ts";
 import { loggedOriginFetch } from "../../src/proxy/request_log.ts";
 import { workerLogger } from "./worker_log.ts";
@@ -38,7 +35,9 @@ export class RepoSnapshotsObject extends DurableObject<Env, DurableObjectState>
    */
   constructor(state: DurableObjectState, env: Env, storage = state.storage) {
     super(state, env);
-    const { config, r2PartMiB, refreshSeconds, logLevel } = workerSettings(env);
+    const settings = workerSettings(env);
+    const { r2PartMiB, refreshSeconds, logLevel } = settings;
+    const config = withDefaults(settings.config);
     const log = workerLogger(logLevel);
     const partBytes = r2PartMiB * 1024 * 1024;
     const subrequests = new SubrequestCounter();
@@ -67,7 +66,7 @@ export class RepoSnapshotsObject extends DurableObject<Env, DurableObjectState>
       // Each step of a build is its own invocation (alarms), within the per-invocation limits.
       stepByAlarm: true,
       subrequests: () => subrequests.count,
-      backoffMs: (config.buildBackoffSeconds ?? DEFAULT_EDGE_CONFIG.buildBackoffSeconds) * 1000,
+      backoffMs: config.buildBackoffSeconds * 1000,
     });
   }
 

@@ -9,13 +9,9 @@
  * enough to raise the origin's typed errors again on the Worker side (the app answers 502 for those,
  * as on Deno). Origin credentials travel as arguments, in memory only; the object never stores them.
  */
-import type {
-  Manifest,
-  OriginAuth,
-  RepoRef,
-  ScheduleBasis,
-  SnapshotStatus,
-} from "../../src/proxy/deps.ts";
+import type { ScheduleBasis, SnapshotStatus } from "../../src/proxy/deps.ts";
+import type { Manifest } from "../../src/proxy/manifest.ts";
+import type { OriginAuth, RepoRef } from "../../src/proxy/repo.ts";
 import {
   OriginAnswerError,
   OriginRedirectError,

@@ -10,8 +10,12 @@ import {
   SETTINGS,
 } from "../../src/proxy/settings.ts";
 import { serveOptionsHelp } from "../../src/proxy/settings_doc.ts";
-import { UsageError } from "../../src/client/errors.ts";
 import { createLogger } from "../../src/proxy/log.ts";
+
+/** `gitedge serve`'s command line could not be understood (an unknown option, a missing value). */
+export class ServeUsageError extends Error {
+  override name = "ServeUsageError";
+}
 
 const HELP = `usage: gitedge serve [options]
 
@@ -35,9 +39,9 @@ export function parseServeArgs(
     const eq = arg.startsWith("--") ? arg.indexOf("=") : -1;
     const flag = eq > 0 ? arg.slice(0, eq) : arg;
     const s = SETTINGS.find((s) => s.flag === flag);
-    if (s === undefined) throw new UsageError(`unknown option '${arg}'`);
+    if (s === undefined) throw new ServeUsageError(`unknown option '${arg}'`);
     const text = eq > 0 ? arg.slice(eq + 1) : args[++i];
-    if (text === undefined) throw new UsageError(`${flag} needs a value`);
+    if (text === undefined) throw new ServeUsageError(`${flag} needs a value`);
     flags.push({ key: s.key, source: flag, text });
   }
   const flagged = new Set(flags.map((g) => g.key));
@@ -63,7 +67,7 @@ export async function serveMain(args: string[]): Promise<number> {
   try {
     settings = parseServeArgs(args, (name) => Deno.env.get(name));
   } catch (err) {
-    if (!(err instanceof UsageError || err instanceof SettingError)) throw err;
+    if (!(err instanceof ServeUsageError || err instanceof SettingError)) throw err;
     console.error(`gitedge serve: ${err.message}\n\n${HELP}`);
     return 2;
   }

@@ -3,13 +3,10 @@
  * in-process coordinator. `gitedge serve` (edge/deno/cli.ts) and the tests start it through here.
  */
 import { createApp } from "../../src/proxy/app.ts";
-import {
-  type Clock,
-  DEFAULT_EDGE_CONFIG,
-  type EdgeConfig,
-  type Manifest,
-  type RepoRef,
-} from "../../src/proxy/deps.ts";
+import type { Clock } from "../../src/proxy/deps.ts";
+import type { Manifest } from "../../src/proxy/manifest.ts";
+import { type EdgeConfig, withDefaults } from "../../src/proxy/config.ts";
+import type { RepoRef } from "../../src/proxy/repo.ts";
 import { checkEdgeConfig, DEFAULT_CONNECTION_LIMITS } from "../../src/proxy/settings.ts";
 import { InProcessCoordinator } from "../../src/proxy/in_process_coordinator.ts";
 import { Metrics } from "../../src/proxy/metrics.ts";
@@ -63,7 +60,7 @@ export interface RunningEdge {
 
 export async function startDenoEdge(opts: DenoEdgeOptions): Promise<RunningEdge> {
   // Settings from `gitedge serve` come checked; the same check covers a config given in code.
-  const config = checkEdgeConfig(opts.config);
+  const config = withDefaults(checkEdgeConfig(opts.config));
   const store = new FsPackStore(opts.store);
   const metrics = new Metrics();
   const clock = opts.clock ?? { now: () => Date.now() };
@@ -94,7 +91,7 @@ export async function startDenoEdge(opts: DenoEdgeOptions): Promise<RunningEdge>
     clock,
     metrics,
     onError: (repo, err) => onBuildError(repo.path, err),
-    backoffMs: (config.buildBackoffSeconds ?? DEFAULT_EDGE_CONFIG.buildBackoffSeconds) * 1000,
+    backoffMs: config.buildBackoffSeconds * 1000,
     onPublished: (repo, manifest) => onPublished(repo, manifest),
   });
   const signingKey = opts.signingKey ?? await loadSigningKey(opts.store);

@@ -33,7 +33,21 @@ import { UploadPackSession } from "./upload_pack.ts";
 
 export { defaultDirectory } from "./clone_target.ts";
 
-/** Where a clone reports progress (the CLI's `ProgressView` implements it). */
+/**
+ * Where a clone reports progress (the CLI's `ProgressView` implements it).
+ *
+ * @example Progress as log lines
+ * ```ts
+ * const progress: CloneProgress = {
+ *   phase: (name) => console.error(`phase ${name}`),
+ *   inline: (bytes) => console.error(`inline pack: ${bytes} bytes`),
+ *   packEvent: (event) => {
+ *     if (event.type === "done") console.error(`pack ${event.hash}: ${event.seconds} s`);
+ *   },
+ * };
+ * await clone({ url: "https://edge.example/x/y.git", progress });
+ * ```
+ */
 export interface CloneProgress {
   phase(name: string): void;
   /** Bytes of the inline pack received so far. */
@@ -45,7 +59,19 @@ export interface CloneProgress {
   remote?(message: string): void;
 }
 
-/** Options for {@link clone}. */
+/**
+ * Options for {@link clone}.
+ *
+ * @example A shallow clone of one branch
+ * ```ts
+ * const options: CloneOptions = {
+ *   url: "https://edge.example/x/y.git",
+ *   branch: "main",
+ *   depth: 1,
+ *   authorization: "Bearer <token>",
+ * };
+ * ```
+ */
 export interface CloneOptions {
   /** `http(s)://[user:password@]host/path` of the repository. */
   url: string;
@@ -88,7 +114,15 @@ export interface CloneOptions {
   reference?: string[];
 }
 
-/** What a clone transferred. */
+/**
+ * What a clone transferred.
+ *
+ * @example Where a clone's time went
+ * ```ts
+ * const summary: CloneSummary = await clone({ url: "https://edge.example/x/y.git" });
+ * console.log(summary.directory, summary.head, summary.phases.fetchResponse, summary.seconds);
+ * ```
+ */
 export interface CloneSummary {
   directory: string;
   /** Bytes of the pack that came inline in the fetch response. */
@@ -108,7 +142,15 @@ export interface CloneSummary {
   phases: Record<string, number>;
 }
 
-/** Clones `options.url` into a new directory and returns a summary. */
+/**
+ * Clones `options.url` into a new directory and returns a summary.
+ *
+ * @example Clone through an edge, packfile URIs downloaded in parallel
+ * ```ts
+ * const summary = await clone({ url: "https://edge.example/x/y.git", directory: "y", jobs: 8 });
+ * console.log(`${summary.bytesByUri} bytes by URI, ${summary.bytesInline} inline`);
+ * ```
+ */
 export async function clone(options: CloneOptions): Promise<CloneSummary> {
   const started = performance.now();
   const directory = options.directory ?? defaultDirectory(options.url, options.bare ?? false);

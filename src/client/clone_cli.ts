@@ -20,7 +20,16 @@ import { redactUrl } from "./redact.ts";
 import { VERSION } from "./version.ts";
 import { SIGNAL_EXIT, type StopSignal } from "./signals.ts";
 
-/** Exit codes of `gitedge clone` (a stable interface). */
+/**
+ * Exit codes of `gitedge clone` (a stable interface).
+ *
+ * @example Telling a network failure from a bad pack
+ * ```ts
+ * const code = await cloneMain(["https://edge.example/x/y.git"]);
+ * const retryLater = code === EXIT.network;
+ * const corrupt = code === EXIT.verification;
+ * ```
+ */
 export const EXIT = { ok: 0, other: 1, usage: 2, network: 3, verification: 4 } as const;
 
 const HELP = `usage: gitedge clone <url> [<dir>] [options]
@@ -106,7 +115,16 @@ export interface CloneArgs {
   version?: boolean;
 }
 
-/** Parses `gitedge clone` arguments; throws {@link UsageError} on anything it does not accept. */
+/**
+ * Parses `gitedge clone` arguments; throws {@link UsageError} on anything it does not accept.
+ *
+ * @example Flags as `gitedge clone` reads them
+ * ```ts
+ * const args = parseCloneArgs(["https://edge.example/x/y.git", "--depth", "1", "--bare"]);
+ * args.depth; // 1
+ * args.bare; // true
+ * ```
+ */
 export function parseCloneArgs(args: readonly string[]): CloneArgs {
   const parsed: Omit<CloneArgs, "url"> & { url?: string } = {
     jobs: 0,
@@ -269,7 +287,15 @@ function printable(value: string): boolean {
   return [...value].every((c) => c >= "!" && c <= "~");
 }
 
-/** Runs `gitedge clone` and returns its exit code. */
+/**
+ * Runs `gitedge clone` and returns its exit code.
+ *
+ * @example Run `gitedge clone` from a script
+ * ```ts
+ * const code = await cloneMain(["https://edge.example/x/y.git", "y", "--jobs", "8"]);
+ * if (code !== EXIT.ok) console.error(`clone failed with exit code ${code}`);
+ * ```
+ */
 export async function cloneMain(args: string[]): Promise<number> {
   let options: CloneArgs;
   try {
@@ -397,7 +423,16 @@ export function jsonSummary(summary: CloneSummary, startedAt?: number) {
   };
 }
 
-/** Maps a failure to the documented exit code. */
+/**
+ * Maps a failure to the documented exit code.
+ *
+ * @example The exit code of a usage error
+ * ```ts
+ * import { UsageError } from "./errors.ts";
+ *
+ * exitCodeFor(new UsageError("unknown option '--x'")) === EXIT.usage; // true
+ * ```
+ */
 export function exitCodeFor(error: unknown): number {
   if (error instanceof UsageError) return EXIT.usage;
   if (

@@ -1,7 +1,15 @@
 /** The directory a clone goes into: its default name, creation, and removal after a failure. */
 import { CloneError } from "./errors.ts";
 
-/** `git clone`'s default directory: the last path segment, minus `.git` (kept for bare). */
+/**
+ * `git clone`'s default directory: the last path segment, minus `.git` (kept for bare).
+ *
+ * @example The directory `git clone` would pick
+ * ```ts
+ * defaultDirectory("https://edge.example/x/y.git", false); // "y"
+ * defaultDirectory("https://edge.example/x/y.git", true); // "y.git"
+ * ```
+ */
 export function defaultDirectory(url: string, bare: boolean): string {
   const path = new URL(url).pathname.replace(/\/+$/, "").replace(/\/\.git$/, "");
   const last = path.slice(path.lastIndexOf("/") + 1).replace(/\.git$/, "") ||

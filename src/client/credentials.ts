@@ -7,13 +7,32 @@
 import { GitProcessError } from "./errors.ts";
 import { runGit } from "./git_command.ts";
 
-/** A username and password pair. */
+/**
+ * A username and password pair.
+ *
+ * @example A credential for a helper to approve
+ * ```ts
+ * const credential: Credential = { username: "ci", password: "<token>" };
+ * await new GitCredentialHelper().approve(new URL("https://edge.example/x/y.git"), credential);
+ * ```
+ */
 export interface Credential {
   username: string;
   password: string;
 }
 
-/** The `git credential` operations the client needs (an interface so tests can stub it). */
+/**
+ * The `git credential` operations the client needs (an interface so tests can stub it).
+ *
+ * @example A helper that knows one credential (e.g. in tests)
+ * ```ts
+ * const fixed: CredentialHelper = {
+ *   fill: (_url, username) => Promise.resolve({ username: username ?? "ci", password: "<token>" }),
+ *   approve: () => Promise.resolve(),
+ *   reject: () => Promise.resolve(),
+ * };
+ * ```
+ */
 export interface CredentialHelper {
   /** Asks git's helpers (or the terminal) for a credential; null when none is available. */
   fill(url: URL, username?: string): Promise<Credential | null>;
@@ -21,7 +40,16 @@ export interface CredentialHelper {
   reject(url: URL, credential: Credential): Promise<void>;
 }
 
-/** {@link CredentialHelper} backed by `git credential`. */
+/**
+ * {@link CredentialHelper} backed by `git credential`.
+ *
+ * @example Ask git's credential helpers
+ * ```ts
+ * const helper = new GitCredentialHelper();
+ * const credential = await helper.fill(new URL("https://edge.example/x/y.git"));
+ * if (credential) console.log(`as ${credential.username}`);
+ * ```
+ */
 export class GitCredentialHelper implements CredentialHelper {
   /** `env` is added to git's environment (tests use it to pick a credential store). */
   constructor(readonly env: Record<string, string> = {}) {}
@@ -71,7 +99,22 @@ function describe(url: URL, who: Partial<Credential>): string {
 
 type Source = "none" | "env" | "url" | "helper";
 
-/** Tracks the credential in use for one repository and how to replace it after a 401. */
+/**
+ * Tracks the credential in use for one repository and how to replace it after a 401.
+ *
+ * @example Credentials from the URL, else from git after a 401
+ * ```ts
+ * const credentials = new CredentialManager(
+ *   "https://ci:secret@edge.example/x/y.git",
+ *   Deno.env.get("GITEDGE_AUTHORIZATION"),
+ *   new GitCredentialHelper(),
+ * );
+ * credentials.url.href; // "https://edge.example/x/y.git": no credential in it
+ * const headers = credentials.authorization
+ *   ? { authorization: credentials.authorization }
+ *   : undefined;
+ * ```
+ */
 export class CredentialManager {
   readonly #url: URL;
   readonly #helper: CredentialHelper;

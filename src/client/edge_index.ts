@@ -29,7 +29,16 @@ import {
 
 export { EdgeIndexError } from "./errors.ts";
 
-/** The URL of the index of the pack at `packUri`: the path's `.pack` becomes `.idx`, query kept. */
+/**
+ * The URL of the index of the pack at `packUri`: the path's `.pack` becomes `.idx`, query kept.
+ *
+ * @example Where the edge serves a pack's index
+ * ```ts
+ * indexUrlOf("https://edge.example/_edge/packs/r/p.pack?exp=1&sig=s");
+ * // "https://edge.example/_edge/packs/r/p.idx?exp=1&sig=s"
+ * indexUrlOf("https://edge.example/r/info/refs"); // null: not a pack
+ * ```
+ */
 export function indexUrlOf(packUri: string): string | null {
   const url = URL.parse(packUri);
   if (!url || !url.pathname.endsWith(".pack")) return null;

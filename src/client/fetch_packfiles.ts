@@ -17,7 +17,19 @@ import { readFsyncsPacks } from "./fsync_config.ts";
 import { runPool } from "./pool.ts";
 import type { ProgressEvent } from "./progress.ts";
 
-/** Options for {@link fetchPackfiles}. */
+/**
+ * Options for {@link fetchPackfiles}.
+ *
+ * @example Options of a download that gives up after ten minutes
+ * ```ts
+ * const options: FetchPackfilesOptions = {
+ *   gitDir: "repo/.git",
+ *   jobs: 0,
+ *   retries: 2,
+ *   signal: AbortSignal.timeout(600_000),
+ * };
+ * ```
+ */
 export interface FetchPackfilesOptions {
   /** The repository the packs go into (its `objects/pack` is created if missing). */
   gitDir: string;
@@ -57,13 +69,35 @@ export interface FetchPackfilesOptions {
   trustEdgeIndex?: boolean;
 }
 
-/** Default parallelism cap when `jobs` is 0 or absent. */
+/**
+ * Default parallelism cap when `jobs` is 0 or absent.
+ *
+ * @example The cap when no `jobs` is given
+ * ```ts
+ * resolveJobs(undefined, 100) === DEFAULT_MAX_JOBS; // true
+ * ```
+ */
 export const DEFAULT_MAX_JOBS = 8;
 
 /**
  * Downloads every URI into `options.gitDir` and resolves with one result per URI, in input order.
  * Rejects with the first failure: `PackfileDownloadError` (names the URI, attempts and last
  * cause) or `VerificationError` (checksum mismatch).
+ *
+ * @example Download a fetch answer's packfile URIs into a repository
+ * ```ts
+ * const results = await fetchPackfiles(
+ *   [{ hash: "0123456789abcdef0123456789abcdef01234567", uri: "https://edge.example/_edge/packs/r/p.pack?exp=1&sig=s" }],
+ *   {
+ *     gitDir: "repo/.git",
+ *     jobs: 4,
+ *     onProgress: (event) => {
+ *       if (event.type === "done") console.log(`${event.hash}: ${event.seconds} s`);
+ *     },
+ *   },
+ * );
+ * for (const pack of results) console.log(pack.packPath, pack.bytes);
+ * ```
  */
 export async function fetchPackfiles(
   uris: readonly PackfileUri[],
@@ -99,7 +133,16 @@ export async function fetchPackfiles(
   });
 }
 
-/** The number of parallel downloads for `count` URIs: `jobs`, or min(8, count) when 0/absent. */
+/**
+ * The number of parallel downloads for `count` URIs: `jobs`, or min(8, count) when 0/absent.
+ *
+ * @example Parallel downloads for a number of URIs
+ * ```ts
+ * resolveJobs(undefined, 3); // 3: one per URI
+ * resolveJobs(0, 20); // 8: DEFAULT_MAX_JOBS
+ * resolveJobs(2, 20); // 2: as asked
+ * ```
+ */
 export function resolveJobs(jobs: number | undefined, count: number): number {
   if (jobs === undefined || jobs === 0) return Math.max(1, Math.min(DEFAULT_MAX_JOBS, count));
   if (!Number.isInteger(jobs) || jobs < 0) {

@@ -22,7 +22,17 @@ import { PackSpool } from "./pack_spool.ts";
 import type { ProgressEvent } from "./progress.ts";
 import { planResponse } from "./ranged_response.ts";
 
-/** What one downloaded pack cost and where it landed. */
+/**
+ * What one downloaded pack cost and where it landed.
+ *
+ * @example A line per downloaded pack
+ * ```ts
+ * function line(result: PackfileResult): string {
+ *   return `${result.hash.slice(0, 12)} ${result.bytes} bytes, ${result.seconds} s, ` +
+ *     `${result.retries} retries -> ${result.packPath}`;
+ * }
+ * ```
+ */
 export interface PackfileResult {
   hash: string;
   uri: string;

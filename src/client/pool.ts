@@ -5,10 +5,25 @@
  * that first error.
  */
 
-/** One unit of work; it should stop promptly when `signal` aborts. */
+/**
+ * One unit of work; it should stop promptly when `signal` aborts.
+ *
+ * @example A task that stops when the pool aborts
+ * ```ts
+ * const task: PoolTask<Response> = (signal) => fetch("https://example.com/", { signal });
+ * ```
+ */
 export type PoolTask<T> = (signal: AbortSignal) => Promise<T>;
 
-/** Options for {@link runPool}. */
+/**
+ * Options for {@link runPool}.
+ *
+ * @example At most four in flight, until the caller gives up
+ * ```ts
+ * const controller = new AbortController();
+ * const options: PoolOptions = { concurrency: 4, signal: controller.signal };
+ * ```
+ */
 export interface PoolOptions {
   /** Maximum number of tasks in flight (at least 1). */
   concurrency: number;
@@ -19,6 +34,16 @@ export interface PoolOptions {
 /**
  * Runs every task with at most `concurrency` in flight and resolves with their results in task
  * order. Rejects with the first task error (or the caller's abort reason).
+ *
+ * @example Three tasks, two at a time
+ * ```ts
+ * const tasks: PoolTask<number>[] = [1, 2, 3].map((n) => async (signal) => {
+ *   await new Promise((resolve) => setTimeout(resolve, 10 * n));
+ *   signal.throwIfAborted();
+ *   return n * n;
+ * });
+ * const squares = await runPool(tasks, { concurrency: 2 }); // [1, 4, 9]
+ * ```
  */
 export async function runPool<T>(
   tasks: readonly PoolTask<T>[],

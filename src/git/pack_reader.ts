@@ -3,7 +3,7 @@
  * inflated size, header and compressed lengths, delta base) without inflating anything, and
  * verifies the pack's structure and SHA-1 trailer.
  *
- * Memory is bounded by the compact entry index ({@link PackEntryIndex}, 17 bytes per entry,
+ * Memory is bounded by the compact entry index ({@link PackEntryTable}, 17 bytes per entry,
  * plus a few KB of scanner tables): no entry, and never the whole pack, is buffered. Entry
  * ends are found with {@link DeflateScanner}.
  *
@@ -24,7 +24,7 @@ import {
   PackFormatError,
 } from "./pack.ts";
 import { hashLength, type ObjectFormat } from "./object_id.ts";
-import { PackEntryIndex } from "./pack_index.ts";
+import { PackEntryTable } from "./pack_entries.ts";
 
 /** What a full scan of a pack established. */
 export interface PackSummary {
@@ -39,7 +39,7 @@ export interface PackSummary {
   /** Total pack length in bytes, trailer included. */
   size: number;
   /** Compact index of the entries in pack order (empty when the scan was told not to keep them). */
-  index: PackEntryIndex;
+  index: PackEntryTable;
   /**
    * The same entries as objects, materialised from {@link PackSummary.index} on first read
    * (about 10x its memory): for tests and small packs; large-pack code should use `index`.
@@ -159,7 +159,7 @@ export class PackParser {
   readonly #idLength: number;
   readonly #hash: ReturnType<typeof sha1.create> | ReturnType<typeof sha256.create>;
   readonly #scanner = new DeflateScanner();
-  #index = new PackEntryIndex();
+  #index = new PackEntryTable();
   /** Small staging buffer for the pack header, entry headers split across chunks, trailer. */
   readonly #staged = new Uint8Array(MAX_ENTRY_HEADER);
   #stagedLength = 0;
@@ -229,7 +229,7 @@ export class PackParser {
         `pack truncated at offset ${this.#position}: ${this.#where()}`,
       );
     }
-    const index = this.#keepEntries ? this.#index : new PackEntryIndex();
+    const index = this.#keepEntries ? this.#index : new PackEntryTable();
     let entries: PackEntry[] | undefined;
     return {
       version: this.#version,
@@ -280,7 +280,7 @@ export class PackParser {
       throw new PackFormatError("bad-version", `unsupported pack version ${this.#version}`);
     }
     this.#objects = view.getUint32(8);
-    this.#index = new PackEntryIndex(this.#objects);
+    this.#index = new PackEntryTable(this.#objects);
     this.#stagedLength = 0;
     this.#phase = PHASE_ENTRY_HEADER;
     return i;

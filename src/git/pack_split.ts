@@ -11,7 +11,7 @@
 
 import type { ObjectFormat } from "./object_id.ts";
 import { type PackEntry, PackFormatError } from "./pack.ts";
-import type { PackEntryIndex } from "./pack_index.ts";
+import type { PackEntryTable } from "./pack_entries.ts";
 import { type PackSummary, scanPack } from "./pack_reader.ts";
 import { concat } from "./pktline.ts";
 import { type OffsetMap, PackWriter, type PackWriteResult } from "./pack_writer.ts";
@@ -40,7 +40,7 @@ export interface SplitPlan {
  * Family of each entry (index of its first entry), written into `family`, with each family's
  * total bytes at its root's index in the returned array: a delta joins its base's family.
  */
-function deltaFamilies(index: PackEntryIndex, family: Uint32Array): Float64Array {
+function deltaFamilies(index: PackEntryTable, family: Uint32Array): Float64Array {
   const familyBytes = new Float64Array(index.length);
   for (let i = 0; i < index.length; i++) {
     const base = index.baseIndex(i);
@@ -62,7 +62,7 @@ function deltaFamilies(index: PackEntryIndex, family: Uint32Array): Float64Array
  * Working memory is typed arrays: 16 bytes per entry, assignment included, plus the
  * engine's temporary copy of the family roots while they are sorted.
  */
-export function planSplit(index: PackEntryIndex, parts: number): SplitPlan {
+export function planSplit(index: PackEntryTable, parts: number): SplitPlan {
   if (!Number.isInteger(parts) || parts < 1) throw new RangeError(`invalid part count ${parts}`);
   const count = index.length;
   const assignment = new Uint32Array(count);
@@ -128,7 +128,7 @@ function familyRoots(family: Uint32Array): Uint32Array {
 class Relocations {
   readonly #offsets: Float64Array;
 
-  constructor(readonly index: PackEntryIndex, readonly assignment: Uint32Array) {
+  constructor(readonly index: PackEntryTable, readonly assignment: Uint32Array) {
     this.#offsets = new Float64Array(index.length);
   }
 
@@ -275,7 +275,7 @@ export interface SplitOptions {
 }
 
 /** Where entry `i` lies, for skipping it (the fields a router reads). */
-function skipped(index: PackEntryIndex, i: number): PackEntry {
+function skipped(index: PackEntryTable, i: number): PackEntry {
   const offset = index.offset(i);
   const end = index.end(i);
   return { index: i, offset, type: 0, size: 0, headerLength: 0, compressedLength: 0, end };

@@ -8,7 +8,15 @@
 import { ProtocolError } from "./errors.ts";
 import { isObjectId } from "./object_id.ts";
 
-/** One line of a `packfile-uris` section. */
+/**
+ * One line of a `packfile-uris` section.
+ *
+ * @example One line of a `packfile-uris` section
+ * ```ts
+ * const entry: PackfileUri = parsePackfileUriLine("0123456789abcdef0123456789abcdef01234567 https://edge.example/p.pack");
+ * entry.uri; // "https://edge.example/p.pack"
+ * ```
+ */
 export interface PackfileUri {
   /** The pack's trailer checksum: 40 hex digits (SHA-1), or 64 in a SHA-256 repository. */
   hash: string;

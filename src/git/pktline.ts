@@ -207,7 +207,23 @@ const SPECIAL_PKTS: readonly Pkt[] = [
  * @throws {PktLineError} on a malformed header or a buffer ending mid-packet.
  */
 export function decodePkts(bytes: Uint8Array): Pkt[] {
-  const out: Pkt[] = [];
+  return Array.from(pktSpans(bytes), (span) => span.pkt);
+}
+
+/** A packet of an in-memory buffer and where it lies: `bytes.subarray(start, end)`, header included. */
+export interface PktSpan {
+  pkt: Pkt;
+  start: number;
+  end: number;
+}
+
+/**
+ * The packets of `bytes` as {@link decodePkts} reads them, one at a time and each with its place,
+ * for byte-level edits of a message passed on as it came (e.g. one argument line left out).
+ *
+ * @throws {PktLineError} on a malformed header or a buffer ending mid-packet.
+ */
+export function* pktSpans(bytes: Uint8Array): Generator<PktSpan> {
   let at = 0;
   while (at < bytes.length) {
     if (bytes.length - at < 4) {
@@ -218,7 +234,7 @@ export function decodePkts(bytes: Uint8Array): Pkt[] {
     }
     const length = parsePktLength(bytes.subarray(at, at + 4));
     if (length < 4) {
-      out.push(SPECIAL_PKTS[length]);
+      yield { pkt: SPECIAL_PKTS[length], start: at, end: at + 4 };
       at += 4;
       continue;
     }
@@ -228,10 +244,10 @@ export function decodePkts(bytes: Uint8Array): Pkt[] {
         `input ended in the middle of a pkt-line: needed ${length} bytes, got ${bytes.length - at}`,
       );
     }
-    out.push({ type: "data", data: bytes.subarray(at + 4, at + length) });
+    const data = bytes.subarray(at + 4, at + length);
+    yield { pkt: { type: "data", data }, start: at, end: at + length };
     at += length;
   }
-  return out;
 }
 
 /** Names a packet for an error message: `"a flush packet"`, or `"end of input"`. */

@@ -4,7 +4,9 @@
  */
 import { Hono } from "hono";
 import type { Context } from "hono";
-import type { EdgeDeps, RepoRef } from "./deps.ts";
+import type { EdgeDeps } from "./deps.ts";
+import { withDefaults } from "./config.ts";
+import type { RepoRef } from "./repo.ts";
 import { Metrics } from "./metrics.ts";
 import { AuthMemo } from "./auth_memo.ts";
 import { ResponseCache } from "./response_cache.ts";
@@ -48,7 +50,7 @@ const MAX_CHECKED_WITHOUT_TOKEN = 50;
  * Worker isolate): pass them when the app itself is built per request.
  */
 export function createApp(
-  deps: EdgeDeps,
+  given: EdgeDeps,
   opts: {
     metrics?: Metrics;
     authMemo?: AuthMemo;
@@ -61,6 +63,8 @@ export function createApp(
     evictor?: StoreEvictor;
   } = {},
 ): EdgeApp {
+  // Defaults are filled in once, here: the routes read the config as resolved.
+  const deps = { ...given, config: withDefaults(given.config) };
   const metrics = opts.metrics ?? new Metrics();
   const signer = new UrlSigner(deps.signingKey);
   const authMemo = opts.authMemo ?? new AuthMemo();

@@ -9,11 +9,11 @@
  * pack happens in one pass that `step` does not see: it is logged as one `split` step when the
  * `publish` step starts.
  */
-import type { Manifest, OriginAuth, RepoRef } from "./deps.ts";
+import { type Manifest, manifestPacks } from "./manifest.ts";
+import type { OriginAuth, RepoRef } from "./repo.ts";
 import {
   type BuildProgress,
   type BuildState,
-  manifestPacks,
   SnapshotBuilder,
   type SnapshotBuilderDeps,
 } from "./snapshot.ts";
@@ -101,7 +101,7 @@ export class LoggingSnapshotBuilder extends SnapshotBuilder {
     if ("done" in progress) {
       this.#finished(repo, progress.done, this.#now() - start, true);
     } else {
-      const state = progress.next;
+      const state = progress.state;
       this.#builds.set(state.id, { start, lastEnd: this.#now(), split: false });
       this.#log.log("info", "build.step", {
         repo: repo.path,
@@ -146,7 +146,7 @@ export class LoggingSnapshotBuilder extends SnapshotBuilder {
       throw error;
     }
     build.lastEnd = this.#now();
-    const next = "next" in progress ? progress.next : undefined;
+    const next = "state" in progress ? progress.state : undefined;
     this.#log.log("info", "build.step", {
       repo: state.repo.path,
       build: state.id,

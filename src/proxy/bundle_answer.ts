@@ -5,7 +5,7 @@
  * and answers it with its own list, replacing the origin's; otherwise (cold, building, a pack
  * missing) the advertisement and the command are the origin's, passed through as sent.
  */
-import type { RepoRef } from "./deps.ts";
+import type { RepoRef } from "./repo.ts";
 import type { ProxyContext } from "./context.ts";
 import { bundleListAnswer, bundleListConfig, layerBundles } from "./bundle_list.ts";
 import { currentSnapshot, publicBase } from "./snapshot_answer.ts";
@@ -13,6 +13,7 @@ import type { CapabilityAdvertisement } from "../git/capabilities.ts";
 import { concat, DELIM_PKT, encodePkt, FLUSH_PKT, type Pkt, pktText } from "../git/pktline.ts";
 import { fromOrigin, noteOriginVerdict, recentlyAuthorised, relay } from "./forwarding.ts";
 import { forwardHeaders } from "./origin.ts";
+import { UPLOAD_PACK_REQUEST_TYPE, UPLOAD_PACK_RESULT_TYPE } from "../git/media_types.ts";
 
 /**
  * The edge's answer to the `bundle-uri` request whose command and capability lines are `head`,
@@ -59,7 +60,7 @@ async function refusedByOrigin(
   ]);
   const headers = forwardHeaders(request.headers);
   headers.set("git-protocol", "version=2");
-  headers.set("content-type", "application/x-git-upload-pack-request");
+  headers.set("content-type", UPLOAD_PACK_REQUEST_TYPE);
   headers.delete("content-encoding");
   const origin = await fromOrigin(ctx, `${repo.originUrl}/git-upload-pack`, {
     method: "POST",
@@ -133,7 +134,7 @@ export async function bundleList(
     return new Response(body as Uint8Array<ArrayBuffer>, {
       status: 200,
       headers: {
-        "content-type": "application/x-git-upload-pack-result",
+        "content-type": UPLOAD_PACK_RESULT_TYPE,
         "cache-control": "no-cache",
       },
     });

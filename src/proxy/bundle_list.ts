@@ -8,9 +8,8 @@
  * Bundle URLs (`/_edge/bundles/<repo id>/<layer>.bundle?exp=…&sig=…`) are signed and expire like
  * pack URLs; `<layer>` is the name of the layer's first pack without `.pack`, unique per layer.
  */
-import type { LayerMeta, Manifest, SnapshotPack } from "./deps.ts";
-import type { UrlSigner } from "./signing.ts";
-import { expiryFor } from "./signing.ts";
+import type { LayerMeta, Manifest, SnapshotPack } from "./manifest.ts";
+import { expiryFor, type UrlSigner } from "./signing.ts";
 import type { BundleHeader } from "../git/bundle.ts";
 import { concat, encodePkt, FLUSH_PKT } from "../git/pktline.ts";
 

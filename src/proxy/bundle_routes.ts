@@ -7,8 +7,7 @@
  * manifest (compacted since the list was handed out) is 404: git then fetches what it lacks.
  */
 import type { ProxyContext } from "./context.ts";
-import type { Manifest } from "./deps.ts";
-import { isManifest, manifestKey } from "./snapshot.ts";
+import { isManifest, type Manifest, manifestKey } from "./manifest.ts";
 import { getBytes } from "../storage/store.ts";
 import { layerBundles, verifyBundleUrl } from "./bundle_list.ts";
 import { encodeBundleHeader, joinedPack, joinedPackSize } from "../git/bundle.ts";

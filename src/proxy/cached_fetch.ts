@@ -2,29 +2,22 @@
  * Fetches through the response cache (see `response_cache.ts`): stored answers to fetches (with or
  * without `have` lines), handed only to clients the origin just vouched for.
  */
-import { DEFAULT_EDGE_CONFIG } from "./deps.ts";
-import type { RepoRef, ScheduleBasis } from "./deps.ts";
+import type { ScheduleBasis } from "./deps.ts";
+import type { RepoRef } from "./repo.ts";
 import type { ProxyContext } from "./context.ts";
 import { countingStream } from "./metrics.ts";
 import { cacheKey, entryKey, hex, keyedByTags } from "./response_cache.ts";
 import { sha256 } from "@noble/hashes/sha2.js";
-import { authOf, OriginAnswerError } from "./origin.ts";
-import {
-  forwardUploadPack,
-  inBackground,
-  peekAnswer,
-  recentlyAuthorised,
-  relay,
-} from "./forwarding.ts";
-import { seedingBody } from "./pack_seeds.ts";
+import { OriginAnswerError } from "./origin.ts";
+import { forwardUploadPack, inBackground, recentlyAuthorised, relay } from "./forwarding.ts";
+import { type FetchCall, type PlanOf, scheduleBuild, servedAnswer } from "./fetch_call.ts";
 import { type CommandRequest, serializeCommandRequest } from "../git/command_request.ts";
 import { type FetchArgs, serializeFetchArgs } from "../git/fetch_request.ts";
+import { UPLOAD_PACK_RESULT_TYPE } from "../git/media_types.ts";
 
 export function responseCacheBytes(ctx: ProxyContext): number {
-  return ctx.deps.config.responseCacheBytes ?? DEFAULT_EDGE_CONFIG.responseCacheBytes;
+  return ctx.deps.config.responseCacheBytes;
 }
-
-const RESULT_TYPE = "application/x-git-upload-pack-result";
 
 /**
  * A fetch (a clone's, or an incremental one keyed by its haves), through the response cache (see
@@ -34,13 +27,22 @@ const RESULT_TYPE = "application/x-git-upload-pack-result";
  * the cache.
  */
 export async function cachedFetch(
-  ctx: ProxyContext,
-  request: Request,
-  repo: RepoRef,
+  call: FetchCall,
+  plan: PlanOf<"response-cache">,
+): Promise<Response> {
+  const res = await throughCache(call, plan.originReq, plan.originArgs, plan.build);
+  call.ctx.registry?.noteFetch(call.repo, "cached", res.status === 200, call.seen);
+  return res;
+}
+
+/** {@link cachedFetch}, asking the origin (on a miss) `req` with `args`. */
+async function throughCache(
+  call: FetchCall,
   req: CommandRequest,
   args: FetchArgs,
   build: ScheduleBasis | null,
 ): Promise<Response> {
+  const { ctx, request, repo } = call;
   let tags = "-";
   let authorised: boolean;
   if (keyedByTags(args)) {
@@ -67,9 +69,7 @@ export async function cachedFetch(
   // it goes only to a client the origin vouched for, and without the build a repository whose
   // fetches all hit the cache would never get its snapshot, nor heal a damaged one.
   const stored = (hit: Response): Response => {
-    if (build) {
-      inBackground(ctx, ctx.deps.coordinator.schedule(repo, authOf(request.headers), build));
-    }
+    scheduleBuild(call, build);
     return hit;
   };
   if (authorised) {
@@ -116,14 +116,10 @@ export async function cachedFetch(
     claim?.abandon();
     throw err;
   }
-  // Only an answer the origin computed for this request starts a build (with its credentials, in
-  // memory); an `ERR` (an unknown `want`) starts none and is not kept.
-  const answer = await peekAnswer(origin);
-  if (answer.served && build) {
-    answer.body = seedingBody(ctx.deps, repo.id, req, args, answer.body);
-    inBackground(ctx, ctx.deps.coordinator.schedule(repo, authOf(request.headers), build));
-  }
-  const typeOk = origin.headers.get("content-type") === RESULT_TYPE;
+  // Only an answer the origin computed for this request starts a build; an `ERR` (an unknown
+  // `want`) starts none and is not kept.
+  const answer = await servedAnswer(call, origin, build, { req, args });
+  const typeOk = origin.headers.get("content-type") === UPLOAD_PACK_RESULT_TYPE;
   if (!claim || !answer.served || !typeOk || !answer.body) {
     claim?.abandon();
     return relay(origin, answer.body);
@@ -146,7 +142,7 @@ async function cachedAnswer(ctx: ProxyContext, storeKey: string): Promise<Respon
   );
   return new Response(body, {
     status: 200,
-    headers: { "content-type": RESULT_TYPE, "cache-control": "no-cache" },
+    headers: { "content-type": UPLOAD_PACK_RESULT_TYPE, "cache-control": "no-cache" },
   });
 }
 

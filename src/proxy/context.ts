@@ -2,7 +2,9 @@
  * What every route shares: the injected dependencies and the per-process (or per-isolate) state
  * `createApp` builds once.
  */
-import type { EdgeDeps, RepoRef } from "./deps.ts";
+import type { EdgeDeps } from "./deps.ts";
+import type { ResolvedEdgeConfig } from "./config.ts";
+import type { RepoRef } from "./repo.ts";
 import type { Metrics } from "./metrics.ts";
 import type { UrlSigner } from "./signing.ts";
 import type { AuthMemo } from "./auth_memo.ts";
@@ -12,7 +14,8 @@ import type { Pkt, PktLineReader } from "../git/pktline.ts";
 import type { RepoRegistry } from "./repo_registry.ts";
 
 export interface ProxyContext {
-  deps: EdgeDeps;
+  /** As given to `createApp`, the config with its defaults filled in. */
+  deps: EdgeDeps & { config: ResolvedEdgeConfig };
   metrics: Metrics;
   signer: UrlSigner;
   /** Credentials the origin recently accepted, per repository (hashes, in memory). */

@@ -68,6 +68,11 @@ export function edgeHttpError(err: unknown): EdgeHttpError | null {
   return null;
 }
 
+/** `text` with every URL in it (and any credentials it carries) replaced by `by`. */
+export function replaceUrls(text: string, by: string): string {
+  return text.replace(/\b[a-z][a-z0-9+.-]*:\/\/[^\s'"`)\]]*/gi, () => by);
+}
+
 /**
  * `error`'s message as it may be shown to clients (response bodies, `lastError` in status): URLs
  * (the origin's address and paths, credentials in them) and absolute filesystem paths of the
@@ -75,7 +80,6 @@ export function edgeHttpError(err: unknown): EdgeHttpError | null {
  */
 export function publicMessage(error: unknown): string {
   const message = error instanceof Error ? error.message : String(error);
-  return message
-    .replace(/\b[a-z][a-z0-9+.-]*:\/\/[^\s'"`)\]]*/gi, "<url>")
+  return replaceUrls(message, "<url>")
     .replace(/(^|[\s'"`(\[=])\/(?!\/)[^\s'"`)\]]*/g, "$1<path>");
 }

@@ -7,10 +7,10 @@
  */
 import type { CommandRequest } from "../git/command_request.ts";
 import type { FetchArgs } from "../git/fetch_request.ts";
-import type { Manifest, ScheduleBasis } from "./deps.ts";
+import type { ScheduleBasis } from "./deps.ts";
+import { type Manifest, manifestPacks } from "./manifest.ts";
 import { requestIneligible, rewriteDecision } from "./eligibility.ts";
 import { uncacheable } from "./response_cache.ts";
-import { manifestPacks } from "./snapshot.ts";
 
 /** The snapshot in force as the upload-pack route found it. */
 export interface SnapshotLookup {

@@ -3,8 +3,7 @@
  * relayed with the headers a client may see, the credential memo kept from its verdicts, the
  * start of an upload-pack answer looked at, and work run off the client's critical path.
  */
-import { DEFAULT_EDGE_CONFIG } from "./deps.ts";
-import type { RepoRef } from "./deps.ts";
+import type { RepoRef } from "./repo.ts";
 import type { ProxyContext } from "./context.ts";
 import { countingStream } from "./metrics.ts";
 import { callOrigin, FORWARDED_RESPONSE_HEADERS, forwardHeaders } from "./origin.ts";
@@ -59,7 +58,7 @@ export function noteOriginVerdict(
 
 /** Whether the origin accepted `request`'s credential for `repo` within the configured TTL. */
 export function recentlyAuthorised(ctx: ProxyContext, request: Request, repo: RepoRef): boolean {
-  const ttl = ctx.deps.config.authTtlSeconds ?? DEFAULT_EDGE_CONFIG.authTtlSeconds;
+  const ttl = ctx.deps.config.authTtlSeconds;
   if (ttl <= 0) return false;
   return ctx.authMemo.accepted(credentialKey(ctx, request, repo), ctx.deps.clock.now(), ttl * 1000);
 }

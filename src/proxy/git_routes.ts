@@ -4,40 +4,26 @@
  * capability advertisement (a few lines) are read whole. What a fetch gets is decided by
  * `planFetch` (fetch_plan.ts); this file gathers its inputs and does the I/O.
  */
-import type { RepoRef } from "./deps.ts";
+import type { RepoRef } from "./repo.ts";
 import type { ProxyContext } from "./context.ts";
-import { authOf, forwardHeaders, readingOrigin } from "./origin.ts";
-import { injectBeforePackfile } from "./rewrite.ts";
-import { manifestPacks } from "./snapshot.ts";
+import { forwardHeaders, readingOrigin } from "./origin.ts";
 import { prefixed } from "./streams.ts";
 import { expiryFor } from "./signing.ts";
 import { NO_SNAPSHOT, planFetch, wantsSnapshot } from "./fetch_plan.ts";
 import { ClientRequestError, RequestTooLargeError } from "./errors.ts";
 import {
   fromOrigin,
-  inBackground,
   noteOriginVerdict,
-  peekAnswer,
   recentlyAuthorised,
   relay,
   streamThrough,
 } from "./forwarding.ts";
-import {
-  firstRequest,
-  type GuardedBody,
-  readPkts,
-  recorded,
-  requestBody,
-  withoutArg,
-} from "./request_body.ts";
+import { firstRequest, type GuardedBody, readPkts, recorded, requestBody } from "./request_body.ts";
+import type { FetchCall } from "./fetch_call.ts";
+import { answerFromSnapshot, currentSnapshot, publicBase } from "./snapshot_answer.ts";
+import { rewrittenFetch } from "./rewritten_fetch.ts";
 import { cachedFetch, responseCacheBytes } from "./cached_fetch.ts";
-import { seedingBody } from "./pack_seeds.ts";
-import {
-  answerFromSnapshot,
-  currentSnapshot,
-  packfileUrisSection,
-  publicBase,
-} from "./snapshot_answer.ts";
+import { forwardedFetch } from "./forwarded_fetch.ts";
 import { concat, pktBytes, PktLineReader } from "../git/pktline.ts";
 import {
   readCapabilityAdvertisement,
@@ -49,9 +35,8 @@ import {
   parseCommandRequest,
   readCommandRequest,
   requestCommand,
-  serializeCommandRequest,
 } from "../git/command_request.ts";
-import { parseFetchArgs, serializeFetchArgs } from "../git/fetch_request.ts";
+import { parseFetchArgs } from "../git/fetch_request.ts";
 import { answerBundleUri, offersBundles, withCapability } from "./bundle_answer.ts";
 
 function isV2(request: Request): boolean {
@@ -224,63 +209,23 @@ async function uploadPack(
   ) {
     plan = planFetch({ ...inputs, snapshot: NO_SNAPSHOT });
   }
-  const snapshot = inputs.snapshot;
   if (plan.passthrough !== null) {
     ctx.metrics.inc("gitedge_fetch_passthrough_total", 1, { reason: plan.passthrough });
   }
+  const { snapshot } = inputs;
   const seen = snapshot.manifest && !snapshot.missingPack ? snapshot.manifest : undefined;
+  const call: FetchCall = { ctx, request, repo, url, req, args, sent, seen };
+  // One function carries out each outcome of the plan.
   switch (plan.action) {
     case "answer-from-snapshot":
-      ctx.registry?.noteFetch(repo, "answered", true, seen);
-      return await answerFromSnapshot(ctx, repo, plan.manifest, url, args.sidebandAll);
-    case "response-cache": {
-      const res = await cachedFetch(
-        ctx,
-        request,
-        repo,
-        plan.originReq,
-        plan.originArgs,
-        plan.build,
-      );
-      ctx.registry?.noteFetch(repo, "cached", res.status === 200, seen);
-      return res;
-    }
+      return await answerFromSnapshot(call, plan);
+    case "rewrite":
+      return await rewrittenFetch(call, plan);
+    case "response-cache":
+      return await cachedFetch(call, plan);
+    case "forward":
+      return await forwardedFetch(call, plan);
   }
-  // To the origin: the rewritten request, or the bytes the client sent (less `packfile-uris`
-  // unless the origin advertised it).
-  const body = plan.action === "rewrite"
-    ? serializeCommandRequest({ ...req, args: serializeFetchArgs(plan.originArgs) })
-    : plan.stripUris
-    ? withoutArg(sent, "packfile-uris")
-    : sent;
-  const origin = await fromOrigin(ctx, originUrl, {
-    method: "POST",
-    headers: forwardHeaders(request.headers),
-    body: body as Uint8Array<ArrayBuffer>,
-  });
-  noteOriginVerdict(ctx, request, repo, origin.status);
-  // Only a request the origin authorised and answered (an unknown `want` gets `ERR`) starts a
-  // build (with its credentials, in memory).
-  const answer = await peekAnswer(origin);
-  const rewrite = plan.action === "rewrite" && answer.served && answer.body !== null;
-  ctx.registry?.noteFetch(repo, rewrite ? "rewritten" : "passthrough", answer.served, seen);
-  if (plan.build && answer.served) {
-    if (plan.action === "forward") {
-      const sentArgs = plan.stripUris ? { ...args, packfileUris: null } : args;
-      answer.body = seedingBody(ctx.deps, repo.id, req, sentArgs, answer.body);
-    }
-    inBackground(ctx, ctx.deps.coordinator.schedule(repo, authOf(request.headers), plan.build));
-  }
-  if (plan.action !== "rewrite" || !answer.served || !answer.body) {
-    return relay(origin, answer.body);
-  }
-  const section = await packfileUrisSection(ctx, repo, plan.manifest, url, args.sidebandAll);
-  ctx.metrics.inc("gitedge_fetch_rewrites_total");
-  ctx.metrics.inc("gitedge_packfile_uris_total", manifestPacks(plan.manifest).length);
-  return relay(
-    origin,
-    injectBeforePackfile(answer.body, section, { sidebandAll: args.sidebandAll }),
-  );
 }
 
 /**

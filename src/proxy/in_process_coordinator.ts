@@ -4,16 +4,10 @@
  * process. (The Worker holds one per repository in a Durable Object instead.) The manifest and the
  * build counters also live in the pack store, so a restart picks them up again.
  */
-import type {
-  Clock,
-  Manifest,
-  OriginAuth,
-  RepoRef,
-  ScheduleBasis,
-  SnapshotCoordinator,
-  SnapshotStatus,
-} from "./deps.ts";
-import { readManifest, type SnapshotBuilder } from "./snapshot.ts";
+import type { Clock, ScheduleBasis, SnapshotCoordinator, SnapshotStatus } from "./deps.ts";
+import { type Manifest, readManifest } from "./manifest.ts";
+import type { OriginAuth, RepoRef } from "./repo.ts";
+import type { SnapshotBuilder } from "./snapshot.ts";
 import { RepoSnapshots } from "./repo_snapshots.ts";
 import { StoreSnapshotStorage } from "./store_snapshot_storage.ts";
 import type { PackStore } from "../storage/store.ts";

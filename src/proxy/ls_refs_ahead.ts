@@ -13,13 +13,14 @@
  * Credentials stay in memory, keyed by the credential memo's salted hash. Bounded: at most
  * {@link MAX_ENTRIES} answers of at most {@link MAX_ANSWER_BYTES} each.
  */
-import { DEFAULT_EDGE_CONFIG, type RepoRef } from "./deps.ts";
+import type { RepoRef } from "./repo.ts";
 import type { LsRefsAheadHooks, ProxyContext } from "./context.ts";
 import { forwardHeaders } from "./origin.ts";
 import { fromOrigin, inBackground, noteOriginVerdict } from "./forwarding.ts";
 import type { Pkt, PktLineReader } from "../git/pktline.ts";
 import { parseCommandRequest, serializeCommandRequest } from "../git/command_request.ts";
 import { readPkts } from "./request_body.ts";
+import { UPLOAD_PACK_REQUEST_TYPE, UPLOAD_PACK_RESULT_TYPE } from "../git/media_types.ts";
 
 /** An `info/refs` this soon after its client's `ls-refs` sends nothing ahead (ms). */
 const EARLY_MS = 500;
@@ -74,8 +75,8 @@ export class LsRefsAhead implements LsRefsAheadHooks {
     const refused = this.#refused.get(key);
     if (refused !== undefined && ctx.deps.clock.now() - refused < REFUSED_MS) return;
     const headers = forwardHeaders(request.headers);
-    headers.set("content-type", "application/x-git-upload-pack-request");
-    headers.set("accept", "application/x-git-upload-pack-result");
+    headers.set("content-type", UPLOAD_PACK_REQUEST_TYPE);
+    headers.set("accept", UPLOAD_PACK_RESULT_TYPE);
     const answer = (async (): Promise<Answer | null> => {
       const res = await fromOrigin(ctx, `${repo.originUrl}/git-upload-pack`, {
         method: "POST",
@@ -172,7 +173,7 @@ function learnedKey(repo: RepoRef, request: Request): string {
 
 /** The bound in ms (`lsRefsAheadSeconds`). */
 function boundMs(ctx: ProxyContext): number {
-  return (ctx.deps.config.lsRefsAheadSeconds ?? DEFAULT_EDGE_CONFIG.lsRefsAheadSeconds) * 1000;
+  return ctx.deps.config.lsRefsAheadSeconds * 1000;
 }
 
 /** What makes two `ls-refs` requests the same: command, capabilities less `agent=`, arguments. */

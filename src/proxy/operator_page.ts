@@ -7,7 +7,8 @@
  *
  * Times are ISO 8601 (UTC), durations and ages in seconds.
  */
-import type { RepoRef, SnapshotCoordinator, SnapshotStatus } from "./deps.ts";
+import type { SnapshotCoordinator, SnapshotStatus } from "./deps.ts";
+import type { RepoRef } from "./repo.ts";
 import { mapLimit, type RepoRecord } from "./repo_registry.ts";
 import type { StoreUsage } from "./store_eviction.ts";
 

@@ -1,7 +1,17 @@
-/** Talking to the origin: request building and typed failures. */
-import type { OriginAuth, OriginFetch, RepoRef } from "./deps.ts";
-import { EdgeHttpError } from "./errors.ts";
+/**
+ * Talking to the origin: request building, typed failures, and the questions a snapshot build
+ * asks before fetching (the object format, the tips).
+ */
+import type { OriginFetch } from "./deps.ts";
+import type { OriginAuth, RepoRef } from "./repo.ts";
+import { EdgeHttpError, replaceUrls } from "./errors.ts";
 import { GitFormatError } from "../git/errors.ts";
+import { PktLineReader } from "../git/pktline.ts";
+import { capabilityValue, readCapabilityAdvertisement } from "../git/capabilities.ts";
+import { serializeCommandRequest } from "../git/command_request.ts";
+import { parseLsRefsLine } from "../git/ls_refs.ts";
+import type { ObjectFormat } from "../git/object_id.ts";
+import { UPLOAD_PACK_REQUEST_TYPE, UPLOAD_PACK_RESULT_TYPE } from "../git/media_types.ts";
 
 /**
  * What a client may be told about an origin URL: the endpoint asked for (`info/refs`,
@@ -21,7 +31,7 @@ export function originEndpoint(url: string): string {
 
 /** A message of a lower layer (the runtime's fetch names the URL it failed on) without URLs. */
 function withoutUrls(text: string): string {
-  return text.replace(/\b[a-z][a-z0-9+.-]*:\/\/[^\s'"`)\]]*/gi, "<origin>");
+  return replaceUrls(text, "<origin>");
 }
 
 /** The origin could not be reached (connection refused, DNS, reset): 502 to the client. */
@@ -200,8 +210,8 @@ export async function postUploadPack(
     method: "POST",
     headers: {
       ...auth.headers,
-      "content-type": "application/x-git-upload-pack-request",
-      "accept": "application/x-git-upload-pack-result",
+      "content-type": UPLOAD_PACK_REQUEST_TYPE,
+      "accept": UPLOAD_PACK_RESULT_TYPE,
       "git-protocol": "version=2",
     },
     body: body as Uint8Array<ArrayBuffer>,
@@ -241,4 +251,76 @@ async function headOfBody(res: Response, max: number): Promise<string> {
   } finally {
     await reader.cancel().catch(() => {});
   }
+}
+
+const AGENT = "agent=gitedge/0.1";
+
+/** The origin's object format and the capability lines that say so. */
+export interface OriginFormat {
+  format: ObjectFormat;
+  capabilities: string[];
+}
+
+/**
+ * The origin's object format, from its v2 advertisement, and the capability lines requests
+ * must carry for it (`object-format=` only where advertised: older servers refuse it).
+ */
+export async function originFormat(
+  originFetch: OriginFetch,
+  repo: RepoRef,
+  auth: OriginAuth,
+): Promise<OriginFormat> {
+  const res = await getUploadPackAdvertisement(originFetch, repo, auth);
+  const url = `${repo.originUrl}/info/refs`;
+  const reader = new PktLineReader(res.body!);
+  try {
+    const adv = await readingOrigin(url, () => readCapabilityAdvertisement(reader));
+    const value = capabilityValue(adv, "object-format");
+    if (value !== undefined && value !== "sha1" && value !== "sha256") {
+      throw new OriginAnswerError(url, `names object format ${value}, which the edge lacks`);
+    }
+    const format: ObjectFormat = value === "sha256" ? "sha256" : "sha1";
+    return { format, capabilities: value ? [AGENT, `object-format=${value}`] : [AGENT] };
+  } finally {
+    await reader.cancel().catch(() => {});
+  }
+}
+
+/** The origin's branches and tags (peeled), by `ls-refs`: ref name to object id. */
+export async function listTips(
+  originFetch: OriginFetch,
+  repo: RepoRef,
+  auth: OriginAuth,
+  origin: OriginFormat,
+): Promise<Record<string, string>> {
+  const body = serializeCommandRequest({
+    command: "ls-refs",
+    capabilities: origin.capabilities,
+    args: ["peel", "ref-prefix refs/heads/", "ref-prefix refs/tags/"],
+  });
+  const res = await postUploadPack(originFetch, repo, auth, body);
+  const url = `${repo.originUrl}/git-upload-pack`;
+  const reader = new PktLineReader(res.body!);
+  const tips: Record<string, string> = {};
+  try {
+    await readingOrigin(url, async () => {
+      for (;;) {
+        const pkt = await reader.read();
+        // An ls-refs answer always ends with a flush: without one it was cut short, and tips
+        // missing from it would publish a snapshot short of refs (or an empty one).
+        if (pkt === null) {
+          throw new OriginAnswerError(url, "(ls-refs) ended before its flush: it was cut short");
+        }
+        if (pkt.type === "flush" || pkt.type === "response-end") break;
+        if (pkt.type !== "data") continue;
+        const line = parseLsRefsLine(new TextDecoder().decode(pkt.data).replace(/\n$/, ""));
+        if (line.oid && line.oid.length === (origin.format === "sha256" ? 64 : 40)) {
+          tips[line.name] = line.oid;
+        }
+      }
+    });
+  } finally {
+    await reader.cancel().catch(() => {});
+  }
+  return tips;
 }

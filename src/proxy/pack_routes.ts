@@ -4,7 +4,7 @@
  * `packIndexes` on, `<name>.idx` serves the pack's index the same way, under the pack's signature.
  */
 import type { ProxyContext } from "./context.ts";
-import { packKey } from "./snapshot.ts";
+import { packKey } from "./manifest.ts";
 import { isIndexFile, verifyPackUrl } from "./pack_urls.ts";
 
 export interface ParsedRange {

@@ -23,7 +23,7 @@ import type { CommandRequest } from "../git/command_request.ts";
 import { PktLineReader } from "../git/pktline.ts";
 import { readFetchResponse } from "../git/fetch_response.ts";
 import { packScanner, type PackSummary } from "../git/pack_reader.ts";
-import { DEFAULT_SEGMENT_BYTES, segmentSink } from "./segments.ts";
+import { DEFAULT_SEGMENT_BYTES, segmentSink } from "../storage/segments.ts";
 
 /** The copy is dropped when the store is this far behind the client. */
 export const MAX_QUEUED_BYTES = 8 * 1024 * 1024;

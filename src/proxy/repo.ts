@@ -2,9 +2,24 @@
  * Mapping edge paths to origin repositories. The edge is never an open proxy: single-origin mode
  * maps every path onto one configured origin, multi-origin mode only reaches allow-listed hosts.
  */
-import type { EdgeConfig, RepoRef } from "./deps.ts";
+import type { EdgeConfig } from "./config.ts";
 import { sha256 } from "@noble/hashes/sha2.js";
 import { EdgeHttpError } from "./errors.ts";
+
+/** A repository behind the edge. */
+export interface RepoRef {
+  /** Stable storage id derived from `originUrl` (hex). */
+  id: string;
+  /** The origin's repository URL, without a trailing slash, e.g. `https://git.example/x/y.git`. */
+  originUrl: string;
+  /** The path the client used at the edge, e.g. `x/y.git` (or `host/x/y.git` in multi-origin mode). */
+  path: string;
+}
+
+/** Credentials forwarded from a client to the origin. Held in memory only, never stored. */
+export interface OriginAuth {
+  headers: Record<string, string>;
+}
 
 /** The smart-HTTP endpoints of a repository. */
 export type GitEndpoint = "info/refs" | "git-upload-pack" | "git-receive-pack";

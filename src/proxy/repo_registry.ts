@@ -12,10 +12,10 @@
  * A repository is registered once the origin served it a fetch (or the edge answered one from its
  * snapshot): paths nobody can clone never enter the store. At most {@link MAX_REPOS} are held.
  */
-import type { Manifest, RepoRef } from "./deps.ts";
+import { type Manifest, manifestPacks } from "./manifest.ts";
+import type { RepoRef } from "./repo.ts";
 import type { Clock } from "./deps.ts";
 import { getBytes, type PackStore, putBytes } from "../storage/store.ts";
-import { manifestPacks } from "./snapshot.ts";
 
 export const REGISTRY_PREFIX = "registry/";
 /** Counts of one process are added to the stored record at most this often. */

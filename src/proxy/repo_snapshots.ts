@@ -4,14 +4,9 @@
  * keeps one per repository in memory (`InProcessCoordinator`), the Worker one per Durable Object with
  * the DO's storage (`edge/cloudflare/repo_snapshots_object.ts`).
  */
-import type {
-  Clock,
-  Manifest,
-  OriginAuth,
-  RepoRef,
-  ScheduleBasis,
-  SnapshotStatus,
-} from "./deps.ts";
+import type { Clock, ScheduleBasis, SnapshotStatus } from "./deps.ts";
+import type { Manifest } from "./manifest.ts";
+import type { OriginAuth, RepoRef } from "./repo.ts";
 import type { Metrics } from "./metrics.ts";
 import { publicMessage } from "./errors.ts";
 import type { BuildProgress, BuildState } from "./snapshot.ts";
@@ -60,9 +55,21 @@ export interface StepBuilder extends Builder {
   abandon(state: BuildState): Promise<void>;
 }
 
-export interface RepoSnapshotsDeps {
+/**
+ * How builds run: whole, in the invocation that asks (a `Builder`); or `stepByAlarm`, one step
+ * per invocation: the first invocation lists the tips and fetches the pack (the only steps that
+ * need the caller's credentials), every later step runs in an alarm, with the build's state in
+ * storage in between (a `StepBuilder`, and storage with alarms).
+ */
+export type BuildMode =
+  | { stepByAlarm?: false; builder: Builder }
+  | { stepByAlarm: true; builder: StepBuilder };
+
+export type RepoSnapshotsDeps = RepoSnapshotsOptions & BuildMode;
+
+/** What {@link RepoSnapshots} is built from besides its {@link BuildMode}. */
+export interface RepoSnapshotsOptions {
   storage: SnapshotStorage;
-  builder: Builder;
   clock: Clock;
   /** The manifest to start from when storage has none (the copy the builder left in the store). */
   seedManifest: (repo: RepoRef) => Promise<Manifest | null>;
@@ -72,12 +79,6 @@ export interface RepoSnapshotsDeps {
   onBackgroundError: (repo: RepoRef, error: unknown) => void;
   /** Counts builds and failures, when given. */
   metrics?: Metrics;
-  /**
-   * Run builds one step per invocation: the first invocation lists the tips and fetches the pack
-   * (the only steps that need the caller's credentials), every later step runs in an alarm, with
-   * the build's state in storage in between. Needs a `StepBuilder` and storage with alarms.
-   */
-  stepByAlarm?: boolean;
   /** Subrequests made so far by this process (counted by the runtime adapter), for the stats. */
   subrequests?: () => number;
   /**
@@ -148,14 +149,14 @@ export class RepoSnapshots {
   readonly #deps: RepoSnapshotsDeps;
   #snapshot: Promise<Snapshot> | null = null;
   #building: Promise<Manifest> | null = null;
+  /** The builder when builds are carried across invocations (stepByAlarm), else null. */
+  readonly #steps: StepBuilder | null;
   /** Settles the running build carried across invocations (stepByAlarm). */
   #waiter: PromiseWithResolvers<Manifest> | null = null;
 
   constructor(deps: RepoSnapshotsDeps) {
-    if (deps.stepByAlarm && !("step" in deps.builder)) {
-      throw new TypeError("stepByAlarm needs a builder that runs builds step by step");
-    }
     this.#deps = deps;
+    this.#steps = deps.stepByAlarm ? deps.builder : null;
   }
 
   /** The ready manifest, or null. */
@@ -234,7 +235,7 @@ export class RepoSnapshots {
       { headers: {} },
       false,
     );
-    if (!this.#deps.stepByAlarm) return void await build;
+    if (!this.#steps) return void await build;
     // Later steps run in later alarms, which cannot start while this one waits: wait only for
     // this invocation's part of the build.
     build.catch((error) => this.#deps.onBackgroundError(meta.repo, error));
@@ -246,15 +247,14 @@ export class RepoSnapshots {
    * periodic refresh. A failed step is retried by a later alarm, then the build is abandoned.
    */
   async alarm(): Promise<void> {
+    const steps = this.#steps;
     const pending = await this.#pending();
-    if (pending === undefined) return await this.refresh();
-    await this.#runStep(pending);
+    if (!steps || pending === undefined) return await this.refresh();
+    await this.#runStep(steps, pending);
   }
 
   async #pending(): Promise<PendingBuild | undefined> {
-    return this.#deps.stepByAlarm
-      ? await this.#deps.storage.get<PendingBuild>(BUILD_KEY)
-      : undefined;
+    return this.#steps ? await this.#deps.storage.get<PendingBuild>(BUILD_KEY) : undefined;
   }
 
   /** Joins the running build, or starts one (`fresh`: not on top of the current snapshot). */
@@ -272,8 +272,12 @@ export class RepoSnapshots {
     if (this.#building) return { build: this.#building, started: false };
     const first = Promise.withResolvers<void>();
     first.promise.catch(() => {});
-    const run = this.#deps.stepByAlarm
-      ? this.#startSteps(repo, auth, fresh, first)
+    const steps = this.#steps;
+    const run = steps
+      ? this.#firstSteps(steps, repo, auth, fresh, first).catch((error) => {
+        first.reject(error);
+        throw error;
+      })
       : this.#runBuild(repo, auth, fresh);
     const build = run.finally(() => {
       if (this.#building === build) this.#building = null;
@@ -305,30 +309,17 @@ export class RepoSnapshots {
 
   /**
    * The first invocation of a build carried across invocations: lists the tips and fetches the
-   * pack with the caller's credentials, then leaves the rest to alarms.
+   * pack with the caller's credentials, then leaves the rest to alarms. Resolves `first` once
+   * this invocation's part is done (the caller rejects it when that fails).
    */
-  async #startSteps(
-    repo: RepoRef,
-    auth: OriginAuth,
-    fresh: boolean,
-    first: PromiseWithResolvers<void>,
-  ): Promise<Manifest> {
-    try {
-      return await this.#firstSteps(repo, auth, fresh, first);
-    } catch (error) {
-      first.reject(error);
-      throw error;
-    }
-  }
-
   async #firstSteps(
+    builder: StepBuilder,
     repo: RepoRef,
     auth: OriginAuth,
     fresh: boolean,
     first: PromiseWithResolvers<void>,
   ): Promise<Manifest> {
     const { storage, clock } = this.#deps;
-    const builder = this.#deps.builder as StepBuilder;
     const snapshot = await this.#begun(repo);
     const credentialed = Object.keys(auth.headers).length > 0;
     const before = this.#deps.subrequests?.() ?? 0;
@@ -336,8 +327,8 @@ export class RepoSnapshots {
     let started: BuildState | undefined;
     try {
       progress = await builder.begin(repo, auth, fresh ? null : snapshot.manifest);
-      if ("next" in progress) {
-        started = progress.next;
+      if ("state" in progress) {
+        started = progress.state;
         progress = await builder.step(started, auth);
       }
     } catch (error) {
@@ -351,7 +342,7 @@ export class RepoSnapshots {
       return progress.done;
     }
     const pending: PendingBuild = {
-      state: progress.next,
+      state: progress.state,
       attempts: 0,
       credentialed,
       stats: {
@@ -382,9 +373,8 @@ export class RepoSnapshots {
   }
 
   /** Runs one step of `pending` (in an alarm); arms the alarm for the next one. */
-  async #runStep(pending: PendingBuild): Promise<void> {
+  async #runStep(builder: StepBuilder, pending: PendingBuild): Promise<void> {
     const { storage, clock } = this.#deps;
-    const builder = this.#deps.builder as StepBuilder;
     const snapshot = await this.#load(pending.state.repo);
     const before = this.#deps.subrequests?.() ?? 0;
     let progress: BuildProgress;
@@ -419,7 +409,7 @@ export class RepoSnapshots {
       this.#settle({ manifest: progress.done });
       return;
     }
-    await storage.put(BUILD_KEY, { ...pending, state: progress.next, attempts: 0 });
+    await storage.put(BUILD_KEY, { ...pending, state: progress.state, attempts: 0 });
     await storage.setAlarm(clock.now());
   }
 

@@ -2,10 +2,9 @@
  * A client's upload-pack request body as the edge reads it: decoded, capped in size, within the
  * parse budget and the body timeout; and the byte-level edits of a command request sent on as is.
  */
-import { DEFAULT_EDGE_CONFIG } from "./deps.ts";
 import type { ProxyContext } from "./context.ts";
 import { ClientRequestError, RequestTooLargeError } from "./errors.ts";
-import { concat, type Pkt, PktLineReader, pktText } from "../git/pktline.ts";
+import { concat, type Pkt, PktLineReader, pktSpans, pktText } from "../git/pktline.ts";
 
 /** A request body being read for parsing. */
 export interface GuardedBody {
@@ -33,7 +32,7 @@ export function requestBody(ctx: ProxyContext, request: Request): GuardedBody {
   } else if (enc && enc !== "identity") {
     throw new ClientRequestError(`unsupported content-encoding ${enc}`, 415);
   }
-  const seconds = ctx.deps.config.bodyTimeoutSeconds ?? DEFAULT_EDGE_CONFIG.bodyTimeoutSeconds;
+  const seconds = ctx.deps.config.bodyTimeoutSeconds;
   const budget = ctx.parseBudget;
   const reader = body.getReader();
   let taken = 0;
@@ -130,44 +129,25 @@ export function withoutArg(request: Uint8Array, keyword: string): Uint8Array {
   const kept: Uint8Array[] = [];
   let args = false;
   let from = 0;
-  forEachPkt(request, (at, end, type) => {
-    if (type === "delim") args = true;
-    if (!args || type !== "data") return;
-    const line = pktText({ type: "data", data: request.subarray(at + 4, end) });
+  for (const { pkt, start, end } of pktSpans(request)) {
+    if (pkt.type === "delim") args = true;
+    if (!args || pkt.type !== "data") continue;
+    const line = pktText(pkt);
     if (line === keyword || line.startsWith(`${keyword} `)) {
-      kept.push(request.subarray(from, at));
+      kept.push(request.subarray(from, start));
       from = end;
     }
-  });
+  }
   kept.push(request.subarray(from));
   return kept.length === 1 ? request : concat(kept);
 }
 
-/** Calls `fn` with the offsets and kind of each packet of `bytes` (already parsed: well formed). */
-function forEachPkt(
-  bytes: Uint8Array,
-  fn: (at: number, end: number, type: "data" | "flush" | "delim" | "other") => void,
-): void {
-  const hex = new TextDecoder();
-  for (let at = 0; at + 4 <= bytes.length;) {
-    const length = parseInt(hex.decode(bytes.subarray(at, at + 4)), 16);
-    const end = length < 4 ? at + 4 : at + length;
-    fn(at, end, length >= 4 ? "data" : length === 0 ? "flush" : length === 1 ? "delim" : "other");
-    at = end;
-  }
-}
-
-/** `bytes` up to the end of the command request they start with (its flush). */
+/** `bytes` (already parsed: well formed) up to the end of the command request they start with. */
 export function firstRequest(bytes: Uint8Array): Uint8Array {
-  let end = bytes.length;
-  let found = false;
-  forEachPkt(bytes, (_at, pktEnd, type) => {
-    if (!found && type === "flush") {
-      end = pktEnd;
-      found = true;
-    }
-  });
-  return bytes.subarray(0, end);
+  for (const { pkt, end } of pktSpans(bytes)) {
+    if (pkt.type === "flush") return bytes.subarray(0, end);
+  }
+  return bytes;
 }
 
 /** `stream`, with each chunk also appended to `chunks` as it passes. */

@@ -6,7 +6,7 @@
  * value parsers throw {@link ConfigValueError} saying what they expected; `resolveSettings` turns
  * that into one {@link SettingError} naming the setting as it was given (never quoting a secret).
  */
-import { DEFAULT_EDGE_CONFIG, type EdgeConfig } from "./deps.ts";
+import { DEFAULT_EDGE_CONFIG, type EdgeConfig } from "./config.ts";
 import { type LogFormat, type LogLevel, redactCredentials } from "./log.ts";
 
 /** A setting's text is not what the parser expected (the message never quotes it: keys are secret). */
@@ -94,7 +94,7 @@ export function parseOnOff(text: string): boolean {
 }
 
 /** Where settings come from: `gitedge serve` (flags, environment), Worker vars, or code. */
-export type Front = "serve" | "worker" | "config";
+export type SettingsSource = "serve" | "worker" | "config";
 
 /** `gitedge serve`'s connection cap and deadlines unless set (Workers have the platform's). */
 export const DEFAULT_CONNECTION_LIMITS = {
@@ -134,7 +134,7 @@ type Values = EdgeConfig & ServeExtras & WorkerExtras;
 /** A setting's name: its key in {@link EdgeConfig} or in a runtime's extras. */
 export type SettingKey = keyof Values;
 
-/** One setting: how each front spells it, its default and bounds, and what it means. */
+/** One setting: how each settings source spells it, its default and bounds, and what it means. */
 export interface Setting {
   key: SettingKey;
   /** Whether it belongs to {@link EdgeConfig} (the app's), else to a runtime's extras. */
@@ -154,8 +154,8 @@ export interface Setting {
   list?: true;
   /** Never quoted in messages. */
   secret?: true;
-  /** Fronts where leaving it unset is an error, and a hint how to set it. */
-  required?: { front: Front; hint: string };
+  /** The settings source where leaving it unset is an error, and a hint how to set it. */
+  required?: { from: SettingsSource; hint: string };
   /** Integer settings: the smallest value accepted. */
   min?: number;
   /** An integer count of bytes (documented as MiB/GiB). */
@@ -447,7 +447,7 @@ export const SETTINGS: readonly Setting[] = [
     workerVar: "EDGE_SIGNING_KEY",
     secret: true,
     required: {
-      front: "worker",
+      from: "worker",
       hint: "openssl rand -hex 32 | wrangler secret put EDGE_SIGNING_KEY; for wrangler dev, " +
         "EDGE_SIGNING_KEY=<hex> in .dev.vars",
     },
@@ -473,10 +473,10 @@ export const SETTINGS: readonly Setting[] = [
   }),
 ];
 
-/** Whether `front` takes `setting` at all. */
-export function appliesTo(setting: Setting, front: Front): boolean {
-  if (front === "serve") return setting.flag !== undefined || setting.env !== undefined;
-  if (front === "worker") return setting.workerVar !== undefined;
+/** Whether settings from `from` take `setting` at all. */
+export function appliesTo(setting: Setting, from: SettingsSource): boolean {
+  if (from === "serve") return setting.flag !== undefined || setting.env !== undefined;
+  if (from === "worker") return setting.workerVar !== undefined;
   return setting.edge;
 }
 
@@ -528,13 +528,13 @@ export function setting(key: SettingKey): Setting {
   return found;
 }
 
-/** How `front` names `setting` in a message about it (`orEnv`: a flag and its variable). */
-function nameIn(front: Front, s: Setting, orEnv = false): string {
-  if (front === "serve") {
+/** How `from` names `setting` in a message about it (`orEnv`: a flag and its variable). */
+function nameIn(from: SettingsSource, s: Setting, orEnv = false): string {
+  if (from === "serve") {
     if (!s.flag) return s.env ?? s.key;
     return `${s.flag}${s.arg ? ` ${s.arg}` : ""}${orEnv && s.env ? ` or ${s.env}` : ""}`;
   }
-  if (front === "worker") return s.workerVar ?? s.key;
+  if (from === "worker") return s.workerVar ?? s.key;
   return s.key;
 }
 
@@ -543,28 +543,28 @@ function nameIn(front: Front, s: Setting, orEnv = false): string {
  * earlier one; items of a list add up), fills in defaults, and checks the rules between settings.
  * Throws {@link SettingError}.
  */
-export function resolveSettings(front: "serve", given: readonly GivenSetting[]): ServeSettings;
-export function resolveSettings(front: "worker", given: readonly GivenSetting[]): WorkerSettings;
+export function resolveSettings(from: "serve", given: readonly GivenSetting[]): ServeSettings;
+export function resolveSettings(from: "worker", given: readonly GivenSetting[]): WorkerSettings;
 export function resolveSettings(
-  front: "config",
+  from: "config",
   given: readonly GivenSetting[],
 ): { config: EdgeConfig };
 export function resolveSettings(
-  front: Front,
+  from: SettingsSource,
   given: readonly GivenSetting[],
 ): { config: EdgeConfig } {
   const values = new Map<SettingKey, unknown>();
   for (const { key, source, text } of given) {
     const s = setting(key);
-    if (!appliesTo(s, front)) throw new SettingError(key, `${source} is not a setting here`);
+    if (!appliesTo(s, from)) throw new SettingError(key, `${source} is not a setting here`);
     const value = parseGiven(s, source, text);
     if (s.list) values.set(key, [...(values.get(key) as unknown[] | undefined) ?? [], value]);
     else values.set(key, value);
   }
   for (const s of SETTINGS) {
-    if (!appliesTo(s, front) || values.has(s.key)) continue;
-    if (s.required?.front === front) {
-      throw new SettingError(s.key, `${nameIn(front, s, true)} is not set (${s.required.hint})`);
+    if (!appliesTo(s, from) || values.has(s.key)) continue;
+    if (s.required?.from === from) {
+      throw new SettingError(s.key, `${nameIn(from, s, true)} is not set (${s.required.hint})`);
     }
     if (s.default !== undefined) values.set(s.key, s.default);
   }
@@ -575,15 +575,15 @@ export function resolveSettings(
   if (!values.has("origin") && !values.has("allowHosts")) {
     throw new SettingError(
       "origin",
-      `set ${nameIn(front, origin, true)} (single origin) or ${
-        nameIn(front, allowHosts, true)
+      `set ${nameIn(from, origin, true)} (single origin) or ${
+        nameIn(from, allowHosts, true)
       } (multi-origin)`,
     );
   }
   if (values.has("origin") && values.has("allowHosts")) {
     throw new SettingError(
       "origin",
-      `${nameIn(front, origin)} and ${nameIn(front, allowHosts)} are exclusive: set only one`,
+      `${nameIn(from, origin)} and ${nameIn(from, allowHosts)} are exclusive: set only one`,
     );
   }
   const config: Record<string, unknown> = {};

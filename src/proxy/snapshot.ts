@@ -8,43 +8,37 @@
  * so a crash leaves no manifest that names a missing pack. Unreferenced packs are deleted only
  * after a grace period, so URIs already handed out keep working.
  */
-import type {
-  Clock,
-  LayerMeta,
-  Manifest,
-  OriginAuth,
-  OriginFetch,
-  PackIndexRef,
-  RepoRef,
-  SnapshotPack,
-} from "./deps.ts";
-import type { PackStore } from "../storage/store.ts";
-import { getBytes, putBytes } from "../storage/store.ts";
-import { PackEntryIndex } from "../git/pack_index.ts";
-import type { SplitPart } from "../git/pack_split.ts";
+import type { Clock, OriginFetch } from "./deps.ts";
+import {
+  indexKeyOf,
+  type LayerMeta,
+  type Manifest,
+  manifestKey,
+  manifestPacks,
+  type PackIndexRef,
+  packKey,
+  type SnapshotPack,
+} from "./manifest.ts";
+import type { OriginAuth, RepoRef } from "./repo.ts";
+import { getBytes, type PackStore, putBytes } from "../storage/store.ts";
+import { PackEntryTable } from "../git/pack_entries.ts";
 import { PktLineReader } from "../git/pktline.ts";
-import { capabilityValue, readCapabilityAdvertisement } from "../git/capabilities.ts";
 import { serializeCommandRequest } from "../git/command_request.ts";
 import { emptyFetchArgs, serializeFetchArgs } from "../git/fetch_request.ts";
 import { readFetchResponse } from "../git/fetch_response.ts";
-import { parseLsRefsLine } from "../git/ls_refs.ts";
-import { packScanner } from "../git/pack_reader.ts";
-import { planSplit, splitPack } from "../git/pack_split.ts";
+import { packScanner, type PackSummary } from "../git/pack_reader.ts";
+import { planSplit, splitPack, type SplitPart } from "../git/pack_split.ts";
 import {
-  getUploadPackAdvertisement,
+  listTips,
   OriginAnswerError,
+  type OriginFormat,
+  originFormat,
   postUploadPack,
   readingOrigin,
 } from "./origin.ts";
-import { isObjectId, type ObjectFormat } from "../git/object_id.ts";
-import type { PackSummary } from "../git/pack_reader.ts";
+import type { ObjectFormat } from "../git/object_id.ts";
 import { type PackSeeds, seedsPrefix } from "./pack_seeds.ts";
-import {
-  DEFAULT_SEGMENT_BYTES,
-  segmentSink,
-  segmentSource,
-  SnapshotBuildError,
-} from "./segments.ts";
+import { DEFAULT_SEGMENT_BYTES, segmentSink, segmentSource } from "../storage/segments.ts";
 
 export interface SnapshotBuilderDeps {
   store: PackStore;
@@ -87,17 +81,13 @@ export type PackIndexBuilder = (
   objectFormat: ObjectFormat,
 ) => Promise<void>;
 
-/** Where the `.idx` of the pack stored under `packKey` lives: `.pack` replaced by `.idx`. */
-export function indexKeyOf(packKey: string): string {
-  return packKey.replace(/\.pack$/, ".idx");
-}
-
 /**
  * Where an unfinished build stands: everything the next step needs, small and JSON-clean, so a
  * build can be carried across invocations (kept in Durable Object storage between alarms).
  * Credentials are never part of it: only the `fetch` step talks to the origin.
  */
 export interface BuildState {
+  /** The state's format version. */
   version: 1;
   /** Names this build's temporary objects and packs. */
   id: string;
@@ -138,16 +128,11 @@ export interface StagedPack {
 }
 
 /** The outcome of a step: the published manifest, or the state for the next step. */
-export type BuildProgress = { done: Manifest } | { next: BuildState };
+export type BuildProgress = { done: Manifest } | { state: BuildState };
 
-export { DEFAULT_SEGMENT_BYTES } from "./segments.ts";
-
-export { SnapshotBuildError };
-
-const AGENT = "agent=gitedge/0.1";
-
-export function manifestKey(repo: RepoRef): string {
-  return `repos/${repo.id}/manifest.json`;
+/** A build found its own intermediate state missing or inconsistent. */
+export class SnapshotBuildError extends Error {
+  override name = "SnapshotBuildError";
 }
 
 function packPrefix(repo: RepoRef): string {
@@ -157,69 +142,6 @@ function packPrefix(repo: RepoRef): string {
 /** Temporary objects of unfinished builds (any build when `buildId` is absent). */
 function tmpPrefix(repo: RepoRef, buildId?: string): string {
   return buildId === undefined ? `repos/${repo.id}/tmp/` : `repos/${repo.id}/tmp/${buildId}/`;
-}
-
-/** Where pack `file` of the repository with id `repoId` lives in the store. */
-export function packKey(repoId: string, file: string): string {
-  return `repos/${repoId}/packs/${file}`;
-}
-
-/** Every pack of a manifest, oldest layer first. */
-export function manifestPacks(m: Manifest): SnapshotPack[] {
-  return m.layers.flat();
-}
-
-/**
- * The manifest the builder left in the store, or null when there is none or it is damaged
- * (truncated, not JSON, not a manifest of this repository): then the edge acts as if there were
- * no snapshot, and the next build writes a good one.
- */
-export async function readManifest(store: PackStore, repo: RepoRef): Promise<Manifest | null> {
-  const bytes = await getBytes(store, manifestKey(repo));
-  if (!bytes) return null;
-  let m: unknown;
-  try {
-    m = JSON.parse(new TextDecoder().decode(bytes));
-  } catch {
-    m = null;
-  }
-  if (!isManifest(m) || m.originUrl !== repo.originUrl) {
-    console.error(`gitedge: the stored manifest of ${repo.path} is damaged; it will be rebuilt`);
-    return null;
-  }
-  return m;
-}
-
-export function isManifest(m: unknown): m is Manifest {
-  if (typeof m !== "object" || m === null) return false;
-  const r = m as Record<string, unknown>;
-  const isPack = (p: unknown) => {
-    const q = p as Record<string, unknown>;
-    return typeof p === "object" && p !== null && typeof q.hash === "string" &&
-      isObjectId(q.hash) && typeof q.key === "string" &&
-      Number.isSafeInteger(q.size) && Number.isSafeInteger(q.objects) &&
-      (q.version === undefined || typeof q.version === "string") &&
-      (q.index === undefined || isIndexRef(q.index));
-  };
-  const isIndexRef = (i: unknown) => {
-    const q = i as Record<string, unknown>;
-    return typeof i === "object" && i !== null && typeof q.key === "string" &&
-      Number.isSafeInteger(q.size) && (q.version === undefined || typeof q.version === "string");
-  };
-  return r.version === 1 && typeof r.originUrl === "string" && typeof r.tips === "object" &&
-    r.tips !== null && Object.values(r.tips).every((v) => typeof v === "string") &&
-    Array.isArray(r.layers) &&
-    r.layers.every((layer) => Array.isArray(layer) && layer.every(isPack)) &&
-    typeof r.builtAt === "number" && (r.layerMeta === undefined || isLayerMeta(r.layerMeta));
-}
-
-function isLayerMeta(m: unknown): boolean {
-  return Array.isArray(m) && m.every((l) => {
-    const q = l as Record<string, unknown>;
-    return typeof l === "object" && l !== null && typeof q.builtAt === "number" &&
-      typeof q.tips === "object" && q.tips !== null &&
-      Object.values(q.tips).every((v) => typeof v === "string" && isObjectId(v));
-  });
 }
 
 export class SnapshotBuilder {
@@ -250,13 +172,13 @@ export class SnapshotBuilder {
    */
   async build(repo: RepoRef, auth: OriginAuth, previous: Manifest | null): Promise<Manifest> {
     let progress = await this.begin(repo, auth, previous);
-    while ("next" in progress) {
-      const state = progress.next;
+    while ("state" in progress) {
+      const state = progress.state;
       try {
         // In one invocation nothing limits a step: every snapshot pack is written in a single
         // pass over the segments (one pass per pack is for runtimes that bound each invocation).
         progress = state.next === "split"
-          ? { next: await this.#splitStep(state, { allParts: true }) }
+          ? { state: await this.#splitStep(state, { allParts: true }) }
           : await this.step(state, auth);
       } catch (error) {
         await this.abandon(state).catch(() => {});
@@ -272,8 +194,9 @@ export class SnapshotBuilder {
    * (builds of one repository never run concurrently).
    */
   async begin(repo: RepoRef, auth: OriginAuth, previous: Manifest | null): Promise<BuildProgress> {
-    const origin = await this.#originFormat(repo, auth);
-    const tips = await this.#listTips(repo, auth, origin);
+    const { originFetch } = this.#deps;
+    const origin = await originFormat(originFetch, repo, auth);
+    const tips = await listTips(originFetch, repo, auth, origin);
     const objectFormat = origin.format;
     if (
       previous && (previous.objectFormat ?? "sha1") === objectFormat &&
@@ -288,7 +211,7 @@ export class SnapshotBuilder {
     const incremental = previous !== null && previous.layers.length < this.#deps.maxLayers &&
       (previous.objectFormat ?? "sha1") === objectFormat && wants.length > 0;
     return {
-      next: {
+      state: {
         version: 1,
         id: `${this.#deps.clock.now().toString(36)}-${crypto.randomUUID().slice(0, 8)}`,
         repo,
@@ -313,9 +236,9 @@ export class SnapshotBuilder {
   async step(state: BuildState, auth: OriginAuth): Promise<BuildProgress> {
     switch (state.next) {
       case "fetch":
-        return { next: await this.#fetchStep(state, auth) };
+        return { state: await this.#fetchStep(state, auth) };
       case "split":
-        return { next: await this.#splitStep(state) };
+        return { state: await this.#splitStep(state) };
       case "publish":
         return { done: await this.#publish(state) };
     }
@@ -397,64 +320,6 @@ export class SnapshotBuilder {
 
   async #deleteUnder(prefix: string): Promise<void> {
     for (const obj of await this.#deps.store.list(prefix)) await this.#deps.store.delete(obj.key);
-  }
-
-  /**
-   * The origin's object format, from its v2 advertisement, and the capability lines requests
-   * must carry for it (`object-format=` only where advertised: older servers refuse it).
-   */
-  async #originFormat(repo: RepoRef, auth: OriginAuth): Promise<OriginFormat> {
-    const res = await getUploadPackAdvertisement(this.#deps.originFetch, repo, auth);
-    const url = `${repo.originUrl}/info/refs`;
-    const reader = new PktLineReader(res.body!);
-    try {
-      const adv = await readingOrigin(url, () => readCapabilityAdvertisement(reader));
-      const value = capabilityValue(adv, "object-format");
-      if (value !== undefined && value !== "sha1" && value !== "sha256") {
-        throw new OriginAnswerError(url, `names object format ${value}, which the edge lacks`);
-      }
-      const format: ObjectFormat = value === "sha256" ? "sha256" : "sha1";
-      return { format, capabilities: value ? [AGENT, `object-format=${value}`] : [AGENT] };
-    } finally {
-      await reader.cancel().catch(() => {});
-    }
-  }
-
-  async #listTips(
-    repo: RepoRef,
-    auth: OriginAuth,
-    origin: OriginFormat,
-  ): Promise<Record<string, string>> {
-    const body = serializeCommandRequest({
-      command: "ls-refs",
-      capabilities: origin.capabilities,
-      args: ["peel", "ref-prefix refs/heads/", "ref-prefix refs/tags/"],
-    });
-    const res = await postUploadPack(this.#deps.originFetch, repo, auth, body);
-    const url = `${repo.originUrl}/git-upload-pack`;
-    const reader = new PktLineReader(res.body!);
-    const tips: Record<string, string> = {};
-    try {
-      await readingOrigin(url, async () => {
-        for (;;) {
-          const pkt = await reader.read();
-          // An ls-refs answer always ends with a flush: without one it was cut short, and tips
-          // missing from it would publish a snapshot short of refs (or an empty one).
-          if (pkt === null) {
-            throw new OriginAnswerError(url, "(ls-refs) ended before its flush: it was cut short");
-          }
-          if (pkt.type === "flush" || pkt.type === "response-end") break;
-          if (pkt.type !== "data") continue;
-          const line = parseLsRefsLine(new TextDecoder().decode(pkt.data).replace(/\n$/, ""));
-          if (line.oid && line.oid.length === (origin.format === "sha256" ? 64 : 40)) {
-            tips[line.name] = line.oid;
-          }
-        }
-      });
-    } finally {
-      await reader.cancel().catch(() => {});
-    }
-    return tips;
   }
 
   /**
@@ -573,7 +438,7 @@ export class SnapshotBuilder {
       }
       return bytes.buffer as ArrayBuffer;
     };
-    const index = PackEntryIndex.fromColumns({
+    const index = PackEntryTable.fromColumns({
       offsets: new Float64Array(await load("offsets", 8)),
       kinds: new Uint8Array(await load("kinds", 1)),
       sizes: new Uint32Array(await load("sizes", 4)),
@@ -689,12 +554,6 @@ function layerMetaOf(state: BuildState, builtAt: number): LayerMeta[] | undefine
 /** The bytes of a typed array (a view, not a copy). */
 function bytesOf(array: Float64Array | Uint8Array | Uint32Array | Int32Array): Uint8Array {
   return new Uint8Array(array.buffer, array.byteOffset, array.byteLength);
-}
-
-/** The origin's object format and the capability lines that say so. */
-export interface OriginFormat {
-  format: ObjectFormat;
-  capabilities: string[];
 }
 
 function sameTips(a: Record<string, string>, b: Record<string, string>): boolean {

@@ -3,15 +3,17 @@
  * `packfile-uris` section naming its packs by signed URL, and the edge's own answer to a fetch the
  * snapshot covers alone.
  */
-import type { Manifest, RepoRef } from "./deps.ts";
+import { type Manifest, manifestPacks } from "./manifest.ts";
+import type { RepoRef } from "./repo.ts";
 import type { ProxyContext } from "./context.ts";
 import type { SnapshotLookup } from "./fetch_plan.ts";
+import type { FetchCall, PlanOf } from "./fetch_call.ts";
 import { signedPackUrl } from "./pack_urls.ts";
-import { manifestPacks } from "./snapshot.ts";
 import { concat, encodePkt, FLUSH_PKT } from "../git/pktline.ts";
 import { sha1 } from "@noble/hashes/legacy.js";
 import { encodeFetchSection } from "../git/fetch_response.ts";
 import { formatPackfileUriLine } from "../git/packfile_uris.ts";
+import { UPLOAD_PACK_RESULT_TYPE } from "../git/media_types.ts";
 
 /** SHA-1 of the 12-byte header of an empty version-2 pack, i.e. an empty pack's trailer. */
 const EMPTY_PACK = (() => {
@@ -28,12 +30,13 @@ const EMPTY_PACK = (() => {
  * headers are banded too under `sideband-all`. The origin does no pack work at all.
  */
 export async function answerFromSnapshot(
-  ctx: ProxyContext,
-  repo: RepoRef,
-  manifest: Manifest,
-  url: URL,
-  sidebandAll: boolean,
+  call: FetchCall,
+  plan: PlanOf<"answer-from-snapshot">,
 ): Promise<Response> {
+  const { ctx, repo, url } = call;
+  const { manifest } = plan;
+  const { sidebandAll } = call.args;
+  ctx.registry?.noteFetch(repo, "answered", true, call.seen);
   const section = await packfileUrisSection(ctx, repo, manifest, url, sidebandAll);
   const banded = new Uint8Array(EMPTY_PACK.length + 1);
   banded[0] = 1;
@@ -49,7 +52,7 @@ export async function answerFromSnapshot(
   return new Response(body as Uint8Array<ArrayBuffer>, {
     status: 200,
     headers: {
-      "content-type": "application/x-git-upload-pack-result",
+      "content-type": UPLOAD_PACK_RESULT_TYPE,
       "cache-control": "no-cache",
     },
   });

@@ -12,7 +12,8 @@
  * against the cap: it has its own size.
  */
 import type { Logger } from "./log.ts";
-import type { Clock, RepoRef, SnapshotCoordinator } from "./deps.ts";
+import type { Clock, SnapshotCoordinator } from "./deps.ts";
+import type { RepoRef } from "./repo.ts";
 import type { Metrics } from "./metrics.ts";
 import type { PackStore } from "../storage/store.ts";
 import type { RepoRecord, RepoRegistry } from "./repo_registry.ts";

@@ -11,16 +11,20 @@ export interface StoredObject {
   size: number;
 }
 
+/**
+ * What a store says of one write of an object: changes whenever the object is rewritten, even to
+ * the same size (filesystem: inode, change and modification times; R2: the etag, a digest of the
+ * content). Not to be confused with the format version of a JSON document (`version: 1`).
+ */
+export type StoreVersion = string;
+
 export interface ObjectInfo {
   key: string;
   size: number;
   /** When the object was written (ms since epoch). */
   modified: number;
-  /**
-   * Changes whenever the object is rewritten, even to the same size (filesystem: inode, change
-   * and modification times; R2: the etag, a digest of the content).
-   */
-  version?: string;
+  /** Its {@link StoreVersion}, where the store keeps one. */
+  version?: StoreVersion;
 }
 
 export interface ByteRange {

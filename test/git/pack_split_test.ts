@@ -12,7 +12,7 @@ import {
   type PackEntry,
   PackFormatError,
 } from "../../src/git/pack.ts";
-import { PackEntryIndex } from "../../src/git/pack_index.ts";
+import { PackEntryTable } from "../../src/git/pack_entries.ts";
 import { scanPack } from "../../src/git/pack_reader.ts";
 import { planSplit, splitPack, splitPackBytes } from "../../src/git/pack_split.ts";
 import { gitBytes, tempDir } from "../support/git.ts";
@@ -43,7 +43,7 @@ function entries(spec: [number, number][]): PackEntry[] {
 Deno.test("planSplit keeps delta families together and balances them", () => {
   // Families: {0,2,5} = 600 bytes, {1,4} = 500, {3} = 100, {6} = 50.
   const list = entries([[100, -1], [300, -1], [200, 0], [100, -1], [200, 1], [300, 2], [50, -1]]);
-  const plan = planSplit(PackEntryIndex.fromEntries(list), 2);
+  const plan = planSplit(PackEntryTable.fromEntries(list), 2);
   assertEquals(plan.families, 4);
   assertEquals(plan.parts.length, 2);
   const partOf = (i: number) => plan.assignment[i];
@@ -55,12 +55,12 @@ Deno.test("planSplit keeps delta families together and balances them", () => {
   assertEquals(plan.parts.map((p) => p.objects).sort(), [3, 4]);
   assertEquals(plan.note, undefined);
 
-  const many = planSplit(PackEntryIndex.fromEntries(list), 8);
+  const many = planSplit(PackEntryTable.fromEntries(list), 8);
   assertEquals(many.parts.length, 4, "never more parts than families");
   assert(many.parts.every((p) => p.objects > 0));
   assertMatch(many.note!, /only 4 delta families/);
 
-  const one = planSplit(PackEntryIndex.fromEntries(list), 1);
+  const one = planSplit(PackEntryTable.fromEntries(list), 1);
   assertEquals(one.parts, [{ objects: 7, bytes: 1250 }]);
   assert(one.assignment.every((p) => p === 0));
 
@@ -71,12 +71,12 @@ Deno.test("planSplit keeps delta families together and balances them", () => {
     baseOffset: undefined,
     baseId: "ab".repeat(20),
   };
-  const refPlan = planSplit(PackEntryIndex.fromEntries(withRef), 4);
+  const refPlan = planSplit(PackEntryTable.fromEntries(withRef), 4);
   assertEquals(refPlan.parts.length, 1);
   assertMatch(refPlan.note!, /REF_DELTA/);
 
-  assertEquals(planSplit(new PackEntryIndex(), 3).parts, [{ objects: 0, bytes: 0 }]);
-  assertThrows(() => planSplit(PackEntryIndex.fromEntries(list), 0), RangeError);
+  assertEquals(planSplit(new PackEntryTable(), 3).parts, [{ objects: 0, bytes: 0 }]);
+  assertThrows(() => planSplit(PackEntryTable.fromEntries(list), 0), RangeError);
 });
 
 Deno.test("pack splitter", async (t) => {

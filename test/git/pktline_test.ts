@@ -13,6 +13,7 @@ import {
   PktLineReader,
   PktLineReaderClosedError,
   pktLineStream,
+  pktSpans,
   pktText,
   RESPONSE_END_PKT,
 } from "../../src/git/pktline.ts";
@@ -234,3 +235,11 @@ async function collectPkts(s: ReadableStream<Pkt>): Promise<Pkt[]> {
   for await (const p of s) out.push(p);
   return out;
 }
+
+Deno.test("pktSpans gives each packet of a buffer with its place, header included", () => {
+  const bytes = encodePkts(["command=fetch\n", "delim", "want x\n", "flush"]);
+  const spans = [...pktSpans(bytes)].map(({ pkt, start, end }) => [pkt.type, start, end]);
+  assertEquals(spans, [["data", 0, 18], ["delim", 18, 22], ["data", 22, 33], ["flush", 33, 37]]);
+  assertEquals(pktText([...pktSpans(bytes)][2].pkt), "want x");
+  assertThrows(() => [...pktSpans(bytes.subarray(0, 20))], PktLineError);
+});

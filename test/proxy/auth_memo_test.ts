@@ -1,7 +1,7 @@
 import { AuthMemo } from "../../src/proxy/auth_memo.ts";
 import { noteOriginVerdict, recentlyAuthorised } from "../../src/proxy/forwarding.ts";
 import type { ProxyContext } from "../../src/proxy/context.ts";
-import type { RepoRef } from "../../src/proxy/deps.ts";
+import type { RepoRef } from "../../src/proxy/repo.ts";
 import { assert, assertEquals } from "../support/assert.ts";
 
 Deno.test("AuthMemo: an acceptance lasts the TTL, per repository and credential", () => {

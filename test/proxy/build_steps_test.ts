@@ -6,15 +6,15 @@
  * published before the last step; a build that keeps failing is abandoned and leaves nothing.
  */
 import { assert, assertEquals, assertRejects } from "../support/assert.ts";
-import type { RepoRef } from "../../src/proxy/deps.ts";
-import { manifestPacks, readManifest, SnapshotBuilder } from "../../src/proxy/snapshot.ts";
+import { repoId, type RepoRef } from "../../src/proxy/repo.ts";
+import { SnapshotBuilder } from "../../src/proxy/snapshot.ts";
+import { manifestPacks, readManifest } from "../../src/proxy/manifest.ts";
 import {
   BUILD_KEY,
   MAX_STEP_ATTEMPTS,
   type PendingBuild,
   RepoSnapshots,
 } from "../../src/proxy/repo_snapshots.ts";
-import { repoId } from "../../src/proxy/repo.ts";
 import { FsPackStore } from "../../edge/deno/fs_store.ts";
 import { ForwardingStore } from "../support/forwarding_store.ts";
 import { git, tempDir } from "../support/git.ts";
@@ -209,9 +209,9 @@ Deno.test("a new build removes the segments of a build killed before it was reco
   });
   // The first steps of a build (tips, the pack as segments), then nothing: killed.
   const begun = await builder.begin(repo, noAuth, null);
-  assert("next" in begun, "a build to run");
-  const fetched = await builder.step(begun.next, noAuth);
-  assert("next" in fetched && fetched.next.next === "split", "fetched");
+  assert("state" in begun, "a build to run");
+  const fetched = await builder.step(begun.state, noAuth);
+  assert("state" in fetched && fetched.state.next === "split", "fetched");
   const tmp = `repos/${repo.id}/tmp/`;
   assert((await store.list(tmp)).length > 0, "the killed build's segments are there");
   // A new build (another id) runs to the end: the leftovers are gone.

@@ -1,5 +1,5 @@
 import { layerBundles } from "../../src/proxy/bundle_list.ts";
-import type { Manifest, SnapshotPack } from "../../src/proxy/deps.ts";
+import type { Manifest, SnapshotPack } from "../../src/proxy/manifest.ts";
 import { assertEquals } from "../support/assert.ts";
 
 const A = "a".repeat(40);

@@ -1,6 +1,6 @@
 import type { CommandRequest } from "../../src/git/command_request.ts";
 import { emptyFetchArgs, type FetchArgs, serializeFetchArgs } from "../../src/git/fetch_request.ts";
-import type { Manifest } from "../../src/proxy/deps.ts";
+import type { Manifest } from "../../src/proxy/manifest.ts";
 import {
   type FetchInputs,
   type FetchPlan,

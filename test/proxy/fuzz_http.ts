@@ -17,7 +17,7 @@
  *     per-input deadline, never a stack trace or an absolute server path in a non-2xx body.
  */
 import { createApp, type EdgeApp } from "../../src/proxy/app.ts";
-import { DEFAULT_EDGE_CONFIG, type EdgeConfig } from "../../src/proxy/deps.ts";
+import { DEFAULT_EDGE_CONFIG, type EdgeConfig } from "../../src/proxy/config.ts";
 import { InProcessCoordinator } from "../../src/proxy/in_process_coordinator.ts";
 import { Metrics } from "../../src/proxy/metrics.ts";
 import { SnapshotBuilder } from "../../src/proxy/snapshot.ts";

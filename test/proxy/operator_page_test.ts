@@ -8,7 +8,8 @@ import {
 import { Metrics } from "../../src/proxy/metrics.ts";
 import { RepoRegistry } from "../../src/proxy/repo_registry.ts";
 import { repoFamilies } from "../../src/proxy/repo_metrics.ts";
-import type { Manifest, RepoRef } from "../../src/proxy/deps.ts";
+import type { Manifest } from "../../src/proxy/manifest.ts";
+import type { RepoRef } from "../../src/proxy/repo.ts";
 import type { PackStore } from "../../src/storage/store.ts";
 import { assert, assertEquals, assertMatch } from "../support/assert.ts";
 

@@ -1,7 +1,8 @@
 /** The repository registry: counts of several processes add up in the store; pins and evictions. */
 import { RepoRegistry } from "../../src/proxy/repo_registry.ts";
 import { FsPackStore } from "../../edge/deno/fs_store.ts";
-import type { Manifest, RepoRef } from "../../src/proxy/deps.ts";
+import type { Manifest } from "../../src/proxy/manifest.ts";
+import type { RepoRef } from "../../src/proxy/repo.ts";
 import { assert, assertEquals } from "../support/assert.ts";
 import { tempDir } from "../support/git.ts";
 

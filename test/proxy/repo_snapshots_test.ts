@@ -4,7 +4,8 @@
  * The end-to-end behaviour inside workerd with real git is in `worker_edge_test.ts`.
  */
 import { assert, assertEquals, assertRejects } from "../support/assert.ts";
-import type { Manifest, OriginAuth, RepoRef } from "../../src/proxy/deps.ts";
+import type { Manifest } from "../../src/proxy/manifest.ts";
+import type { OriginAuth, RepoRef } from "../../src/proxy/repo.ts";
 import {
   type Builder,
   MANIFEST_KEY,

@@ -16,7 +16,8 @@ import { startOrigin } from "../support/origin.ts";
 import { assertSameClone, makeRepo, refsOf } from "../support/fixtures.ts";
 import { serveLoopback } from "../support/http_server.ts";
 import { createApp } from "../../src/proxy/app.ts";
-import { DEFAULT_EDGE_CONFIG, type SnapshotCoordinator } from "../../src/proxy/deps.ts";
+import { type SnapshotCoordinator } from "../../src/proxy/deps.ts";
+import { DEFAULT_EDGE_CONFIG } from "../../src/proxy/config.ts";
 import { assert, assertEquals } from "../support/assert.ts";
 import { URI_CLONE } from "./edge_suite.ts";
 

@@ -1,5 +1,5 @@
 /**
- * The settings table and its one validation: the value parsers, each front's names in messages
+ * The settings table and its one validation: the value parsers, each settings source's names in messages
  * (flags, Worker vars, code), secrets never quoted, the rules between settings, and the table
  * agreeing with itself, with `DEFAULT_EDGE_CONFIG` and with wrangler.toml.
  */
@@ -9,7 +9,6 @@ import {
   ConfigValueError,
   DEFAULT_CONNECTION_LIMITS,
   DEFAULT_R2_PART_MIB,
-  type Front,
   type GivenSetting,
   parseHttpUrl,
   parseIntAtLeast,
@@ -17,8 +16,9 @@ import {
   resolveSettings,
   SettingError,
   SETTINGS,
+  type SettingsSource,
 } from "../../src/proxy/settings.ts";
-import { DEFAULT_EDGE_CONFIG } from "../../src/proxy/deps.ts";
+import { DEFAULT_EDGE_CONFIG } from "../../src/proxy/config.ts";
 
 Deno.test("parseIntAtLeast takes safe integers from the minimum up", () => {
   assertEquals(parseIntAtLeast("60", 60), 60);
@@ -79,7 +79,7 @@ Deno.test("the table: one entry per name, flag, variable; every entry reachable;
   }
 });
 
-Deno.test("resolveSettings: defaults per front, the edge's settings in config, the rest beside it", () => {
+Deno.test("resolveSettings: defaults per settings source, the edge's settings in config, the rest beside it", () => {
   const serve = resolveSettings("serve", given([["origin", "--origin", "https://o/"]]));
   assertEquals(serve, {
     config: { origin: "https://o", ...DEFAULT_EDGE_CONFIG },
@@ -119,8 +119,8 @@ Deno.test("resolveSettings: defaults per front, the edge's settings in config, t
   assertEquals(later.config.chunks, 7, "a later value replaces an earlier one");
 });
 
-Deno.test("resolveSettings: one error naming the setting as each front spells it, secrets unquoted", () => {
-  const cases: [Front, [GivenSetting["key"], string, string][], string][] = [
+Deno.test("resolveSettings: one error naming the setting as each settings source spells it, secrets unquoted", () => {
+  const cases: [SettingsSource, [GivenSetting["key"], string, string][], string][] = [
     [
       "serve",
       [],
@@ -159,9 +159,9 @@ Deno.test("resolveSettings: one error naming the setting as each front spells it
     ["serve", [["r2PartMiB", "R2_PART_MIB", "8"]], "R2_PART_MIB is not a setting here"],
     ["config", [["port", "port", "8"]], "port is not a setting here"],
   ];
-  for (const [front, entries, message] of cases) {
+  for (const [from, entries, message] of cases) {
     const error = assertThrows(
-      () => resolveSettings(front as "serve", given(entries)),
+      () => resolveSettings(from as "serve", given(entries)),
       SettingError,
     );
     assertEquals(error.message, message);

@@ -2,10 +2,10 @@
  * The snapshot builder against a real origin and the filesystem store: layers, compaction, garbage
  * collection with a grace period, and a failed build that leaves the published manifest alone.
  */
-import { manifestPacks, readManifest, SnapshotBuilder } from "../../src/proxy/snapshot.ts";
+import { SnapshotBuilder } from "../../src/proxy/snapshot.ts";
+import { manifestPacks, readManifest } from "../../src/proxy/manifest.ts";
 import { OriginAnswerError, OriginUnreachableError } from "../../src/proxy/origin.ts";
-import { repoId } from "../../src/proxy/repo.ts";
-import type { RepoRef } from "../../src/proxy/deps.ts";
+import { repoId, type RepoRef } from "../../src/proxy/repo.ts";
 import { FsPackStore } from "../../edge/deno/fs_store.ts";
 import { gitPackIndexBuilder } from "../../edge/deno/pack_index_builder.ts";
 import type { ByteRange, PackStore } from "../../src/storage/store.ts";
@@ -200,7 +200,7 @@ Deno.test("a build in one invocation reads the origin's pack back once for all i
   const stepStore = new FsPackStore(`${dir.path}/steps`);
   const stepped = builderOn(stepStore);
   let progress = await stepped.begin(repo, noAuth, null);
-  while ("next" in progress) progress = await stepped.step(progress.next, noAuth);
+  while ("state" in progress) progress = await stepped.step(progress.state, noAuth);
   const steppedPacks = manifestPacks(progress.done);
   assertEquals(steppedPacks.map((p) => p.hash), packs.map((p) => p.hash), "same packs");
   for (const [i, p] of packs.entries()) {

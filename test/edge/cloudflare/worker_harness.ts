@@ -7,7 +7,7 @@
  * either runtime: both resolve to `{ url, stop() }`.
  */
 import { Log, LogLevel, Miniflare } from "miniflare";
-import type { EdgeConfig } from "../../../src/proxy/deps.ts";
+import type { EdgeConfig } from "../../../src/proxy/config.ts";
 import { setting, SETTINGS } from "../../../src/proxy/settings.ts";
 import type { R2Bucket } from "../../../edge/cloudflare/worker_types.ts";
 import { edgeConfigFor, type EdgeFactory } from "../../support/edge.ts";

@@ -4,7 +4,7 @@
  * process) listing every setting `gitedge serve` takes.
  */
 import { assert, assertEquals, assertMatch, assertThrows } from "../../support/assert.ts";
-import { parseServeArgs } from "../../../edge/deno/serve_cli.ts";
+import { parseServeArgs, ServeUsageError } from "../../../edge/deno/serve_cli.ts";
 import {
   envNameOf,
   type ServeSettings,
@@ -12,7 +12,6 @@ import {
   SettingError,
   SETTINGS,
 } from "../../../src/proxy/settings.ts";
-import { UsageError } from "../../../src/client/errors.ts";
 
 const CLI = new URL("../../../edge/deno/cli.ts", import.meta.url).pathname;
 const noEnv = () => undefined;
@@ -38,7 +37,7 @@ Deno.test("gitedge serve words malformed flags as before, naming the flag", () =
     "--port needs an integer >= 0, got ''",
   );
   const usage = (args: string[]) =>
-    assertThrows(() => parseServeArgs(args, noEnv), UsageError).message;
+    assertThrows(() => parseServeArgs(args, noEnv), ServeUsageError).message;
   assertEquals(usage(["--origin", "http://o", "--frobnicate"]), "unknown option '--frobnicate'");
   assertEquals(usage(["--origin"]), "--origin needs a value");
   assertEquals(usage(["http://o"]), "unknown option 'http://o'");

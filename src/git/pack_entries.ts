@@ -1,11 +1,11 @@
 /**
- * Compact per-entry index of a scanned pack: one row per entry in growable typed arrays, so a
+ * Compact per-entry table of a scanned pack: one row per entry in growable typed arrays, so a
  * pack of millions of objects can be indexed (and split) inside a 128 MB isolate.
  *
  * A row costs 17 bytes: offset (f64), type and header length packed in one byte, inflated
  * size (u32; the rare larger sizes go to a side map) and delta base as an entry index (i32,
  * -1 for none). Compressed lengths are not stored: entries are contiguous, so an entry ends
- * where the next starts, and the last one at {@link PackEntryIndex.dataEnd}. REF_DELTA
+ * where the next starts, and the last one at {@link PackEntryTable.dataEnd}. REF_DELTA
  * base ids live in a side map, since git only writes them when asked not to use OFS_DELTA.
  *
  * @module
@@ -13,8 +13,8 @@
 
 import { OBJ_OFS_DELTA, OBJ_REF_DELTA, type PackEntry } from "./pack.ts";
 
-/** What {@link PackEntryIndex.push} records about one entry. */
-export interface IndexedEntry {
+/** What {@link PackEntryTable.push} records about one entry. */
+export interface EntryRow {
   /** Absolute byte offset of the entry header; must be where the previous entry ended. */
   offset: number;
   /** Entry type code. */
@@ -35,7 +35,7 @@ export interface IndexedEntry {
  * The index as plain columns, trimmed to its length: what is kept outside the heap (e.g. in object
  * storage) between the steps of a build. REF_DELTA base ids are not included.
  */
-export interface IndexColumns {
+export interface EntryColumns {
   offsets: Float64Array;
   /** `type << 5 | headerLength` per entry. */
   kinds: Uint8Array;
@@ -64,10 +64,10 @@ const SIDE_ENTRY_BYTES = 64;
 
 /**
  * The entries of one pack in pack order, stored column-wise. Filled by the pack reader with
- * {@link PackEntryIndex.push}; read with the per-column accessors, or {@link PackEntryIndex.entry}
+ * {@link PackEntryTable.push}; read with the per-column accessors, or {@link PackEntryTable.entry}
  * for a {@link PackEntry} object (allocated on each call).
  */
-export class PackEntryIndex {
+export class PackEntryTable {
   #offsets: Float64Array;
   /** `type << 5 | headerLength`. */
   #kinds: Uint8Array;
@@ -96,8 +96,8 @@ export class PackEntryIndex {
   }
 
   /** Builds an index from entry objects in pack order (tests, small packs). */
-  static fromEntries(entries: Iterable<PackEntry>): PackEntryIndex {
-    const index = new PackEntryIndex();
+  static fromEntries(entries: Iterable<PackEntry>): PackEntryTable {
+    const index = new PackEntryTable();
     for (const entry of entries) {
       let baseIndex: number | undefined;
       if (entry.type === OBJ_OFS_DELTA && entry.baseOffset !== undefined) {
@@ -111,13 +111,13 @@ export class PackEntryIndex {
     return index;
   }
 
-  /** Rebuilds an index from {@link PackEntryIndex.columns} (the arrays are used, not copied). */
-  static fromColumns(c: IndexColumns): PackEntryIndex {
+  /** Rebuilds an index from {@link PackEntryTable.columns} (the arrays are used, not copied). */
+  static fromColumns(c: EntryColumns): PackEntryTable {
     const n = c.offsets.length;
     if (c.kinds.length !== n || c.sizes.length !== n || c.bases.length !== n) {
       throw new RangeError(`index columns of different lengths`);
     }
-    const index = new PackEntryIndex();
+    const index = new PackEntryTable();
     index.#offsets = c.offsets;
     index.#kinds = c.kinds;
     index.#sizes = c.sizes;
@@ -129,7 +129,7 @@ export class PackEntryIndex {
   }
 
   /** The columns, as views trimmed to the length (not copies). */
-  columns(): IndexColumns {
+  columns(): EntryColumns {
     const n = this.#length;
     return {
       offsets: this.#offsets.subarray(0, n),
@@ -160,7 +160,7 @@ export class PackEntryIndex {
    * Appends the next entry. Throws RangeError if it does not start where the previous one
    * ended, or its fields cannot be stored.
    */
-  push(entry: IndexedEntry): void {
+  push(entry: EntryRow): void {
     const i = this.#length;
     const { offset, type, size, headerLength, end, baseIndex, baseId } = entry;
     if (i > 0 && offset !== this.#end) {
@@ -220,7 +220,7 @@ export class PackEntryIndex {
     return size === LARGE_SIZE ? this.#largeSizes.get(i)! : size;
   }
 
-  /** Where entry `i` ends: the next entry's offset, or {@link PackEntryIndex.dataEnd} for the last. */
+  /** Where entry `i` ends: the next entry's offset, or {@link PackEntryTable.dataEnd} for the last. */
   end(i: number): number {
     return this.#check(i) + 1 < this.#length ? this.#offsets[i + 1] : this.#end;
   }

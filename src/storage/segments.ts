@@ -1,11 +1,12 @@
 /**
  * A pack kept in the store as consecutive segment objects between the steps of a build (see
- * snapshot.ts), written as it streams in and read back as one stream.
+ * src/proxy/snapshot.ts), written as it streams in and read back as one stream.
  */
-import type { PackStore } from "../storage/store.ts";
+import type { PackStore } from "./store.ts";
 
-export class SnapshotBuildError extends Error {
-  override name = "SnapshotBuildError";
+/** A segment that was written is no longer in the store. */
+export class MissingSegmentError extends Error {
+  override name = "MissingSegmentError";
 }
 
 /** Default segment size: R2's default part size. */
@@ -91,7 +92,7 @@ export function segmentSource(
           }
           const key = keyOf(next++);
           const object = await store.get(key);
-          if (!object) throw new SnapshotBuildError(`${key} vanished during the build`);
+          if (!object) throw new MissingSegmentError(`${key} vanished during the build`);
           if (cancelled) {
             // Cancelled while the segment was being opened: release it at once.
             await object.body.cancel(cancelled.reason);

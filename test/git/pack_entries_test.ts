@@ -1,6 +1,6 @@
 import { assert, assertEquals, assertMatch, assertThrows } from "../support/assert.ts";
 import { OBJ_BLOB, OBJ_OFS_DELTA, OBJ_REF_DELTA } from "../../src/git/pack.ts";
-import { PackEntryIndex } from "../../src/git/pack_index.ts";
+import { PackEntryTable } from "../../src/git/pack_entries.ts";
 import { packScanner, scanPack } from "../../src/git/pack_reader.ts";
 import { planSplit, splitPack } from "../../src/git/pack_split.ts";
 import { git, tempDir } from "../support/git.ts";
@@ -8,7 +8,7 @@ import { chunked } from "../support/streams.ts";
 import { buildRepo, packObjects, tinyBlobPack, verifyPack } from "../support/pack_fixtures.ts";
 
 /** Asserts every accessor of `a` and `b` agrees on every entry. */
-function assertSameIndex(a: PackEntryIndex, b: PackEntryIndex): void {
+function assertSameIndex(a: PackEntryTable, b: PackEntryTable): void {
   assertEquals(a.length, b.length);
   assertEquals(a.dataEnd, b.dataEnd);
   assertEquals(a.refDeltas, b.refDeltas);
@@ -18,7 +18,7 @@ function assertSameIndex(a: PackEntryIndex, b: PackEntryIndex): void {
   }
 }
 
-Deno.test("PackEntryIndex from real packs", async (t) => {
+Deno.test("PackEntryTable from real packs", async (t) => {
   await using dir = await tempDir();
   const repo = `${dir.path}/repo`;
   await buildRepo(repo, { commits: 60, big: false });
@@ -50,7 +50,7 @@ Deno.test("PackEntryIndex from real packs", async (t) => {
       }
     });
     assert(deltas > 20, `fixture has deltas (${deltas})`);
-    assertSameIndex(PackEntryIndex.fromEntries(index.toArray()), index);
+    assertSameIndex(PackEntryTable.fromEntries(index.toArray()), index);
   });
 
   await t.step("REF_DELTA base ids live in the side map", async () => {
@@ -65,12 +65,12 @@ Deno.test("PackEntryIndex from real packs", async (t) => {
       assertEquals(index.baseIndex(i), -1);
       if (v.baseId) assertEquals(index.type(i), OBJ_REF_DELTA);
     });
-    assertSameIndex(PackEntryIndex.fromEntries(index.toArray()), index);
+    assertSameIndex(PackEntryTable.fromEntries(index.toArray()), index);
   });
 });
 
-Deno.test("PackEntryIndex stores what it is given, or refuses", () => {
-  const index = new PackEntryIndex(3);
+Deno.test("PackEntryTable stores what it is given, or refuses", () => {
+  const index = new PackEntryTable(3);
   index.push({ offset: 12, type: OBJ_BLOB, size: 2 ** 40, headerLength: 7, end: 100 });
   index.push({
     offset: 100,
