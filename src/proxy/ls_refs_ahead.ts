@@ -8,7 +8,8 @@
  *
  * Freshness: the answer was computed by the origin after the clone's first request reached the
  * edge, never before, so it cannot hide a change made before the clone started; it is handed out
- * once, to the request it was made for (same credential), and only within the bound; an answer
+ * once, to the request it was made for (same credential), and only within the bound; the next
+ * `info/refs` of the credential withdraws it (it predates that clone); an answer
  * other than 200, or one cut short, is never used (the request goes to the origin as usual).
  * Credentials stay in memory, keyed by the credential memo's salted hash. Bounded: at most
  * {@link MAX_ENTRIES} answers of at most {@link MAX_ANSWER_BYTES} each.
@@ -55,15 +56,22 @@ export class LsRefsAhead implements LsRefsAheadHooks {
   readonly #refused = new Map<string, number>();
   /** credential memo key → when an `ls-refs` found nothing sent ahead (ms). */
   readonly #early = new Map<string, number>();
+  /** credential memo key → when its last v2 `info/refs` came (ms). */
+  readonly #infoRefs = new Map<string, number>();
 
   /**
    * On a v2 `info/refs` of the upload-pack service: sends the learned `ls-refs` of `repo` to the
    * origin with `request`'s credentials, unless nothing is learned yet or the bound is 0.
    */
   start(ctx: ProxyContext, request: Request, repo: RepoRef): void {
-    const learned = this.#learned.get(learnedKey(repo, request));
-    if (!learned || boundMs(ctx) <= 0) return;
+    if (boundMs(ctx) <= 0) return;
     const key = ctx.authMemo.key(repo.id, request.headers.get("authorization"));
+    // An answer sent ahead for an earlier info/refs predates this clone: whatever this one does,
+    // that answer goes to no `ls-refs` from now on.
+    this.#ahead.delete(key);
+    remember(this.#infoRefs, key, ctx.deps.clock.now());
+    const learned = this.#learned.get(learnedKey(repo, request));
+    if (!learned) return;
     // A client that sends its `ls-refs` with its `info/refs` (gitedge clone) may have had it
     // answered already: nothing to send ahead for it.
     const early = this.#early.get(key);
@@ -107,7 +115,6 @@ export class LsRefsAhead implements LsRefsAheadHooks {
       return { status: res.status, contentType: res.headers.get("content-type"), bytes };
     })().catch(() => null);
     inBackground(ctx, answer);
-    this.#ahead.delete(key);
     this.#ahead.set(key, { at: ctx.deps.clock.now(), request: learned.key, answer });
     while (this.#ahead.size > MAX_ENTRIES) this.#ahead.delete(this.#ahead.keys().next().value!);
   }
@@ -139,9 +146,13 @@ export class LsRefsAhead implements LsRefsAheadHooks {
     const memoKey = ctx.authMemo.key(repo.id, request.headers.get("authorization"));
     const entry = this.#ahead.get(memoKey);
     if (!entry) {
-      this.#early.delete(memoKey);
-      this.#early.set(memoKey, ctx.deps.clock.now());
-      while (this.#early.size > MAX_ENTRIES) this.#early.delete(this.#early.keys().next().value!);
+      // Nothing ahead and no info/refs just before: a client that sends its ls-refs with its
+      // info/refs. (One that came after its info/refs, as git's do, marks nothing: else the next
+      // clone, if it starts within EARLY_MS, would get nothing ahead either, and so on.)
+      const infoRefs = this.#infoRefs.get(memoKey);
+      if (infoRefs === undefined || ctx.deps.clock.now() - infoRefs >= EARLY_MS) {
+        remember(this.#early, memoKey, ctx.deps.clock.now());
+      }
       return { response: null, read };
     }
     this.#ahead.delete(memoKey);
@@ -164,6 +175,13 @@ export class LsRefsAhead implements LsRefsAheadHooks {
       read,
     };
   }
+}
+
+/** Sets `key` to `value` as the newest of `map`, which keeps at most {@link MAX_ENTRIES}. */
+function remember(map: Map<string, number>, key: string, value: number): void {
+  map.delete(key);
+  map.set(key, value);
+  while (map.size > MAX_ENTRIES) map.delete(map.keys().next().value!);
 }
 
 function learnedKey(repo: RepoRef, request: Request): string {

@@ -80,3 +80,23 @@ Deno.test("ls-refs ahead off (--ls-refs-ahead 0): every ls-refs goes to the orig
   }
   assertEquals(await metric(edge.url, USED), 0);
 });
+
+Deno.test("back-to-back listings each get their ls-refs ahead, with the refs of their own time", async () => {
+  // Fails without ls_refs_ahead.ts noting info/refs times: an ls-refs that found nothing ahead
+  // (the first) marked the credential "early", so the next info/refs within 0.5 s sent nothing
+  // ahead, whose ls-refs marked it again: back-to-back clones (a CI's) never got one.
+  const bin = await gitBin();
+  await using origin = await startOrigin();
+  await using edge = await denoEdgeFactory({ origin: origin.url });
+  await makeRepo(origin, REPO, { commits: 3 });
+  const url = `${edge.url}/${REPO}`;
+  await git(["ls-remote", url], { bin }); // learns the request
+  for (let i = 0; i < 3; i++) await git(["ls-remote", url], { bin });
+  assertEquals(await metric(edge.url, USED), 3, await aheadCounts(edge.url));
+  // A ref made at the origin just before a listing is in it.
+  const head = (await git(["rev-parse", "HEAD"], { cwd: `${origin.root}/${REPO}` })).trim();
+  await git(["update-ref", "refs/heads/just-now", head], { cwd: `${origin.root}/${REPO}` });
+  const listed = await git(["ls-remote", url], { bin });
+  assert(listed.includes("refs/heads/just-now"), listed);
+  assertEquals(await metric(edge.url, USED), 4, await aheadCounts(edge.url));
+});
