@@ -6,8 +6,8 @@ import { DEFAULT_EDGE_CONFIG } from "./deps.ts";
 import type { RepoRef, ScheduleBasis } from "./deps.ts";
 import type { ProxyContext } from "./context.ts";
 import { countingStream } from "./metrics.ts";
-import { cacheKey, entryKey, hex } from "./response_cache.ts";
-import { sha256 } from "@noble/hashes/sha2.js";
+import { cacheKey, entryKey } from "./response_cache.ts";
+import { TagDigest } from "./tag_listings.ts";
 import { authOf, OriginAnswerError } from "./origin.ts";
 import {
   forwardUploadPack,
@@ -43,7 +43,9 @@ export async function cachedFetch(
   let tags = "-";
   let authorised: boolean;
   if (args.includeTag) {
-    const digest = await originTagDigest(ctx, request, repo, req);
+    // The clone's own ls-refs listed the tags moments ago, most often (tag_listings.ts).
+    const digest = ctx.tagListings?.digest(ctx, request, repo) ??
+      await originTagDigest(ctx, request, repo, req);
     if (digest === null) {
       // The origin refused the credential (or failed): the fetch goes to it as it is.
       return await forwardUploadPack(ctx, request, repo, serializeCommandRequest(req));
@@ -173,7 +175,7 @@ async function originTagDigest(
     await res.body?.cancel();
     return null;
   }
-  const hash = sha256.create();
+  const digest = new TagDigest();
   let size = 0;
   try {
     for await (const chunk of res.body) {
@@ -181,7 +183,7 @@ async function originTagDigest(
       if (size > MAX_TAG_LISTING) {
         throw new OriginAnswerError(url, `(ls-refs of tags) exceeds ${MAX_TAG_LISTING} bytes`);
       }
-      hash.update(chunk);
+      digest.push(chunk);
     }
   } catch (err) {
     // An answer the origin cut short (its upload-pack died on the request) is the origin's
@@ -189,5 +191,10 @@ async function originTagDigest(
     if (err instanceof OriginAnswerError) throw err;
     throw new OriginAnswerError(url, "(ls-refs of tags) was cut short", { cause: err });
   }
-  return hex(hash.digest());
+  const value = digest.value();
+  if (value === null) {
+    throw new OriginAnswerError(url, "(ls-refs of tags) was cut short or malformed");
+  }
+  ctx.metrics.inc("gitedge_tag_digest_total", 1, { source: "origin" });
+  return value;
 }

@@ -131,7 +131,7 @@ export class LsRefsAhead implements LsRefsAheadHooks {
     head: Pkt[],
     reader: PktLineReader,
     budget: { left: number; max: number },
-  ): Promise<{ response: Response | null; read: Pkt[] }> {
+  ): Promise<{ response: Response | null; read: Pkt[]; askedAt?: number }> {
     let read = head;
     if (head.at(-1)?.type === "delim") read = [...head, ...await readPkts(reader, budget, true)];
     const complete = read.at(-1)?.type === "flush" && await reader.peek() === null;
@@ -173,6 +173,7 @@ export class LsRefsAhead implements LsRefsAheadHooks {
     return {
       response: new Response(answer.bytes as Uint8Array<ArrayBuffer>, { status: 200, headers }),
       read,
+      askedAt: entry.at,
     };
   }
 }
