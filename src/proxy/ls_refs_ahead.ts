@@ -8,8 +8,9 @@
  *
  * Freshness: the answer was computed by the origin after the clone's first request reached the
  * edge, never before, so it cannot hide a change made before the clone started; it is handed out
- * once, to the request it was made for (same credential), and only within the bound; the next
- * `info/refs` of the credential withdraws it (it predates that clone); an answer
+ * to the requests it was made for (same credential), and only within the bound; the next
+ * `info/refs` of the credential replaces it (it predates that clone) with its own answer, which
+ * then serves both clones (a burst of clones each gets one, never one older than itself); an answer
  * other than 200, or one cut short, is never used (the request goes to the origin as usual).
  * Credentials stay in memory, keyed by the credential memo's salted hash. Bounded: at most
  * {@link MAX_ENTRIES} answers of at most {@link MAX_ANSWER_BYTES} each.
@@ -41,6 +42,8 @@ interface Entry {
   at: number;
   request: string;
   answer: Promise<Answer | null>;
+  /** The `info/refs` it stands for whose `ls-refs` has not come yet (this one's and earlier). */
+  clones: number;
 }
 
 /** The requests learned and the answers under way, of one process. */
@@ -67,8 +70,12 @@ export class LsRefsAhead implements LsRefsAheadHooks {
     if (boundMs(ctx) <= 0) return;
     const key = ctx.authMemo.key(repo.id, request.headers.get("authorization"));
     // An answer sent ahead for an earlier info/refs predates this clone: whatever this one does,
-    // that answer goes to no `ls-refs` from now on.
+    // that answer goes to no `ls-refs` from now on. The clones it was for get this one's (newer)
+    // answer instead, if this one sends any (concurrent clones of one credential each get theirs).
+    const prior = this.#ahead.get(key);
     this.#ahead.delete(key);
+    const now = ctx.deps.clock.now();
+    const carried = prior && now - prior.at <= boundMs(ctx) ? prior.clones : 0;
     remember(this.#infoRefs, key, ctx.deps.clock.now());
     const learned = this.#learned.get(learnedKey(repo, request));
     if (!learned) return;
@@ -115,7 +122,7 @@ export class LsRefsAhead implements LsRefsAheadHooks {
       return { status: res.status, contentType: res.headers.get("content-type"), bytes };
     })().catch(() => null);
     inBackground(ctx, answer);
-    this.#ahead.set(key, { at: ctx.deps.clock.now(), request: learned.key, answer });
+    this.#ahead.set(key, { at: now, request: learned.key, answer, clones: carried + 1 });
     while (this.#ahead.size > MAX_ENTRIES) this.#ahead.delete(this.#ahead.keys().next().value!);
   }
 
@@ -155,7 +162,9 @@ export class LsRefsAhead implements LsRefsAheadHooks {
       }
       return { response: null, read };
     }
-    this.#ahead.delete(memoKey);
+    // It serves as many `ls-refs` as there were `info/refs` since it (or the one it replaced) was
+    // sent; each was answered after its own clone's `info/refs`, never before.
+    if (--entry.clones <= 0) this.#ahead.delete(memoKey);
     const age = ctx.deps.clock.now() - entry.at;
     if (entry.request !== key || age < 0 || age > boundMs(ctx)) {
       ctx.metrics.inc("gitedge_ls_refs_ahead_total", 1, { result: "unused" });
