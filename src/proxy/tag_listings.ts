@@ -107,7 +107,7 @@ export class TagListings implements TagListingHooks {
       config.authTtlSeconds ?? DEFAULT_EDGE_CONFIG.authTtlSeconds,
     ) * 1000;
     const age = ctx.deps.clock.now() - listing.askedAt;
-    if (age < 0 || age > bound) return null;
+    if (bound <= 0 || age < 0 || age > bound) return null;
     ctx.metrics.inc("gitedge_tag_digest_total", 1, { source: "ls-refs" });
     return listing.digest;
   }

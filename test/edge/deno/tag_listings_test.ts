@@ -4,6 +4,9 @@
  * `ls-refs`, not two, and a tag made at the origin just before a clone is in that clone.
  */
 import { assert, assertEquals } from "../../support/assert.ts";
+import { git, tempDir } from "../../support/git.ts";
+import { startOrigin } from "../../support/origin.ts";
+import { makeRepo } from "../../support/fixtures.ts";
 import { denoEdgeFactory } from "../../support/edge.ts";
 import { decodePkts, encodePkts } from "../../../src/git/pktline.ts";
 import { listsEveryTag, TagDigest } from "../../../src/proxy/tag_listings.ts";
@@ -45,4 +48,17 @@ Deno.test("TagDigest: a clone's listing and a listing of tags alone give one dig
   assert(!listsEveryTag(req("peel", "ref-prefix refs/heads/")), "no tags");
   assert(!listsEveryTag(req("peel", "ref-prefix refs/tags/v1")), "some tags");
   assert(!listsEveryTag(req("peel", "ref-prefix refs/tags/", "narrow-somehow")), "unknown arg");
+});
+
+Deno.test("--ls-refs-ahead 0: a --depth 1 cache hit asks the origin for its tags itself", async () => {
+  await using dir = await tempDir();
+  await using origin = await startOrigin();
+  await using edge = await denoEdgeFactory({ origin: origin.url, lsRefsAheadSeconds: 0 });
+  await makeRepo(origin, "r.git", { commits: 4, tags: 1 });
+  for (const n of [0, 1]) {
+    origin.stats.reset();
+    await git(["clone", "-q", "--bare", "--depth", "1", `${edge.url}/r.git`, `${dir.path}/c${n}`]);
+  }
+  assertEquals(origin.stats.commands["ls-refs"], 2, "the clone's own and the edge's tag listing");
+  assertEquals(origin.stats.commands.fetch ?? 0, 0, "a hit");
 });
