@@ -21,9 +21,11 @@
  *          after 20 new commits (half with `fetch.uriProtocols`); also prints the packs the origin
  *          computed (its `fetch` commands) for each side; "no WAN" fetches from the origin over
  *          loopback (the clients' and the origin's own work: the floor of both).
- * Per competitor: wall (median), origin requests, origin bytes, WAN round trips on the critical
- * path (the longest chain of non-overlapping handshakes and request/response turns the WAN saw)
- * and WAN connections; ratios are edge / direct within the run.
+ * Per competitor: wall (median), origin requests, origin bytes, origin packs (`fetch` commands the
+ * origin answered), WAN round trips on the critical path (the longest chain of non-overlapping
+ * handshakes and request/response turns the WAN saw) and new WAN connections; ratios are edge /
+ * direct within the run. Warm scenarios also time the same direct clone over loopback (no WAN):
+ * git's own fixed costs, below which no edge gets a clone.
  *
  * The big repository is git's history to v2.0.0 (`--bundle`, default
  * /work/shared/data/git-v2.0.0.bundle); `--quick` uses a generated 20 MB repository instead and
@@ -114,6 +116,8 @@ interface Sample {
   bytes: number;
   roundTrips: number;
   connections: number;
+  /** Origin `fetch` commands: packs the origin computed (an edge answer from its store: none). */
+  packs: number;
 }
 const results = new Map<string, Map<string, Sample[]>>();
 const record = (scenario: string, who: string, s: Sample) => {
@@ -123,7 +127,7 @@ const record = (scenario: string, who: string, s: Sample) => {
   console.log(
     `  ${scenario} ${who}: ${s.wall.toFixed(2)} s, origin ${s.requests} req ${
       (s.bytes / 1e6).toFixed(3)
-    } MB, WAN ${s.roundTrips} serial round trips over ${s.connections} connections; load ${
+    } MB ${s.packs} packs, WAN ${s.roundTrips} serial round trips over ${s.connections} new connections; load ${
       (Deno.readTextFileSync("/proc/loadavg")).split(" ")[0]
     }`,
   );
@@ -144,6 +148,7 @@ async function measure(fn: () => Promise<unknown>, settle?: () => Promise<void>)
     bytes: o.bytesOut,
     roundTrips: trips.criticalRoundTrips,
     connections: trips.connections,
+    packs: o.commands.fetch ?? 0,
   };
 }
 
@@ -228,13 +233,13 @@ async function warmClones(scenario: string, name: string) {
       await clean(`${work.path}/c${d}`);
     }
     const f = await floor(name);
-    record(scenario, "client floor", {
-      wall: f,
-      requests: 0,
-      bytes: 0,
-      roundTrips: 0,
-      connections: 0,
-    });
+    const none = { requests: 0, bytes: 0, roundTrips: 0, connections: 0, packs: 0 };
+    record(scenario, "client floor", { wall: f, ...none });
+    // git's own fixed costs (its processes, the checkout): the same clone with no WAN at all.
+    const d = dirs;
+    const local = await timed(() => git(["clone", "-q", `${origin.url}/${name}`, dir()]));
+    await clean(`${work.path}/c${d}`);
+    record(scenario, "direct, no WAN (loopback)", { wall: local, ...none });
   }
 }
 
@@ -278,6 +283,12 @@ async function depth(scenario: string, n: number) {
       record(scenario, who, await measure(() => burst(url)));
       for (let i = d; i < dirs; i++) await clean(`${work.path}/c${i}`);
     }
+    // git's own costs for these clones (their pack work at the origin too): no WAN at all.
+    const d = dirs;
+    const local = await timed(() => burst(`${origin.url}/${BIG}`));
+    for (let i = d; i < dirs; i++) await clean(`${work.path}/c${i}`);
+    const none = { requests: 0, bytes: 0, roundTrips: 0, connections: 0, packs: 0 };
+    record(scenario, "direct, no WAN (loopback)", { wall: local, ...none });
   }
 }
 
@@ -364,9 +375,9 @@ try {
     `\nOver a WAN (${RTT} ms RTT, ${MBIT} Mbit/s), ${RUNS} run(s), medians; load ${await loadavg()}`,
   );
   console.log(
-    "| scenario | competitor | wall s | edge/direct | origin req | origin MB | WAN round trips |",
+    "| scenario | competitor | wall s | edge/direct | origin req | origin MB | origin packs | WAN round trips |",
   );
-  console.log("|---|---|---|---|---|---|---|");
+  console.log("|---|---|---|---|---|---|---|---|");
   for (const [scenario, byWho] of results) {
     const d = byWho.get("direct");
     const m = (xs: Sample[], k: keyof Sample) => median(xs.map((x) => x[k]));
@@ -375,7 +386,7 @@ try {
       console.log(
         `| ${scenario} | ${who} | ${m(xs, "wall").toFixed(2)} | ${ratio} | ${m(xs, "requests")} | ${
           (m(xs, "bytes") / 1e6).toFixed(3)
-        } | ${m(xs, "roundTrips")} |`,
+        } | ${m(xs, "packs")} | ${m(xs, "roundTrips")} |`,
       );
     }
   }

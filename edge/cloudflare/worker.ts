@@ -10,6 +10,7 @@ import { Metrics } from "../../src/proxy/metrics.ts";
 import { ParseBudget } from "../../src/proxy/parse_budget.ts";
 import { AuthMemo } from "../../src/proxy/auth_memo.ts";
 import { ResponseCache } from "../../src/proxy/response_cache.ts";
+import { TagListings } from "../../src/proxy/tag_listings.ts";
 import type { Env } from "./env.ts";
 import type { RepoRegistry } from "../../src/proxy/repo_registry.ts";
 import type { StoreEvictor } from "../../src/proxy/store_eviction.ts";
@@ -33,6 +34,8 @@ function createFetchHandler(): FetchHandler {
   const authMemo = new AuthMemo();
   const responseCache = new ResponseCache();
   const storeProbe = new StoreProbe();
+  // Each credential's newest ls-refs tag digest (strings only: nothing crosses requests but them).
+  const tagListings = new TagListings();
   let parseBudget: ParseBudget | undefined;
   // The repository registry and the store's evictor of this isolate (made with its first
   // request's bindings, which are the same for every request of the isolate).
@@ -64,6 +67,7 @@ function createFetchHandler(): FetchHandler {
       responseCache,
       parseBudget,
       storeProbe,
+      tagListings,
       registry,
       evictor,
     });

@@ -27,6 +27,7 @@ import { requestContext, requestLog } from "./request_log.ts";
 import { HEALTH_ROUTES, liveResponse, readiness, readyResponse, StoreProbe } from "./health.ts";
 import { currentSnapshot } from "./snapshot_answer.ts";
 import { LsRefsAhead } from "./ls_refs_ahead.ts";
+import { TagListings } from "./tag_listings.ts";
 import { RepoRegistry } from "./repo_registry.ts";
 import { StoreEvictor } from "./store_eviction.ts";
 import { overview, renderPage, statusJson } from "./operator_page.ts";
@@ -59,6 +60,7 @@ export function createApp(
     /** The readiness probe's memory of the store's last write (per process or isolate). */
     storeProbe?: StoreProbe;
     lsRefsAhead?: LsRefsAhead;
+    tagListings?: TagListings;
     registry?: RepoRegistry;
     evictor?: StoreEvictor;
   } = {},
@@ -92,6 +94,7 @@ export function createApp(
     parseBudget,
     // What it learns lives as long as the app: on Workers, built per request, it never sends.
     lsRefsAhead: opts.lsRefsAhead ?? new LsRefsAhead(),
+    tagListings: opts.tagListings ?? new TagListings(),
     registry,
   };
   const app = new Hono();

@@ -6,8 +6,8 @@ import type { ScheduleBasis } from "./deps.ts";
 import type { RepoRef } from "./repo.ts";
 import type { ProxyContext } from "./context.ts";
 import { countingStream } from "./metrics.ts";
-import { cacheKey, entryKey, hex, keyedByTags } from "./response_cache.ts";
-import { sha256 } from "@noble/hashes/sha2.js";
+import { cacheKey, entryKey, keyedByTags } from "./response_cache.ts";
+import { TagDigest } from "./tag_listings.ts";
 import { OriginAnswerError } from "./origin.ts";
 import { forwardUploadPack, inBackground, recentlyAuthorised, relay } from "./forwarding.ts";
 import { type FetchCall, type PlanOf, scheduleBuild, servedAnswer } from "./fetch_call.ts";
@@ -46,7 +46,9 @@ async function throughCache(
   let tags = "-";
   let authorised: boolean;
   if (keyedByTags(args)) {
-    const digest = await originTagDigest(ctx, request, repo, req);
+    // The clone's own ls-refs listed the tags moments ago, most often (tag_listings.ts).
+    const digest = ctx.tagListings?.digest(ctx, request, repo) ??
+      await originTagDigest(ctx, request, repo, req);
     if (digest === null) {
       // The origin refused the credential (or failed): the fetch goes to it as it is.
       return await forwardUploadPack(ctx, request, repo, serializeCommandRequest(req));
@@ -170,7 +172,7 @@ async function originTagDigest(
     await res.body?.cancel();
     return null;
   }
-  const hash = sha256.create();
+  const digest = new TagDigest();
   let size = 0;
   try {
     for await (const chunk of res.body) {
@@ -178,7 +180,7 @@ async function originTagDigest(
       if (size > MAX_TAG_LISTING) {
         throw new OriginAnswerError(url, `(ls-refs of tags) exceeds ${MAX_TAG_LISTING} bytes`);
       }
-      hash.update(chunk);
+      digest.push(chunk);
     }
   } catch (err) {
     // An answer the origin cut short (its upload-pack died on the request) is the origin's
@@ -186,5 +188,10 @@ async function originTagDigest(
     if (err instanceof OriginAnswerError) throw err;
     throw new OriginAnswerError(url, "(ls-refs of tags) was cut short", { cause: err });
   }
-  return hex(hash.digest());
+  const value = digest.value();
+  if (value === null) {
+    throw new OriginAnswerError(url, "(ls-refs of tags) was cut short or malformed");
+  }
+  ctx.metrics.inc("gitedge_tag_digest_total", 1, { source: "origin" });
+  return value;
 }

@@ -30,6 +30,8 @@ export interface ProxyContext {
   registry?: RepoRegistry;
   /** `ls-refs` sent to the origin alongside `info/refs` (absent: never). */
   lsRefsAhead?: LsRefsAheadHooks;
+  /** The tags each credential's newest `ls-refs` answer listed (absent: never used). */
+  tagListings?: TagListingHooks;
 }
 
 /** What the routes call of `LsRefsAhead` (ls_refs_ahead.ts). */
@@ -42,7 +44,20 @@ export interface LsRefsAheadHooks {
     head: Pkt[],
     reader: PktLineReader,
     budget: { left: number; max: number },
-  ): Promise<{ response: Response | null; read: Pkt[] }>;
+  ): Promise<{ response: Response | null; read: Pkt[]; askedAt?: number }>;
+}
+
+/** What the routes call of `TagListings` (tag_listings.ts). */
+export interface TagListingHooks {
+  observe(
+    ctx: ProxyContext,
+    request: Request,
+    repo: RepoRef,
+    read: Pkt[],
+    askedAt: number,
+    response: Response,
+  ): Response;
+  digest(ctx: ProxyContext, request: Request, repo: RepoRef): string | null;
 }
 
 /**

@@ -143,7 +143,17 @@ async function uploadPack(
     const { command } = requestCommand(head);
     if (command === "ls-refs" && ctx.lsRefsAhead) {
       const ahead = await ctx.lsRefsAhead.answer(ctx, request, repo, head, reader, budget);
-      if (ahead.response) return ahead.response;
+      if (ahead.response) {
+        return ctx.tagListings?.observe(
+          ctx,
+          request,
+          repo,
+          ahead.read,
+          ahead.askedAt!,
+          ahead.response,
+        ) ??
+          ahead.response;
+      }
       head = ahead.read;
     }
     if (command !== "fetch") {
@@ -157,9 +167,11 @@ async function uploadPack(
         await rest.cancel().catch(() => {});
         return answer;
       }
+      const askedAt = ctx.deps.clock.now();
       const res = await streamThrough(ctx, request, originUrl, rest);
       noteOriginVerdict(ctx, request, repo, res.status);
-      return res;
+      if (command !== "ls-refs" || !ctx.tagListings) return res;
+      return ctx.tagListings.observe(ctx, request, repo, head, askedAt, res);
     }
     if (Number(request.headers.get("content-length") ?? 0) > max) {
       throw new RequestTooLargeError(`request body exceeds ${max} bytes`);

@@ -8,7 +8,9 @@
  *
  * Freshness: the answer was computed by the origin after the clone's first request reached the
  * edge, never before, so it cannot hide a change made before the clone started; it is handed out
- * once, to the request it was made for (same credential), and only within the bound; an answer
+ * to the requests it was made for (same credential), and only within the bound; the next
+ * `info/refs` of the credential replaces it (it predates that clone) with its own answer, which
+ * then serves both clones (a burst of clones each gets one, never one older than itself); an answer
  * other than 200, or one cut short, is never used (the request goes to the origin as usual).
  * Credentials stay in memory, keyed by the credential memo's salted hash. Bounded: at most
  * {@link MAX_ENTRIES} answers of at most {@link MAX_ANSWER_BYTES} each.
@@ -41,6 +43,8 @@ interface Entry {
   at: number;
   request: string;
   answer: Promise<Answer | null>;
+  /** The `info/refs` it stands for whose `ls-refs` has not come yet (this one's and earlier). */
+  clones: number;
 }
 
 /** The requests learned and the answers under way, of one process. */
@@ -56,15 +60,26 @@ export class LsRefsAhead implements LsRefsAheadHooks {
   readonly #refused = new Map<string, number>();
   /** credential memo key → when an `ls-refs` found nothing sent ahead (ms). */
   readonly #early = new Map<string, number>();
+  /** credential memo key → when its last v2 `info/refs` came (ms). */
+  readonly #infoRefs = new Map<string, number>();
 
   /**
    * On a v2 `info/refs` of the upload-pack service: sends the learned `ls-refs` of `repo` to the
    * origin with `request`'s credentials, unless nothing is learned yet or the bound is 0.
    */
   start(ctx: ProxyContext, request: Request, repo: RepoRef): void {
-    const learned = this.#learned.get(learnedKey(repo, request));
-    if (!learned || boundMs(ctx) <= 0) return;
+    if (boundMs(ctx) <= 0) return;
     const key = ctx.authMemo.key(repo.id, request.headers.get("authorization"));
+    // An answer sent ahead for an earlier info/refs predates this clone: whatever this one does,
+    // that answer goes to no `ls-refs` from now on. The clones it was for get this one's (newer)
+    // answer instead, if this one sends any (concurrent clones of one credential each get theirs).
+    const prior = this.#ahead.get(key);
+    this.#ahead.delete(key);
+    const now = ctx.deps.clock.now();
+    const carried = prior && now - prior.at <= boundMs(ctx) ? prior.clones : 0;
+    remember(this.#infoRefs, key, ctx.deps.clock.now());
+    const learned = this.#learned.get(learnedKey(repo, request));
+    if (!learned) return;
     // A client that sends its `ls-refs` with its `info/refs` (gitedge clone) may have had it
     // answered already: nothing to send ahead for it.
     const early = this.#early.get(key);
@@ -108,8 +123,7 @@ export class LsRefsAhead implements LsRefsAheadHooks {
       return { status: res.status, contentType: res.headers.get("content-type"), bytes };
     })().catch(() => null);
     inBackground(ctx, answer);
-    this.#ahead.delete(key);
-    this.#ahead.set(key, { at: ctx.deps.clock.now(), request: learned.key, answer });
+    this.#ahead.set(key, { at: now, request: learned.key, answer, clones: carried + 1 });
     while (this.#ahead.size > MAX_ENTRIES) this.#ahead.delete(this.#ahead.keys().next().value!);
   }
 
@@ -125,7 +139,7 @@ export class LsRefsAhead implements LsRefsAheadHooks {
     head: Pkt[],
     reader: PktLineReader,
     budget: { left: number; max: number },
-  ): Promise<{ response: Response | null; read: Pkt[] }> {
+  ): Promise<{ response: Response | null; read: Pkt[]; askedAt?: number }> {
     let read = head;
     if (head.at(-1)?.type === "delim") read = [...head, ...await readPkts(reader, budget, true)];
     const complete = read.at(-1)?.type === "flush" && await reader.peek() === null;
@@ -140,12 +154,18 @@ export class LsRefsAhead implements LsRefsAheadHooks {
     const memoKey = ctx.authMemo.key(repo.id, request.headers.get("authorization"));
     const entry = this.#ahead.get(memoKey);
     if (!entry) {
-      this.#early.delete(memoKey);
-      this.#early.set(memoKey, ctx.deps.clock.now());
-      while (this.#early.size > MAX_ENTRIES) this.#early.delete(this.#early.keys().next().value!);
+      // Nothing ahead and no info/refs just before: a client that sends its ls-refs with its
+      // info/refs. (One that came after its info/refs, as git's do, marks nothing: else the next
+      // clone, if it starts within EARLY_MS, would get nothing ahead either, and so on.)
+      const infoRefs = this.#infoRefs.get(memoKey);
+      if (infoRefs === undefined || ctx.deps.clock.now() - infoRefs >= EARLY_MS) {
+        remember(this.#early, memoKey, ctx.deps.clock.now());
+      }
       return { response: null, read };
     }
-    this.#ahead.delete(memoKey);
+    // It serves as many `ls-refs` as there were `info/refs` since it (or the one it replaced) was
+    // sent; each was answered after its own clone's `info/refs`, never before.
+    if (--entry.clones <= 0) this.#ahead.delete(memoKey);
     const age = ctx.deps.clock.now() - entry.at;
     if (entry.request !== key || age < 0 || age > boundMs(ctx)) {
       ctx.metrics.inc("gitedge_ls_refs_ahead_total", 1, { result: "unused" });
@@ -163,8 +183,16 @@ export class LsRefsAhead implements LsRefsAheadHooks {
     return {
       response: new Response(answer.bytes as Uint8Array<ArrayBuffer>, { status: 200, headers }),
       read,
+      askedAt: entry.at,
     };
   }
+}
+
+/** Sets `key` to `value` as the newest of `map`, which keeps at most {@link MAX_ENTRIES}. */
+function remember(map: Map<string, number>, key: string, value: number): void {
+  map.delete(key);
+  map.set(key, value);
+  while (map.size > MAX_ENTRIES) map.delete(map.keys().next().value!);
 }
 
 function learnedKey(repo: RepoRef, request: Request): string {

@@ -389,7 +389,7 @@ export const SETTINGS: readonly Setting[] = [
     default: DEFAULT_EDGE_CONFIG.lsRefsAheadSeconds,
     help: "With a v2 `info/refs`, the edge sends the origin the `ls-refs` the repository's last " +
       "client sent; the same client's `ls-refs` within this many seconds gets that answer " +
-      "(computed after its clone began: one WAN round trip saved; 0: off).",
+      "(computed after its clone began), and its cached fetch that listing's tag digest (0: off).",
   }),
   integer({
     key: "responseCacheBytes",

@@ -11,6 +11,7 @@ import { addCommits, assertSameClone, makeRepo, refsOf } from "../../support/fix
 import { denoEdgeFactory } from "../../support/edge.ts";
 import { modernGit } from "../../support/git_builds.ts";
 import { URI_CLONE, warm } from "../../proxy/edge_suite.ts";
+import { encodePkts } from "../../../src/git/pktline.ts";
 
 const REPO = "r.git";
 
@@ -79,4 +80,67 @@ Deno.test("ls-refs ahead off (--ls-refs-ahead 0): every ls-refs goes to the orig
     await git([...URI_CLONE, `${edge.url}/${REPO}`, `${dir.path}/c${i}`], { bin });
   }
   assertEquals(await metric(edge.url, USED), 0);
+});
+
+Deno.test("back-to-back listings each get their ls-refs ahead, with the refs of their own time", async () => {
+  // Fails without ls_refs_ahead.ts noting info/refs times: an ls-refs that found nothing ahead
+  // (the first) marked the credential "early", so the next info/refs within 0.5 s sent nothing
+  // ahead, whose ls-refs marked it again: back-to-back clones (a CI's) never got one.
+  const bin = await gitBin();
+  await using origin = await startOrigin();
+  await using edge = await denoEdgeFactory({ origin: origin.url });
+  await makeRepo(origin, REPO, { commits: 3 });
+  const url = `${edge.url}/${REPO}`;
+  await git(["ls-remote", url], { bin }); // learns the request
+  for (let i = 0; i < 3; i++) await git(["ls-remote", url], { bin });
+  assertEquals(await metric(edge.url, USED), 3, await aheadCounts(edge.url));
+  // A ref made at the origin just before a listing is in it.
+  const head = (await git(["rev-parse", "HEAD"], { cwd: `${origin.root}/${REPO}` })).trim();
+  await git(["update-ref", "refs/heads/just-now", head], { cwd: `${origin.root}/${REPO}` });
+  const listed = await git(["ls-remote", url], { bin });
+  assert(listed.includes("refs/heads/just-now"), listed);
+  assertEquals(await metric(edge.url, USED), 4, await aheadCounts(edge.url));
+});
+
+Deno.test("concurrent clones of one credential each get an ls-refs ahead, none older than its own info/refs", async () => {
+  // Fails without the count of clones an answer stands for: the second info/refs replaced the
+  // first's answer and the first ls-refs took it, so the others went to the origin (1 of 3 used).
+  await using origin = await startOrigin();
+  await using edge = await denoEdgeFactory({ origin: origin.url });
+  const { bare } = await makeRepo(origin, REPO, { commits: 3 });
+  const headers = { "git-protocol": "version=2", "user-agent": "test/concurrent" };
+  const infoRefs = async () => {
+    const res = await fetch(`${edge.url}/${REPO}/info/refs?service=git-upload-pack`, { headers });
+    assertEquals(res.status, 200);
+    await res.body?.cancel();
+  };
+  const LS_REFS = encodePkts([
+    "command=ls-refs\n",
+    "delim",
+    "peel\n",
+    "ref-prefix refs/heads/\n",
+    "flush",
+  ]) as Uint8Array<ArrayBuffer>;
+  const lsRefs = async () => {
+    const res = await fetch(`${edge.url}/${REPO}/git-upload-pack`, {
+      method: "POST",
+      headers: { ...headers, "content-type": "application/x-git-upload-pack-request" },
+      body: LS_REFS,
+    });
+    assertEquals(res.status, 200);
+    return await res.text();
+  };
+  await infoRefs();
+  await lsRefs(); // learns the request
+  await new Promise((r) => setTimeout(r, 600)); // past the "sent with its info/refs" window
+  const head = (await git(["rev-parse", "HEAD"], { cwd: bare })).trim();
+  await git(["update-ref", "refs/heads/before-all", head], { cwd: bare });
+  // Three clones' info/refs, then their three ls-refs.
+  for (let i = 0; i < 3; i++) await infoRefs();
+  const listings = await Promise.all([lsRefs(), lsRefs(), lsRefs()]);
+  assertEquals(await metric(edge.url, USED), 3, await aheadCounts(edge.url));
+  for (const l of listings) assert(l.includes("refs/heads/before-all"), l);
+  // A fourth ls-refs has no info/refs of its own left: it goes to the origin.
+  await lsRefs();
+  assertEquals(await metric(edge.url, USED), 3, await aheadCounts(edge.url));
 });
