@@ -178,6 +178,12 @@ export interface EdgeConfig {
    */
   responseCacheBytes?: number;
   /**
+   * A plain full clone (no `packfile-uris`) whose wants are exactly the snapshot's tips gets one
+   * pack streamed from the snapshot's packs instead of the origin's (snapshot_stream.ts).
+   * Default on.
+   */
+  snapshotPlainClones?: boolean;
+  /**
    * After a failed snapshot build, builds that clones ask for wait this many seconds, doubling
    * with each failure in a row up to 64 times (`/_edge/warm` does not wait); 0 turns it off.
    */
@@ -214,6 +220,7 @@ export const DEFAULT_EDGE_CONFIG: Readonly<
       | "bodyTimeoutSeconds"
       | "buildBackoffSeconds"
       | "lsRefsAheadSeconds"
+      | "snapshotPlainClones"
     >
   >
 > = {
@@ -226,6 +233,7 @@ export const DEFAULT_EDGE_CONFIG: Readonly<
   responseCacheBytes: 1 << 30,
   buildBackoffSeconds: 60,
   lsRefsAheadSeconds: 10,
+  snapshotPlainClones: true,
 };
 
 export interface EdgeDeps {

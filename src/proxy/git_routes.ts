@@ -52,6 +52,7 @@ import {
   serializeCommandRequest,
 } from "../git/command_request.ts";
 import { parseFetchArgs, serializeFetchArgs } from "../git/fetch_request.ts";
+import { streamSnapshot } from "./snapshot_stream.ts";
 import { answerBundleUri, offersBundles, withCapability } from "./bundle_answer.ts";
 
 function isV2(request: Request): boolean {
@@ -203,7 +204,8 @@ async function uploadPack(
   }
   const args = parseFetchArgs(req.args);
   const scheme = new URL(publicBase(ctx, url)).protocol.replace(":", "");
-  const eligible = wantsSnapshot(args, scheme);
+  const plainClones = ctx.deps.config.snapshotPlainClones ?? true;
+  const eligible = wantsSnapshot(args, scheme, plainClones);
   // Evictions of the store that begin from here on are noticed when the packs are pinned.
   const epoch = ctx.registry?.evictionEpoch(repo.id) ?? 0;
   const inputs = {
@@ -214,12 +216,14 @@ async function uploadPack(
     originAdvertisesUris: ctx.originFeatures?.advertises(repo, "packfile-uris") ?? false,
     recentlyAuthorised: eligible && recentlyAuthorised(ctx, request, repo),
     responseCacheOn: responseCacheBytes(ctx) > 0,
+    snapshotPlainClones: plainClones,
   };
   let plan = planFetch(inputs);
   // Packs handed out are pinned (store eviction spares them until their URLs expire); a snapshot
   // being evicted, or evicted since it was looked up, is not handed out: the fetch passes through.
   if (
-    (plan.action === "answer-from-snapshot" || plan.action === "rewrite") &&
+    (plan.action === "answer-from-snapshot" || plan.action === "rewrite" ||
+      plan.action === "stream-snapshot") &&
     !pinSnapshot(ctx, repo, epoch)
   ) {
     plan = planFetch({ ...inputs, snapshot: NO_SNAPSHOT });
@@ -233,6 +237,9 @@ async function uploadPack(
     case "answer-from-snapshot":
       ctx.registry?.noteFetch(repo, "answered", true, seen);
       return await answerFromSnapshot(ctx, repo, plan.manifest, url, args.sidebandAll);
+    case "stream-snapshot":
+      ctx.registry?.noteFetch(repo, "answered", true, seen);
+      return streamSnapshot(ctx, repo, plan.manifest, args);
     case "response-cache": {
       const res = await cachedFetch(
         ctx,

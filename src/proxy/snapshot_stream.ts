@@ -1,0 +1,112 @@
+/**
+ * A plain clone answered from the snapshot (plan `stream-snapshot`, fetch_plan.ts): a fetch
+ * without `packfile-uris` whose wants are exactly the snapshot's tips gets the snapshot's packs
+ * as the one pack of a normal protocol-v2 fetch response, streamed by the edge: a `packfile`
+ * section whose band 1 carries one pack header for every object, each stored pack's entries as
+ * stored and one trailer hashed as it streams (src/git/pack_join.ts; a snapshot of one pack goes
+ * out as it is stored, nothing hashed). No recompression, no inflation, no origin pack; memory
+ * stays flat in the repository's size (one store chunk at a time). Upload-pack's answer to a
+ * `done` without haves, shallow or `want-ref` has no other section, so neither has this one.
+ *
+ * A pack that fails while streaming (gone from the store, cut short) ends the answer with a
+ * band-3 error, which git reports and dies on (it never takes a partial pack).
+ */
+import type { Manifest, RepoRef } from "./deps.ts";
+import type { ProxyContext } from "./context.ts";
+import type { FetchArgs } from "../git/fetch_request.ts";
+import { manifestPacks } from "./snapshot.ts";
+import { onePack } from "../git/pack_join.ts";
+import { concat, FLUSH_PKT } from "../git/pktline.ts";
+import { encodeFetchSection } from "../git/fetch_response.ts";
+import { BAND_ERROR, BAND_PROGRESS, encodeSideband, encodeSidebandText } from "../git/sideband.ts";
+
+/** The edge's answer to a fetch the plan streams from `manifest`'s packs. */
+export function streamSnapshot(
+  ctx: ProxyContext,
+  repo: RepoRef,
+  manifest: Manifest,
+  args: Pick<FetchArgs, "noProgress" | "sidebandAll">,
+): Response {
+  const packs = manifestPacks(manifest);
+  const format = manifest.objectFormat ?? "sha1";
+  const objects = packs.reduce((n, p) => n + p.objects, 0);
+  const open = async (key: string) => {
+    const obj = await ctx.deps.store.get(key);
+    if (!obj) throw new Error("a snapshot pack vanished from the store while it was streamed");
+    return obj.body;
+  };
+  const pack = onePack(
+    packs.map((p) => ({ size: p.size, objects: p.objects, open: () => open(p.key) })),
+    format,
+  );
+  const head = [encodeFetchSection("packfile", [], args.sidebandAll)];
+  if (!args.noProgress) {
+    const mib = (packs.reduce((n, p) => n + p.size, 0) / (1 << 20)).toFixed(1);
+    head.push(
+      encodeSidebandText(
+        BAND_PROGRESS,
+        `gitedge: ${objects} objects (${mib} MiB) from the snapshot\n`,
+      ),
+    );
+  }
+  ctx.metrics.inc("gitedge_fetch_streamed_total");
+  const body = sidebandPack(concat(head), pack, (bytes) => {
+    ctx.metrics.inc("gitedge_cache_bytes_total", bytes);
+  }, (error) => {
+    ctx.deps.log?.log("warn", "snapshot_stream.failed", {
+      repo: repo.path,
+      error: error instanceof Error ? error.message : String(error),
+    });
+  });
+  return new Response(body, {
+    status: 200,
+    headers: {
+      "content-type": "application/x-git-upload-pack-result",
+      "cache-control": "no-cache",
+    },
+  });
+}
+
+/**
+ * `head`, then `pack` framed as band-1 packets (at most 65520 bytes each), then a flush; a pack
+ * that errors ends the stream with a band-3 message and no flush instead. `sent` learns each
+ * chunk's size as it goes out, `failed` the error.
+ */
+export function sidebandPack(
+  head: Uint8Array,
+  pack: ReadableStream<Uint8Array>,
+  sent: (bytes: number) => void,
+  failed: (error: unknown) => void,
+): ReadableStream<Uint8Array> {
+  const reader = pack.getReader();
+  let started = false;
+  return new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      if (!started) {
+        started = true;
+        controller.enqueue(head);
+        return;
+      }
+      let next: ReadableStreamReadResult<Uint8Array>;
+      try {
+        next = await reader.read();
+      } catch (error) {
+        failed(error);
+        controller.enqueue(encodeSidebandText(BAND_ERROR, "gitedge: the snapshot pack failed"));
+        controller.close();
+        return;
+      }
+      if (next.done) {
+        controller.enqueue(FLUSH_PKT);
+        controller.close();
+        return;
+      }
+      if (next.value.length === 0) return;
+      sent(next.value.length);
+      controller.enqueue(encodeSideband(1, next.value));
+    },
+    async cancel(reason) {
+      await reader.cancel(reason).catch(() => {});
+    },
+  }, { highWaterMark: 0 });
+}
