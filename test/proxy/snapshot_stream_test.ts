@@ -188,6 +188,20 @@ Deno.test("the streamed pack: side-band packets of at most 65520 bytes, band 3 i
   assertEquals(data.reduce((n, p) => n + p.length - 1, 0), big.length, "every byte");
   assertEquals(ok.sent(), big.length);
 
+  // Small chunks (local R2 gives 4 KiB) are gathered into full packets.
+  const small = new ReadableStream<Uint8Array>({
+    start(c) {
+      for (let at = 0; at < big.length; at += 4096) c.enqueue(big.subarray(at, at + 4096));
+      c.close();
+    },
+  });
+  const gathered = decodePkts((await read(small)).bytes).slice(1, -1);
+  assertEquals(
+    gathered.map((p) => p.type === "data" ? p.data.length - 1 : -1),
+    [65515, 65515, 65515, big.length - 3 * 65515],
+    "full packets",
+  );
+
   const failing = new ReadableStream<Uint8Array>({
     start(c) {
       c.enqueue(big.subarray(0, 10));
