@@ -470,6 +470,14 @@ export const MUTANTS: Mutant[] = [
     tests: [EDGE_SUITE],
     filter: "/plain clone gets one pack/",
   },
+  {
+    name: "pack_join/sha1-always",
+    file: "src/git/pack_join.ts",
+    from: 'const hash = format === "sha1" ? sha1.create() : sha256.create();',
+    to: "const hash = sha1.create();",
+    tests: [STREAM],
+    filter: "/SHA-256/",
+  },
   // This script's own restore (test/ci_mutants_test.ts).
   {
     name: "mutants/no-restore",

@@ -15,6 +15,7 @@ import { assert, assertEquals } from "../support/assert.ts";
 import { warm } from "./edge_suite.ts";
 import { decodePkts, encodePkts, MAX_PKT_LENGTH } from "../../src/git/pktline.ts";
 import { sidebandPack } from "../../src/proxy/snapshot_stream.ts";
+import { makeAwkwardRepo } from "../support/awkward.ts";
 
 const PLAIN = ["-c", "protocol.version=2", "clone", "-q"];
 
@@ -161,6 +162,27 @@ Deno.test("a private repository's snapshot is streamed only to a caller the orig
   assertEquals(res.status, 200);
   assert(new TextDecoder("latin1").decode(await res.arrayBuffer()).includes("PACK"), "a pack");
   assertEquals(await metric(edge, "gitedge_fetch_streamed_total"), 2);
+});
+
+Deno.test("SHA-256 and awkward repositories (tags of blobs and trees, odd ref names) stream too", async () => {
+  await using origin = await startOrigin();
+  await using edge = await denoEdgeFactory({ origin: origin.url, chunks: 3 });
+  await using dir = await tempDir();
+  const d = dir.path;
+  await makeRepo(origin, "s.git", FIXTURE, { objectFormat: "sha256" });
+  await makeAwkwardRepo(origin, "a.git", `${d}/scratch`);
+  let streamed = 0;
+  for (const repo of ["s.git", "a.git"]) {
+    const snap = await warm(edge, repo);
+    assert((snap.packs as unknown[]).length >= 2, `${repo}: several packs, joined`);
+    await git(["clone", "-q", "--mirror", origin.repoUrl(repo), `${d}/direct-${repo}`]);
+    origin.stats.reset();
+    await git([...PLAIN, "--mirror", `${edge.url}/${repo}`, `${d}/edge-${repo}`]);
+    assertEquals(origin.stats.commands.fetch, undefined, `${repo}: no fetch at the origin`);
+    assertEquals(await metric(edge, "gitedge_fetch_streamed_total"), ++streamed, repo);
+    await assertSameClone(`${d}/direct-${repo}`, `${d}/edge-${repo}`);
+    await assertSameObjects(`${d}/direct-${repo}`, `${d}/edge-${repo}`);
+  }
 });
 
 Deno.test("the streamed pack: side-band packets of at most 65520 bytes, band 3 if it fails", async () => {
