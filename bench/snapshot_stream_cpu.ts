@@ -12,7 +12,7 @@
  * snapshot: nothing hashed), `join` (side-band framed through `joinedPack`: SHA-1 over every byte
  * with @noble/hashes, what a several-pack snapshot costs) and `digest` (the runtime's native
  * `crypto.DigestStream` SHA-1 over the same bytes). The Worker's own CPU for a mode is its figure
- * less `raw`'s. In Deno, the same code in process (the Deno server's cost): CPU seconds of
+ * less `raw`'s; workerd's RSS is sampled every 50 ms during each request (peak over the start). In Deno, the same code in process (the Deno server's cost): CPU seconds of
  * `joinedPack` + `sidebandPack` over the pack read from a file, `onePack` likewise, and
  * `node:crypto` SHA-1 for comparison. Rounds interleave the modes; medians are printed.
  */
@@ -42,6 +42,11 @@ function cpuSeconds(pid: number): number {
   const stat = Deno.readTextFileSync(`/proc/${pid}/stat`);
   const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
   return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+
+function rssMiB(pid: number): number {
+  const status = Deno.readTextFileSync(`/proc/${pid}/status`);
+  return Number(/VmRSS:\s+(\d+) kB/.exec(status)![1]) / 1024;
 }
 
 function childWorkerd(): number[] {
@@ -111,13 +116,19 @@ if (pid === undefined) throw new Error("workerd process not found");
 const bucket = await worker.miniflare.getR2Bucket("PACKS") as unknown as R2Bucket;
 await bucket.put("pack", pack);
 const workerd: Record<string, number[]> = { raw: [], stored: [], join: [], digest: [] };
+const growth: Record<string, number[]> = { raw: [], stored: [], join: [], digest: [] };
 let bytes: Record<string, number> = {};
 for (let r = 0; r < ROUNDS; r++) {
   for (const mode of Object.keys(workerd)) {
     await new Promise((res) => setTimeout(res, 300));
     const start = cpuSeconds(pid);
+    const idle = rssMiB(pid);
+    let peak = idle;
+    const sampler = setInterval(() => peak = Math.max(peak, rssMiB(pid)), 50);
     const res = await fetch(`${worker.url}/stream?mode=${mode}&objects=${objects}`);
     const n = await drain(res.body!);
+    clearInterval(sampler);
+    growth[mode].push(peak - idle);
     await new Promise((res) => setTimeout(res, 300));
     workerd[mode].push(cpuSeconds(pid) - start);
     bytes = { ...bytes, [mode]: n };
@@ -130,7 +141,8 @@ for (const [mode, xs] of Object.entries(workerd)) {
   const over = median(xs) - median(workerd.raw);
   console.log(
     `  ${mode.padEnd(8)} ${median(xs).toFixed(2)}  (${xs.map((x) => x.toFixed(2)).join(", ")})` +
-      `  over raw ${over.toFixed(2)}  bytes ${bytes[mode]}`,
+      `  over raw ${over.toFixed(2)}  bytes ${bytes[mode]}` +
+      `  RSS growth MiB ${growth[mode].map((x) => x.toFixed(0)).join(", ")}`,
   );
 }
 console.log("Deno in-process CPU s (median; all):");
