@@ -419,7 +419,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/proxy/fetch_plan.ts",
     from: "input.snapshotPlainClones && input.recentlyAuthorised && streamFrom &&",
     to: "input.snapshotPlainClones && streamFrom &&",
-    tests: [STREAM, "test/proxy/fetch_plan_test.ts"],
+    tests: [STREAM, "test/proxy/fetch_plan_test.ts", EDGE_SUITE],
     filter: "/private|fetch plan/",
   },
   {

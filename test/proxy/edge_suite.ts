@@ -1087,6 +1087,33 @@ export function edgeSuite(
       assertEquals(anonFetch.status, 401, "anonymous fetch refused by the origin");
       assert(anonFetch.headers.get("www-authenticate")?.startsWith("Basic"), "challenge forwarded");
       assert(!(await anonFetch.text()).includes("/_edge/packs/"), "no URIs to the unauthorised");
+      // A plain clone's fetch of every snapshot tip (what the edge streams from the snapshot):
+      // anonymous or with a wrong password, the origin's 401 and no pack bytes; alice's, a pack.
+      const plain = encodePkts([
+        "command=fetch\n",
+        "delim",
+        "thin-pack\n",
+        "ofs-delta\n",
+        "no-progress\n",
+        ...[...new Set(tips)].map((t) => `want ${t}\n`),
+        "done\n",
+        "flush",
+      ]);
+      for (const authorization of [undefined, `Basic ${btoa("alice:wrong")}`, basic]) {
+        const res = await fetch(`${w.edge.url}/p.git/git-upload-pack`, {
+          method: "POST",
+          headers: {
+            "git-protocol": "version=2",
+            "content-type": "application/x-git-upload-pack-request",
+            ...(authorization ? { authorization } : {}),
+          },
+          body: plain as Uint8Array<ArrayBuffer>,
+        });
+        const body = latin1(new Uint8Array(await res.arrayBuffer()));
+        const who = authorization === basic ? "alice" : authorization ? "a wrong password" : "anon";
+        assertEquals(res.status, authorization === basic ? 200 : 401, `plain fetch by ${who}`);
+        assertEquals(body.includes("PACK"), authorization === basic, `pack bytes to ${who}`);
+      }
       // No credential in any stored key or object (manifest, packs, cached answers), in clear
       // text or as the Basic header's base64.
       const stored = await w.edge.listStored("");
