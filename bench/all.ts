@@ -14,6 +14,7 @@ const BENCHES = [
   "edge_clone.ts",
   "worker_vs_deno.ts",
   "worker_build.ts",
+  "snapshot_stream_cpu.ts",
   "wrangler_dev.ts",
   "warm_floor.ts",
   "ci_burst.ts",

@@ -31,10 +31,16 @@ export interface EdgeConfig {
    */
   authTtlSeconds?: number;
   /**
-   * Total size of the response cache (answers to fetches without `have`, in the store), bytes;
-   * 0 turns it off. Default {@link DEFAULT_EDGE_CONFIG}.
+   * Total size of the response cache (answers to clones' fetches, and to incremental fetches keyed
+   * by their haves, in the store), bytes; 0 turns it off. Default {@link DEFAULT_EDGE_CONFIG}.
    */
   responseCacheBytes?: number;
+  /**
+   * A plain full clone (no `packfile-uris`) whose wants are exactly the snapshot's tips gets one
+   * pack streamed from the snapshot's packs instead of the origin's (snapshot_stream.ts).
+   * Default on.
+   */
+  snapshotPlainClones?: boolean;
   /**
    * After a failed snapshot build, builds that clones ask for wait this many seconds, doubling
    * with each failure in a row up to 64 times (`/_edge/warm` does not wait); 0 turns it off.
@@ -69,6 +75,7 @@ export const DEFAULT_EDGE_CONFIG: Readonly<
       | "maxRequestBytes"
       | "authTtlSeconds"
       | "responseCacheBytes"
+      | "snapshotPlainClones"
       | "bodyTimeoutSeconds"
       | "buildBackoffSeconds"
       | "lsRefsAheadSeconds"
@@ -82,6 +89,7 @@ export const DEFAULT_EDGE_CONFIG: Readonly<
   bodyTimeoutSeconds: 60,
   authTtlSeconds: 30,
   responseCacheBytes: 1 << 30,
+  snapshotPlainClones: true,
   buildBackoffSeconds: 60,
   lsRefsAheadSeconds: 10,
 };
@@ -94,9 +102,11 @@ export type ResolvedEdgeConfig = EdgeConfig & Required<Pick<EdgeConfig, Defaulte
 
 /** `config` with every setting it leaves unset (or undefined) at its default. */
 export function withDefaults(config: EdgeConfig): ResolvedEdgeConfig {
-  const resolved = { ...DEFAULT_EDGE_CONFIG, ...config };
+  const resolved: ResolvedEdgeConfig = { ...DEFAULT_EDGE_CONFIG, ...config };
+  // A key set to undefined in `config` spreads as undefined: put its default back.
+  const filled: Record<DefaultedSetting, unknown> = resolved;
   for (const key of Object.keys(DEFAULT_EDGE_CONFIG) as DefaultedSetting[]) {
-    resolved[key] = config[key] ?? DEFAULT_EDGE_CONFIG[key];
+    filled[key] = config[key] ?? DEFAULT_EDGE_CONFIG[key];
   }
   return resolved;
 }

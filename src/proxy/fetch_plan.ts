@@ -39,6 +39,8 @@ export interface FetchInputs {
   recentlyAuthorised: boolean;
   /** The response cache is on (a byte budget above zero). */
   responseCacheOn: boolean;
+  /** Plain clones may be streamed from the snapshot (`snapshotPlainClones`). */
+  snapshotPlainClones: boolean;
 }
 
 /** What to do; `passthrough` and `build` go with every action. */
@@ -60,6 +62,11 @@ export type FetchPlan =
      * put the snapshot's packs in a `packfile-uris` section before its pack.
      */
     | { action: "rewrite"; manifest: Manifest; originArgs: FetchArgs }
+    /**
+     * The edge answers alone with one pack streamed from the snapshot's packs (a plain clone of
+     * exactly the snapshot's tips: snapshot_stream.ts); no origin call.
+     */
+    | { action: "stream-snapshot"; manifest: Manifest }
     /** Through the response cache, asking the origin (on a miss) `originReq`/`originArgs`. */
     | { action: "response-cache"; originReq: CommandRequest; originArgs: FetchArgs }
     /** Forward the request's bytes as sent, less its `packfile-uris` line if `stripUris`. */
@@ -67,11 +74,12 @@ export type FetchPlan =
   );
 
 /**
- * Whether the decision needs the snapshot: only a request that may get URIs does (so other
- * fetches cost no store lookups).
+ * Whether the decision needs the snapshot: only a request that may get URIs does, or, with
+ * `plainClones`, a plain full clone that may be streamed from it (so other fetches cost no store
+ * lookups).
  */
-export function wantsSnapshot(args: FetchArgs, scheme: string): boolean {
-  return requestIneligible(args, scheme) === null;
+export function wantsSnapshot(args: FetchArgs, scheme: string, plainClones = false): boolean {
+  return requestIneligible(args, scheme) === null || (plainClones && plainClone(args, scheme));
 }
 
 /** The plan for a fetch. */
@@ -100,6 +108,15 @@ export function planFetch(input: FetchInputs): FetchPlan {
       manifest: inject,
       originArgs: rewritten(args, inject),
     };
+  }
+  // A plain clone of exactly the snapshot, for a credential the origin accepted just now (its
+  // `ls-refs`): one pack streamed from the snapshot's packs.
+  const streamFrom = snapshot.missingPack ? null : snapshot.manifest;
+  if (
+    input.snapshotPlainClones && input.recentlyAuthorised && streamFrom &&
+    plainClone(args, scheme) && streamable(req, args, streamFrom)
+  ) {
+    return { passthrough: null, build, action: "stream-snapshot", manifest: streamFrom };
   }
   // The origin never sees a `packfile-uris` argument it did not advertise itself (the edge added
   // it to the advertisement; git >= 2.45 dies on it).
@@ -140,6 +157,40 @@ function answerable(req: CommandRequest, args: FetchArgs, manifest: Manifest): b
     return false;
   }
   return args.wants.every((w) => tips.has(w));
+}
+
+/**
+ * Whether `args` is a plain full clone: no URIs it could get from the edge (those go by
+ * {@link rewriteDecision}), no haves, not shallow or partial, no `want-ref`, no argument the edge
+ * does not know, `done` (no negotiation), and `ofs-delta` (snapshot packs hold OFS_DELTA
+ * entries, which a client that did not ask for them cannot read).
+ */
+function plainClone(args: FetchArgs, scheme: string): boolean {
+  return !args.packfileUris?.includes(scheme) && args.haves.length === 0 && args.done &&
+    args.ofsDelta && args.wants.length > 0 && args.wantRefs.length === 0 &&
+    args.shallow.length === 0 && args.deepen === null && args.deepenSince === null &&
+    args.deepenNot.length === 0 && args.filter === null && !args.waitForDone &&
+    args.other.length === 0;
+}
+
+/**
+ * Whether the snapshot `manifest` is exactly what a plain clone asks for: its wants are the
+ * snapshot's tips, all of them and nothing else (so the snapshot holds what a direct clone gets,
+ * tags included: `include-tag` adds nothing a tip does not reach; an origin that moved since the
+ * build shows as different wants), in the snapshot's object format. Only a snapshot of one layer:
+ * a refresh layer may hold again objects of an earlier one (the origin's pack for `have <old
+ * tips>` omits only what those tips' trees hold, so a reverted file comes again), and git's
+ * `index-pack --strict` (`transfer.fsckObjects`) refuses a pack holding an object twice. The
+ * parts of one layer are disjoint (pack_split.ts).
+ */
+function streamable(req: CommandRequest, args: FetchArgs, manifest: Manifest): boolean {
+  const format = req.capabilities.find((c) => c.startsWith("object-format="))?.slice(14) ??
+    "sha1";
+  if (format !== (manifest.objectFormat ?? "sha1")) return false;
+  if (manifest.layers.length !== 1 || manifest.layers[0].length === 0) return false;
+  const tips = new Set(Object.values(manifest.tips));
+  const wants = new Set(args.wants);
+  return wants.size === tips.size && [...wants].every((w) => tips.has(w));
 }
 
 /** Argument lines less those with `keyword`. */

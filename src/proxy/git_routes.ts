@@ -37,6 +37,7 @@ import {
   requestCommand,
 } from "../git/command_request.ts";
 import { parseFetchArgs } from "../git/fetch_request.ts";
+import { streamedFetch } from "./snapshot_stream.ts";
 import { answerBundleUri, offersBundles, withCapability } from "./bundle_answer.ts";
 
 function isV2(request: Request): boolean {
@@ -200,7 +201,8 @@ async function uploadPack(
   }
   const args = parseFetchArgs(req.args);
   const scheme = new URL(publicBase(ctx, url)).protocol.replace(":", "");
-  const eligible = wantsSnapshot(args, scheme);
+  const plainClones = ctx.deps.config.snapshotPlainClones;
+  const eligible = wantsSnapshot(args, scheme, plainClones);
   // Evictions of the store that begin from here on are noticed when the packs are pinned.
   const epoch = ctx.registry?.evictionEpoch(repo.id) ?? 0;
   const inputs = {
@@ -211,12 +213,14 @@ async function uploadPack(
     originAdvertisesUris: ctx.originFeatures?.advertises(repo, "packfile-uris") ?? false,
     recentlyAuthorised: eligible && recentlyAuthorised(ctx, request, repo),
     responseCacheOn: responseCacheBytes(ctx) > 0,
+    snapshotPlainClones: plainClones,
   };
   let plan = planFetch(inputs);
   // Packs handed out are pinned (store eviction spares them until their URLs expire); a snapshot
   // being evicted, or evicted since it was looked up, is not handed out: the fetch passes through.
   if (
-    (plan.action === "answer-from-snapshot" || plan.action === "rewrite") &&
+    (plan.action === "answer-from-snapshot" || plan.action === "rewrite" ||
+      plan.action === "stream-snapshot") &&
     !pinSnapshot(ctx, repo, epoch)
   ) {
     plan = planFetch({ ...inputs, snapshot: NO_SNAPSHOT });
@@ -231,6 +235,8 @@ async function uploadPack(
   switch (plan.action) {
     case "answer-from-snapshot":
       return await answerFromSnapshot(call, plan);
+    case "stream-snapshot":
+      return streamedFetch(call, plan);
     case "rewrite":
       return await rewrittenFetch(call, plan);
     case "response-cache":

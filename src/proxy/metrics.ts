@@ -12,6 +12,8 @@ const HELP: Record<string, string> = {
   gitedge_fetch_rewrites_total: "Fetch responses that got a packfile-uris section.",
   gitedge_fetch_answered_total:
     "Fetches the edge answered from its snapshot alone (packfile-uris and an empty pack).",
+  gitedge_fetch_streamed_total:
+    "Plain clones the edge answered with one pack streamed from its snapshot's packs.",
   gitedge_response_cache_total: "Fetches looked up in the response cache, by result.",
   gitedge_response_cache_bytes_total: "Bytes served from the response cache.",
   gitedge_response_cache_stored_bytes_total: "Bytes stored into the response cache.",

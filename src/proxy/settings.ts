@@ -403,6 +403,18 @@ export const SETTINGS: readonly Setting[] = [
     help: "Size of the cache of answers to fetches (shallow, partial and single-commit " +
       "clones, incremental fetches keyed by their haves) in the store (0: off).",
   }),
+  {
+    key: "snapshotPlainClones",
+    edge: true,
+    flag: "--snapshot-plain-clones",
+    arg: "on/off",
+    workerVar: "SNAPSHOT_PLAIN_CLONES",
+    default: DEFAULT_EDGE_CONFIG.snapshotPlainClones,
+    help: "A plain clone (no packfile URIs) whose wants are exactly a one-layer snapshot's tips " +
+      "gets one pack streamed from the snapshot's packs, for a credential the origin accepted " +
+      "within `--auth-ttl` (off: the response cache or the origin answers it).",
+    parse: parseOnOff,
+  },
   integer({
     key: "storeMaxBytes",
     edge: true,

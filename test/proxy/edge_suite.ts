@@ -271,6 +271,62 @@ export function edgeSuite(
     },
   );
 
+  t(
+    "a warm plain clone gets one pack streamed from the snapshot: the origin sends no pack",
+    async (w) => {
+      await makeRepo(w.origin, "r.git", {
+        commits: 20,
+        branches: 2,
+        tags: 2,
+        binaryBytes: 300_000,
+        deltaFileRevisions: 20,
+      });
+      const snap = await warm(w.edge, "r.git");
+      const packs = snap.packs as { bytes: number }[];
+      assert(packs.length >= 2, `a layer of several packs, joined: ${packs.length}`);
+      await w.git(["clone", "-q", "--mirror", w.origin.repoUrl("r.git"), `${w.dir}/direct`]);
+      w.origin.stats.reset();
+      // Without -q (and with --progress, stderr being a pipe) git asks for progress.
+      const trace = await w.tracedGit([
+        "-c",
+        "protocol.version=2",
+        "clone",
+        "--progress",
+        "--mirror",
+        `${w.edge.url}/r.git`,
+        `${w.dir}/edge`,
+      ], { env: { GIT_TRACE_PACKET: "1" } });
+      assertEquals(w.origin.stats.commands.fetch, undefined, "no fetch reached the origin");
+      const total = packs.reduce((n, p) => n + p.bytes, 0);
+      assert(
+        w.origin.stats.bytesOut < 20_000,
+        `the origin sent ${w.origin.stats.bytesOut} bytes (the snapshot is ${total})`,
+      );
+      assert(!/> packfile-uris/.test(trace), "a plain clone: no packfile-uris asked");
+      assertMatch(trace, /remote: gitedge: \d+ objects/, "the edge's progress line");
+      await assertSameClone(`${w.dir}/direct`, `${w.dir}/edge`);
+      await assertSameObjects(`${w.dir}/direct`, `${w.dir}/edge`);
+      // One pack in the clone, holding every object of the snapshot's packs.
+      const clonePacks = [...Deno.readDirSync(`${w.dir}/edge/objects/pack`)]
+        .filter((e) => e.name.endsWith(".pack"));
+      assertEquals(clonePacks.length, 1, "one pack");
+      // -q sends no-progress: no progress line then.
+      const quiet = await w.tracedGit([
+        "-c",
+        "protocol.version=2",
+        "clone",
+        "-q",
+        `${w.edge.url}/r.git`,
+        `${w.dir}/quiet`,
+      ]);
+      assert(!/gitedge: \d+ objects/.test(quiet), `no progress with no-progress: ${quiet}`);
+      await w.git(["fsck", "--full"], { cwd: `${w.dir}/quiet` });
+      assertEquals(w.origin.stats.commands.fetch, undefined, "still no fetch at the origin");
+      const text = await (await fetch(`${w.edge.url}/_edge/metrics`)).text();
+      assertMatch(text, /^gitedge_fetch_streamed_total 2$/m, "two clones streamed");
+    },
+  );
+
   t("with the auth TTL at 0 every fetch goes to the origin", async (w) => {
     await makeRepo(w.origin, "r.git", { commits: 8, binaryBytes: 300_000 });
     await warm(w.edge, "r.git");
@@ -989,6 +1045,33 @@ export function edgeSuite(
       assertEquals(anonFetch.status, 401, "anonymous fetch refused by the origin");
       assert(anonFetch.headers.get("www-authenticate")?.startsWith("Basic"), "challenge forwarded");
       assert(!(await anonFetch.text()).includes("/_edge/packs/"), "no URIs to the unauthorised");
+      // A plain clone's fetch of every snapshot tip (what the edge streams from the snapshot):
+      // anonymous or with a wrong password, the origin's 401 and no pack bytes; alice's, a pack.
+      const plain = encodePkts([
+        "command=fetch\n",
+        "delim",
+        "thin-pack\n",
+        "ofs-delta\n",
+        "no-progress\n",
+        ...[...new Set(tips)].map((t) => `want ${t}\n`),
+        "done\n",
+        "flush",
+      ]);
+      for (const authorization of [undefined, `Basic ${btoa("alice:wrong")}`, basic]) {
+        const res = await fetch(`${w.edge.url}/p.git/git-upload-pack`, {
+          method: "POST",
+          headers: {
+            "git-protocol": "version=2",
+            "content-type": "application/x-git-upload-pack-request",
+            ...(authorization ? { authorization } : {}),
+          },
+          body: plain as Uint8Array<ArrayBuffer>,
+        });
+        const body = latin1(new Uint8Array(await res.arrayBuffer()));
+        const who = authorization === basic ? "alice" : authorization ? "a wrong password" : "anon";
+        assertEquals(res.status, authorization === basic ? 200 : 401, `plain fetch by ${who}`);
+        assertEquals(body.includes("PACK"), authorization === basic, `pack bytes to ${who}`);
+      }
       // No credential in any stored key or object (manifest, packs, cached answers), in clear
       // text or as the Basic header's base64.
       const stored = await w.edge.listStored("");

@@ -64,10 +64,13 @@ function inputs(
     req,
     args,
     scheme: "https",
-    snapshot: wantsSnapshot(args, more.scheme ?? "https") ? READY : NO_SNAPSHOT,
+    snapshot: wantsSnapshot(args, more.scheme ?? "https", more.snapshotPlainClones)
+      ? READY
+      : NO_SNAPSHOT,
     originAdvertisesUris: false,
     recentlyAuthorised: false,
     responseCacheOn: false,
+    snapshotPlainClones: false,
     ...more,
   };
 }
@@ -293,8 +296,93 @@ function cacheCases(): [string, FetchInputs, FetchPlan][] {
   ];
 }
 
+/** The snapshot of one layer (two packs) a plain clone may be streamed from. */
+const ONE_LAYER: Manifest = { ...MANIFEST, layers: [[pack("1"), pack("2")]] };
+const ONE: SnapshotLookup = { manifest: ONE_LAYER, missingPack: false };
+
+/** Plain clones (no packfile-uris) with streaming from the snapshot on. */
+function streamCases(): [string, FetchInputs, FetchPlan][] {
+  const on = { snapshotPlainClones: true, recentlyAuthorised: true, snapshot: ONE };
+  const plain = (more: Partial<FetchArgs> = {}) => clone({ packfileUris: null, ...more });
+  const streamed: FetchPlan = {
+    passthrough: null,
+    build: null,
+    action: "stream-snapshot",
+    manifest: ONE_LAYER,
+  };
+  const no = "client did not ask for packfile-uris";
+  return [
+    ["stream: a plain clone of exactly the tips", inputs(plain(), on), streamed],
+    [
+      "stream: wants repeated, the same set",
+      inputs(plain({ wants: [...ALL, oid("a")] }), on),
+      streamed,
+    ],
+    [
+      "stream: URIs asked in a scheme the edge does not serve",
+      inputs(clone(), { ...on, scheme: "ftp" }),
+      streamed,
+    ],
+    [
+      "stream: no include-tag (the tips are wanted anyway)",
+      inputs(plain({ includeTag: false }), on),
+      streamed,
+    ],
+    [
+      "stream: before the response cache",
+      inputs(plain(), { ...on, responseCacheOn: true }),
+      streamed,
+    ],
+    ["stream: setting off", inputs(plain(), { ...on, snapshotPlainClones: false }), forward(no)],
+    [
+      "stream: no recent word from the origin",
+      inputs(plain(), { ...on, recentlyAuthorised: false }),
+      forward(no),
+    ],
+    [
+      "stream: wants a tip less (single branch)",
+      inputs(plain({ wants: [oid("a"), oid("b")] }), on),
+      forward(no),
+    ],
+    [
+      "stream: origin moved (a want the snapshot lacks)",
+      inputs(plain({ wants: [oid("d"), oid("b"), oid("c")] }), on),
+      forward(no),
+    ],
+    [
+      "stream: a want more than the tips",
+      inputs(plain({ wants: [...ALL, oid("d")] }), on),
+      forward(no),
+    ],
+    ["stream: two layers", inputs(plain(), { ...on, snapshot: READY }), forward(no)],
+    [
+      "stream: a pack missing",
+      inputs(plain(), { ...on, snapshot: { manifest: ONE_LAYER, missingPack: true } }),
+      forward(no),
+    ],
+    ["stream: no snapshot", inputs(plain(), { ...on, snapshot: NO_SNAPSHOT }), forward(no)],
+    ["stream: no ofs-delta", inputs(plain({ ofsDelta: false }), on), forward(no)],
+    ["stream: negotiation (no done)", inputs(plain({ done: false }), on), forward(no)],
+    ["stream: haves", inputs(plain({ haves: [oid("e")] }), on), forward(no)],
+    ["stream: depth", inputs(plain({ deepen: 1 }), on), forward(no)],
+    ["stream: filter", inputs(plain({ filter: "blob:none" }), on), forward(no)],
+    ["stream: want-ref", inputs(plain({ wantRefs: ["refs/heads/main"] }), on), forward(no)],
+    ["stream: unknown argument", inputs(plain({ other: ["future-arg"] }), on), forward(no)],
+    [
+      "stream: another object format than the snapshot's",
+      inputs(plain(), on, ["object-format=sha256"]),
+      forward(no),
+    ],
+    [
+      "stream: a URI clone still gets URIs",
+      inputs(clone(), on),
+      { passthrough: null, build: null, action: "answer-from-snapshot", manifest: ONE_LAYER },
+    ],
+  ];
+}
+
 Deno.test("fetch plan: every branch of the decision, by table", () => {
-  for (const [name, input, want] of [...TABLE, ...cacheCases()]) {
+  for (const [name, input, want] of [...TABLE, ...cacheCases(), ...streamCases()]) {
     assertEquals(planFetch(input), want, name);
   }
 });
@@ -303,6 +391,10 @@ Deno.test("fetch plan: the snapshot is looked up only for requests that may get 
   assertEquals(wantsSnapshot(clone(), "https"), true);
   assertEquals(wantsSnapshot(clone(), "http"), false);
   assertEquals(wantsSnapshot(clone({ filter: "tree:0" }), "https"), false);
+  // A plain full clone is looked up only with streaming from the snapshot on.
+  assertEquals(wantsSnapshot(clone({ packfileUris: null }), "https"), false);
+  assertEquals(wantsSnapshot(clone({ packfileUris: null }), "https", true), true);
+  assertEquals(wantsSnapshot(clone({ packfileUris: null, deepen: 1 }), "https", true), false);
   // Not looked up means no snapshot, and nothing is built for such a request.
   const plan = planFetch(inputs(clone({ filter: "tree:0" }), { snapshot: NO_SNAPSHOT }));
   assertEquals(plan.build, null);

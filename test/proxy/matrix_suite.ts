@@ -172,8 +172,8 @@ export interface MatrixOptions {
   /** Restrict to these op names. */
   ops?: string[];
   /**
-   * Also the cold cells without `fetch.uriProtocols` (the edge passes such fetches through
-   * whether or not it holds a snapshot, so they repeat the warm ones): default false.
+   * Also the cold cells without `fetch.uriProtocols` (passed through to the origin; warm, a plain
+   * clone of exactly the snapshot's tips is streamed from it instead): default false.
    */
   coldPlain?: boolean;
   testOptions?: Pick<Deno.TestDefinition, "sanitizeOps" | "sanitizeResources">;

@@ -28,6 +28,8 @@ export interface EdgeUnderTestOptions {
   packIndexes?: boolean;
   /** See `EdgeConfig.lsRefsAheadSeconds`. */
   lsRefsAheadSeconds?: number;
+  /** See `EdgeConfig.snapshotPlainClones`. */
+  snapshotPlainClones?: boolean;
 }
 
 export interface EdgeUnderTest extends AsyncDisposable {
@@ -83,6 +85,9 @@ export function edgeConfigFor(opts: EdgeUnderTestOptions): Partial<EdgeConfig> {
     ...(opts.packIndexes ? { packIndexes: true } : {}),
     ...(opts.lsRefsAheadSeconds !== undefined
       ? { lsRefsAheadSeconds: opts.lsRefsAheadSeconds }
+      : {}),
+    ...(opts.snapshotPlainClones !== undefined
+      ? { snapshotPlainClones: opts.snapshotPlainClones }
       : {}),
   };
 }

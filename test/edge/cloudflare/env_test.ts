@@ -28,6 +28,7 @@ Deno.test("workerSettings: single-origin mode with defaults", () => {
     authTtlSeconds: 30,
     lsRefsAheadSeconds: 10,
     responseCacheBytes: 1 << 30,
+    snapshotPlainClones: true,
   });
 });
 
@@ -43,6 +44,7 @@ Deno.test("workerSettings: multi-origin mode and every optional var", () => {
     BUILD_BACKOFF_SECONDS: "0",
     AUTH_TTL_SECONDS: "0",
     RESPONSE_CACHE_BYTES: "0",
+    SNAPSHOT_PLAIN_CLONES: "off",
     LS_REFS_AHEAD_SECONDS: "0",
     STORE_MAX_BYTES: "1000000",
     LOG_LEVEL: "warn",
@@ -59,6 +61,7 @@ Deno.test("workerSettings: multi-origin mode and every optional var", () => {
     buildBackoffSeconds: 0,
     authTtlSeconds: 0,
     responseCacheBytes: 0,
+    snapshotPlainClones: false,
     lsRefsAheadSeconds: 0,
     storeMaxBytes: 1_000_000,
     adminToken: "secret",
