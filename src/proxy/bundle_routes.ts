@@ -12,7 +12,7 @@ import { getBytes } from "../storage/store.ts";
 import { layerBundles, verifyBundleUrl } from "./bundle_list.ts";
 import { encodeBundleHeader, joinedPack, joinedPackSize } from "../git/bundle.ts";
 import { prefixed } from "./streams.ts";
-import { parseRange } from "./pack_routes.ts";
+import { parseRange, signedRequest, text } from "./pack_routes.ts";
 
 export async function handleBundleGet(
   ctx: ProxyContext,
@@ -20,10 +20,13 @@ export async function handleBundleGet(
   id: string,
   file: string,
 ): Promise<Response> {
-  const now = Math.floor(ctx.deps.clock.now() / 1000);
-  const params = new URL(request.url).searchParams;
-  const verdict = await verifyBundleUrl(ctx.signer, id, file, params, now);
-  if (!verdict.ok) return text(verdict.status, verdict.message);
+  const checked = await signedRequest(
+    ctx,
+    request,
+    (params, now) => verifyBundleUrl(ctx.signer, id, file, params, now),
+  );
+  if (checked instanceof Response) return checked;
+  const { now, verdict } = checked;
   const manifest = await storedManifest(ctx, id);
   const bundle = manifest && layerBundles(manifest).find((b) => b.name === verdict.name);
   if (!bundle) return text(404, "bundle not found");
@@ -105,11 +108,4 @@ async function storedManifest(ctx: ProxyContext, id: string): Promise<Manifest |
   } catch {
     return null;
   }
-}
-
-function text(status: number, message: string): Response {
-  return new Response(`gitedge: ${message}\n`, {
-    status,
-    headers: { "content-type": "text/plain; charset=utf-8" },
-  });
 }

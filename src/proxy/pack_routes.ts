@@ -41,17 +41,38 @@ export function resumesAtEnd(header: string | null, size: number): boolean {
   return m !== null && size > 0 && Number(m[1]) === size;
 }
 
+/** A signed URL's check: servable (`ok`), or refused with `status` and a `message`. */
+type UrlVerdict = { ok: true } | { ok: false; status: 403 | 404; message: string };
+
+/**
+ * The start of serving a signed URL (packs and bundles): `verify` judges the request's query at
+ * the clock's time in seconds. A refusal comes back as its plain-text response; otherwise the
+ * verdict and that time.
+ */
+export async function signedRequest<V extends UrlVerdict>(
+  ctx: ProxyContext,
+  request: Request,
+  verify: (params: URLSearchParams, nowSeconds: number) => Promise<V>,
+): Promise<Response | { verdict: Extract<V, { ok: true }>; now: number }> {
+  const now = Math.floor(ctx.deps.clock.now() / 1000);
+  const verdict = await verify(new URL(request.url).searchParams, now);
+  if (!verdict.ok) return text(verdict.status, verdict.message);
+  return { verdict: verdict as Extract<V, { ok: true }>, now };
+}
+
 export async function handlePackGet(
   ctx: ProxyContext,
   request: Request,
   id: string,
   file: string,
 ): Promise<Response> {
-  const now = Math.floor(ctx.deps.clock.now() / 1000);
-  const params = new URL(request.url).searchParams;
-  const verdict = await verifyPackUrl(ctx.signer, id, file, params, now);
-  if (!verdict.ok) return text(verdict.status, verdict.message);
-  const exp = verdict.expires;
+  const checked = await signedRequest(
+    ctx,
+    request,
+    (params, now) => verifyPackUrl(ctx.signer, id, file, params, now),
+  );
+  if (checked instanceof Response) return checked;
+  const { now, verdict: { expires: exp } } = checked;
   const index = isIndexFile(file);
   // Indexes are served only while the operator has them on (a store may keep older ones).
   if (index && !ctx.deps.config.packIndexes) return text(404, "this edge serves no pack indexes");
@@ -100,7 +121,8 @@ export async function handlePackGet(
   return new Response(obj.body, { status, headers });
 }
 
-function text(status: number, message: string): Response {
+/** A plain-text answer `gitedge: <message>` with `status`. */
+export function text(status: number, message: string): Response {
   return new Response(`gitedge: ${message}\n`, {
     status,
     headers: { "content-type": "text/plain; charset=utf-8" },
