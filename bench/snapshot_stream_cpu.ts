@@ -18,7 +18,7 @@
  */
 import { cpuUsage } from "node:process";
 import { createHash } from "node:crypto";
-import { startWorker } from "../test/edge/cloudflare/worker_harness.ts";
+import { startWorker } from "../test/support/worker_harness.ts";
 import { tempDir } from "../test/support/git.ts";
 import { joinedPack, onePack } from "../src/git/pack_join.ts";
 import { sidebandPack } from "../src/proxy/snapshot_stream.ts";

@@ -27,7 +27,7 @@
  * v2.0.0 (165k objects, 54 MB), from $GITEDGE_GIT_BUNDLE (default /work/shared/data/…).
  * Writes bench/out/worker_build.json.
  */
-import { startWorker, startWorkerEdge } from "../test/edge/cloudflare/worker_harness.ts";
+import { startWorker, startWorkerEdge } from "../test/support/worker_harness.ts";
 import { makeBigRepo } from "../test/support/big_repo.ts";
 import { assertSameClone } from "../test/support/fixtures.ts";
 import { git, tempDir } from "../test/support/git.ts";

@@ -10,7 +10,7 @@
  * packfile-URI path: a small rewritten fetch through the edge plus the packs from the store.
  */
 import { startDenoEdge } from "../edge/deno/server.ts";
-import { startWorkerEdge } from "../test/edge/cloudflare/worker_harness.ts";
+import { startWorkerEdge } from "../test/support/worker_harness.ts";
 import { makeRepo } from "../test/support/fixtures.ts";
 import { git, tempDir } from "../test/support/git.ts";
 import { startOrigin } from "../test/support/origin.ts";

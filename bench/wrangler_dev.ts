@@ -10,7 +10,7 @@
  *
  * `--mode task` (default): `deno task worker:dev`, the README's command. `--mode cli`: the bare
  * `npx wrangler@<pin> dev`, whose DevTools inspector proxy turns every few KiB of an outgoing
- * fetch body into a request to node (see test/edge/cloudflare/wrangler_dev.ts). `both`: cli, then
+ * fetch body into a request to node (see test/support/wrangler_dev.ts). `both`: cli, then
  * task, each against a fresh state.
  *
  * `--control`: first, the bare CLI runs the control Worker without gitedge code
@@ -29,7 +29,7 @@ import {
   startWranglerDev,
   type WranglerDevMode,
   type WranglerDevSample,
-} from "../test/edge/cloudflare/wrangler_dev.ts";
+} from "../test/support/wrangler_dev.ts";
 import { makeBigRepo } from "../test/support/big_repo.ts";
 import { assertSameClone, makeRepo } from "../test/support/fixtures.ts";
 import { git, tempDir } from "../test/support/git.ts";

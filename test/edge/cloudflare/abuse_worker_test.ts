@@ -1,6 +1,10 @@
 /** Hostile traffic and faults against the Worker in workerd (`test/proxy/abuse_suite.ts`). */
 import { abuseSuite } from "../../proxy/abuse_suite.ts";
-import { MINIFLARE_LEAKS, startWorkerEdge, workerEdgeFactory } from "./worker_harness.ts";
+import {
+  MINIFLARE_LEAKS,
+  startWorkerEdge,
+  workerEdgeFactory,
+} from "../../support/worker_harness.ts";
 import { assert, assertEquals } from "../../support/assert.ts";
 
 // Opts out of the sanitizers: Miniflare leaks on dispose (see MINIFLARE_LEAKS).

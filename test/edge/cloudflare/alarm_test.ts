@@ -6,7 +6,7 @@ import { assert, assertEquals } from "../../support/assert.ts";
 import { addCommits, makeRepo } from "../../support/fixtures.ts";
 import { startOrigin } from "../../support/origin.ts";
 import { withinDeadline } from "../../support/deadline.ts";
-import { MINIFLARE_LEAKS, startWorker, workerVars } from "./worker_harness.ts";
+import { MINIFLARE_LEAKS, startWorker, workerVars } from "../../support/worker_harness.ts";
 
 async function status(url: string): Promise<Record<string, unknown>> {
   const res = await fetch(`${url}/_edge/status/r.git`);

@@ -4,7 +4,7 @@
  * runs on the Deno server; the protocol handling is shared).
  */
 import { matrixSuite } from "../../proxy/matrix_suite.ts";
-import { MINIFLARE_LEAKS, workerEdgeFactory } from "./worker_harness.ts";
+import { MINIFLARE_LEAKS, workerEdgeFactory } from "../../support/worker_harness.ts";
 
 matrixSuite(workerEdgeFactory, "worker", {
   samePairsOnly: true,

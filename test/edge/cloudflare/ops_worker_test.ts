@@ -9,7 +9,7 @@ import { assertSameClone, makeRepo } from "../../support/fixtures.ts";
 import { git, tempDir } from "../../support/git.ts";
 import { startOrigin } from "../../support/origin.ts";
 import { URI_CLONE } from "../../proxy/edge_suite.ts";
-import { MINIFLARE_LEAKS, startWorkerEdge } from "./worker_harness.ts";
+import { MINIFLARE_LEAKS, startWorkerEdge } from "../../support/worker_harness.ts";
 
 async function json(url: string, init?: RequestInit): Promise<{ status: number; body: unknown }> {
   const res = await fetch(url, init);

@@ -4,7 +4,7 @@
  */
 import { assert, assertEquals, assertMatch } from "../../support/assert.ts";
 import { SeededRandom } from "../../support/random.ts";
-import { MINIFLARE_LEAKS, startWorker } from "./worker_harness.ts";
+import { MINIFLARE_LEAKS, startWorker } from "../../support/worker_harness.ts";
 
 const MiB = 1024 * 1024;
 const PART = 5 * MiB;

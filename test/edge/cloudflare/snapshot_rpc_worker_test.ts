@@ -4,7 +4,7 @@
  * answer (not its address), as on Deno (an error thrown across RPC would arrive classless, and be a 500).
  */
 import { assert, assertEquals, assertMatch } from "../../support/assert.ts";
-import { MINIFLARE_LEAKS, startWorkerEdge } from "./worker_harness.ts";
+import { MINIFLARE_LEAKS, startWorkerEdge } from "../../support/worker_harness.ts";
 
 // Opts out of the sanitizers: Miniflare leaks on dispose (see MINIFLARE_LEAKS).
 Deno.test({

@@ -1,6 +1,6 @@
 /** The Worker in workerd refuses to serve with a misconfigured environment: a 500 that says why. */
 import { assert, assertEquals, assertMatch } from "../../support/assert.ts";
-import { MINIFLARE_LEAKS, startWorker } from "./worker_harness.ts";
+import { MINIFLARE_LEAKS, startWorker } from "../../support/worker_harness.ts";
 
 // Opts out of the sanitizers: Miniflare leaks on dispose (see MINIFLARE_LEAKS).
 Deno.test({

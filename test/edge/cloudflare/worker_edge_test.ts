@@ -8,7 +8,7 @@ import { addCommits, assertSameClone, makeRepo } from "../../support/fixtures.ts
 import { git, spawnGit, tempDir } from "../../support/git.ts";
 import { startOrigin } from "../../support/origin.ts";
 import { startRelay } from "../../support/relay.ts";
-import { listBucket, MINIFLARE_LEAKS, startWorkerEdge } from "./worker_harness.ts";
+import { listBucket, MINIFLARE_LEAKS, startWorkerEdge } from "../../support/worker_harness.ts";
 
 /** Clones `url` into `dest` with `-c` options; returns git's stderr (trace output included). */
 async function cloneTraced(url: string, dest: string, config: string[] = []): Promise<string> {

@@ -7,7 +7,7 @@ import { assertSameClone, makeRepo } from "../../support/fixtures.ts";
 import { git, tempDir } from "../../support/git.ts";
 import { startOrigin } from "../../support/origin.ts";
 import { URI_CLONE } from "../../proxy/edge_suite.ts";
-import { listBucket, MINIFLARE_LEAKS, startWorkerEdge } from "./worker_harness.ts";
+import { listBucket, MINIFLARE_LEAKS, startWorkerEdge } from "../../support/worker_harness.ts";
 
 // Opts out of the sanitizers: Miniflare leaks on dispose (see MINIFLARE_LEAKS).
 Deno.test(

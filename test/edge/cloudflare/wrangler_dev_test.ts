@@ -13,7 +13,7 @@ import { withinDeadline } from "../../support/deadline.ts";
 import { assertSameClone, makeRepo } from "../../support/fixtures.ts";
 import { git, spawnGit, tempDir } from "../../support/git.ts";
 import { startOrigin } from "../../support/origin.ts";
-import { startWranglerDev, type WranglerDevSample } from "./wrangler_dev.ts";
+import { startWranglerDev, type WranglerDevSample } from "../../support/wrangler_dev.ts";
 
 /** Connections from workerd to node's loopback at rest (wrangler's own control channels). */
 const AT_REST = 16;

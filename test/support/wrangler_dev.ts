@@ -18,9 +18,9 @@
  * The copy of `wrangler.toml`, `.dev.vars`, the bundle wrangler writes (`.wrangler/`) and the
  * local R2 and Durable Object state all live in `dir`, outside the checkout.
  */
-import { withinDeadline } from "../../support/deadline.ts";
+import { withinDeadline } from "./deadline.ts";
 
-const ROOT = new URL("../../../", import.meta.url).pathname;
+const ROOT = new URL("../../", import.meta.url).pathname;
 
 /** How `wrangler dev` is started: the bare CLI, or the project's `deno task worker:dev`. */
 export type WranglerDevMode = "cli" | "task";

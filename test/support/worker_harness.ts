@@ -7,11 +7,11 @@
  * either runtime: both resolve to `{ url, stop() }`.
  */
 import { Log, LogLevel, Miniflare } from "miniflare";
-import type { EdgeConfig } from "../../../src/proxy/config.ts";
-import { setting, SETTINGS } from "../../../src/proxy/settings.ts";
-import type { R2Bucket } from "../../../edge/cloudflare/worker_types.ts";
-import { edgeConfigFor, type EdgeFactory } from "../../support/edge.ts";
-import { withinDeadline } from "../../support/deadline.ts";
+import type { EdgeConfig } from "../../src/proxy/config.ts";
+import { setting, SETTINGS } from "../../src/proxy/settings.ts";
+import type { R2Bucket } from "../../edge/cloudflare/worker_types.ts";
+import { edgeConfigFor, type EdgeFactory } from "./edge.ts";
+import { withinDeadline } from "./deadline.ts";
 
 /**
  * Test options for every test that starts workerd. Miniflare's `dispose()` leaves the MessagePort
@@ -48,7 +48,7 @@ export async function bundleWorker(entry: string, outFile: string): Promise<void
       outFile,
       entry,
     ],
-    cwd: new URL("../../../", import.meta.url).pathname,
+    cwd: new URL("../../", import.meta.url).pathname,
     stdout: "piped",
     stderr: "piped",
   }).output();
