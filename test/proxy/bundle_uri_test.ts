@@ -71,6 +71,27 @@ async function bundleList(
 
 const gitBin = typeof modern === "string" ? "git" : modern.bin;
 
+/** `git args` with the current git, in `cwd`, under a liveness deadline. */
+function run(args: string[], cwd?: string): Promise<string> {
+  return withinDeadline(git(args, { bin: gitBin, cwd }), `git ${args[0]}`);
+}
+
+/** An origin that lets only alice read (with the credentials `alice` sends). */
+function aliceOrigin() {
+  return startOrigin({ gitBin, requireAuth: { user: "alice", password: "s3cret" } });
+}
+
+/** Headers that authenticate alice to `aliceOrigin()`. */
+const alice = { authorization: `Basic ${btoa("alice:s3cret")}` };
+
+/** The URIs of the bundles in a `bundle-uri` answer, oldest layer (lowest creation token) first. */
+function layerUris(list: Record<string, string>): string[] {
+  const token = (key: string) => Number(list[key.replace(/uri$/, "creationtoken")]);
+  return Object.keys(list).filter((k) => k.endsWith(".uri"))
+    .sort((a, b) => token(a) - token(b))
+    .map((k) => list[k]);
+}
+
 Deno.test({
   name: "a bundle-URI clone from a warm edge takes its objects from one bundle per layer",
   ignore: typeof modern === "string",
@@ -169,14 +190,10 @@ Deno.test({
   name: "only a client the origin lets read the repository gets the edge's bundle list",
   ignore: typeof modern === "string",
   async fn() {
-    await using origin = await startOrigin({
-      gitBin,
-      requireAuth: { user: "alice", password: "s3cret" },
-    });
+    await using origin = await aliceOrigin();
     // No credential memo: every bundle-uri request asks the origin.
     await using edge = await denoEdgeFactory({ origin: origin.url, authTtlSeconds: 0 });
     await makeRepo(origin, "p.git", { commits: 5 });
-    const alice = { authorization: `Basic ${btoa("alice:s3cret")}` };
     await warm(edge, "p.git", alice);
     const url = `${edge.url}/p.git`;
     const anonymous = await postBundleUri(url);
@@ -205,8 +222,6 @@ Deno.test({
     await warm(edge, "r.git");
     const url = `${edge.url}/r.git`;
     const listUrl = `${edge.url}/_edge/bundle-list/r.git`;
-    const run = (args: string[], cwd?: string) =>
-      withinDeadline(git(args, { bin: gitBin, cwd }), `git ${args[0]}`);
     await run(["clone", "-q", `--bundle-uri=${listUrl}`, url, `${dir.path}/edge`]);
     assertEquals(await metric(edge, "gitedge_bundles_served_total"), 1, "the one layer's bundle");
     const config = (key: string) => run(["config", key], `${dir.path}/edge`).then((s) => s.trim());
@@ -242,13 +257,9 @@ Deno.test({
   name: "the bundle list URL is the origin's to grant, and 404 while there are no bundles",
   ignore: typeof modern === "string",
   async fn() {
-    await using origin = await startOrigin({
-      gitBin,
-      requireAuth: { user: "alice", password: "s3cret" },
-    });
+    await using origin = await aliceOrigin();
     await using edge = await denoEdgeFactory({ origin: origin.url, authTtlSeconds: 0 });
     await makeRepo(origin, "p.git", { commits: 5 });
-    const alice = { authorization: `Basic ${btoa("alice:s3cret")}` };
     const listUrl = `${edge.url}/_edge/bundle-list/p.git`;
     const cold = await fetch(listUrl, { headers: alice });
     assertEquals(cold.status, 404, "cold: no list");
@@ -273,8 +284,6 @@ Deno.test({
     await using dir = await tempDir();
     await makeRepo(origin, "r.git", { commits: 10, branches: 1, tags: 1 });
     const url = `${edge.url}/r.git`;
-    const run = (args: string[], cwd?: string) =>
-      withinDeadline(git(args, { bin: gitBin, cwd }), `git ${args[0]}`);
     // The client cloned before the edge's first layer and never saw its tips.
     await run(["clone", "-q", url, `${dir.path}/c`]);
     await addCommits(origin, "r.git", { commits: 2 });
@@ -318,17 +327,13 @@ Deno.test({
     await addCommits(origin, "s.git", { commits: 2 });
     await warm(edge, "s.git");
     const list = await bundleList(`${edge.url}/s.git`);
-    const keys = Object.keys(list).filter((k) => k.endsWith(".uri"));
-    assertEquals(keys.length, 2, "two layers");
-    const byToken = keys.sort((a, b) =>
-      Number(list[a.replace(/uri$/, "creationtoken")]) -
-      Number(list[b.replace(/uri$/, "creationtoken")])
-    );
+    const uris = layerUris(list);
+    assertEquals(uris.length, 2, "two layers");
     await git(["init", "-q", "--bare", "--object-format=sha256", `${dir.path}/check`], {
       bin: gitBin,
     });
-    for (const [i, key] of byToken.entries()) {
-      const bytes = new Uint8Array(await (await fetch(list[key])).arrayBuffer());
+    for (const [i, uri] of uris.entries()) {
+      const bytes = new Uint8Array(await (await fetch(uri)).arrayBuffer());
       assertEquals(new TextDecoder().decode(bytes.subarray(0, 16)), "# v3 git bundle\n", "v3");
       await Deno.writeFile(`${dir.path}/${i}.bundle`, bytes);
       await git(["bundle", "unbundle", `${dir.path}/${i}.bundle`], {
@@ -354,11 +359,7 @@ Deno.test({
     await addCommits(origin, "r.git", { commits: 2 });
     await warm(edge, "r.git");
     const list = await bundleList(`${edge.url}/r.git`);
-    const uris = Object.keys(list).filter((k) => k.endsWith(".uri")).sort((a, b) =>
-      Number(list[a.replace(/uri$/, "creationtoken")]) -
-      Number(list[b.replace(/uri$/, "creationtoken")])
-    ).map((k) => list[k]);
-    const [joined, single] = uris;
+    const [joined, single] = layerUris(list);
     const whole = new Uint8Array(await (await fetch(single)).arrayBuffer());
     const cases: [string, number, number][] = [
       ["bytes=0-9", 0, 10],
