@@ -55,6 +55,21 @@ async function warmEdge(dir: string, originUrl: string, packs: number, extra: st
   return { edge, uris };
 }
 
+/**
+ * An origin with a repository of a few MiB and the edge warm on it in one pack (its URI from a
+ * first clone): disposing it stops the edge, then removes the directory, then stops the origin.
+ */
+async function onePackEdge(extra: string[] = []) {
+  await using stack = new AsyncDisposableStack();
+  const origin = stack.use(await startOrigin());
+  await makeRepo(origin, "r.git", { commits: 4, binaryBytes: 6 << 20 });
+  const dir = stack.use(await tempDir());
+  const { edge, uris } = await warmEdge(dir.path, origin.url, 1, extra);
+  stack.use(edge);
+  const owned = stack.move();
+  return { edge, pack: uris[0], [Symbol.asyncDispose]: () => owned.disposeAsync() };
+}
+
 /** Reads `res`'s body slowly: `pauseMs` after each read. */
 async function readSlowly(res: Response, pauseMs: number): Promise<Uint8Array> {
   const parts: Uint8Array[] = [];
@@ -74,12 +89,9 @@ async function sha1Hex(bytes: Uint8Array): Promise<string> {
 }
 
 Deno.test("SIGTERM mid-download: the pack download, read slowly, completes whole; the edge then exits 0 having cut nothing", async () => {
-  await using origin = await startOrigin();
-  await makeRepo(origin, "r.git", { commits: 4, binaryBytes: 6 << 20 });
-  await using dir = await tempDir();
-  const { edge, uris } = await warmEdge(dir.path, origin.url, 1);
-  await using _ = edge;
-  const res = await fetch(uris[0].uri);
+  await using world = await onePackEdge();
+  const { edge, pack } = world;
+  const res = await fetch(pack.uri);
   assertEquals(res.status, 200);
   const length = Number(res.headers.get("content-length"));
   assert(length > 4 << 20, `a pack of several MiB: ${length}`);
@@ -92,10 +104,10 @@ Deno.test("SIGTERM mid-download: the pack download, read slowly, completes whole
   const readMs = Date.now() - signalledAt;
   assertEquals(bytes.byteLength, length, "every byte of the pack");
   // A pack's last 20 bytes are the SHA-1 of the rest: the hash the URI names.
-  assertEquals(await sha1Hex(bytes.subarray(0, length - 20)), uris[0].hash);
+  assertEquals(await sha1Hex(bytes.subarray(0, length - 20)), pack.hash);
   assertEquals(
     Array.from(bytes.subarray(length - 20), (b) => b.toString(16).padStart(2, "0")).join(""),
-    uris[0].hash,
+    pack.hash,
   );
   assert(readMs > 500, `the download went on well past the signal (${readMs} ms)`);
   assertEquals(await withinDeadline(edge.stop(), "the exit"), 0, edge.stderr());
@@ -144,12 +156,9 @@ Deno.test("SIGTERM mid-clone: a stock git clone fetching its packs by URI comple
 });
 
 Deno.test("a second signal exits at once, cutting the download in flight", async () => {
-  await using origin = await startOrigin();
-  await makeRepo(origin, "r.git", { commits: 4, binaryBytes: 6 << 20 });
-  await using dir = await tempDir();
-  const { edge, uris } = await warmEdge(dir.path, origin.url, 1);
-  await using _ = edge;
-  const res = await fetch(uris[0].uri);
+  await using world = await onePackEdge();
+  const { edge, pack } = world;
+  const res = await fetch(pack.uri);
   const reader = res.body!.getReader();
   await reader.read();
   Deno.kill(edge.pid, "SIGTERM");
@@ -166,12 +175,9 @@ Deno.test("a second signal exits at once, cutting the download in flight", async
 });
 
 Deno.test("past --drain-timeout the drain cuts what is left, logs it and exits 0", async () => {
-  await using origin = await startOrigin();
-  await makeRepo(origin, "r.git", { commits: 4, binaryBytes: 6 << 20 });
-  await using dir = await tempDir();
-  const { edge, uris } = await warmEdge(dir.path, origin.url, 1, ["--drain-timeout", "2"]);
-  await using _ = edge;
-  const res = await fetch(uris[0].uri);
+  await using world = await onePackEdge(["--drain-timeout", "2"]);
+  const { edge, pack } = world;
+  const res = await fetch(pack.uri);
   const reader = res.body!.getReader();
   await reader.read(); // and never again: the download stalls
   const signalled = Date.now();
