@@ -32,6 +32,23 @@ async function metric(edgeUrl: string, name: string): Promise<number> {
     .reduce((sum, l) => sum + Number(l.split(" ").at(-1)), 0);
 }
 
+/**
+ * `REPO` on an origin whose counts start once it is made, an edge in front that has never seen it
+ * (snapshots of 2 packs), a scratch directory and the git to clone with; disposing it stops the
+ * edge and the origin and removes the directory.
+ */
+async function coldEdge() {
+  await using stack = new AsyncDisposableStack();
+  const bin = await gitBin();
+  const dir = stack.use(await tempDir());
+  const origin = stack.use(await startOrigin());
+  const edge = stack.use(await denoEdgeFactory({ origin: origin.url, chunks: 2 }));
+  await makeRepo(origin, REPO, SPEC);
+  origin.stats.reset();
+  const owned = stack.move();
+  return { bin, dir, origin, edge, [Symbol.asyncDispose]: () => owned.disposeAsync() };
+}
+
 for (const cache of [true, false]) {
   const label = cache ? "through the response cache" : "response cache off";
   Deno.test(`a cold edge's first clone seeds the snapshot: the origin sends the full pack once (${label})`, async () => {
@@ -71,12 +88,8 @@ for (const cache of [true, false]) {
 }
 
 Deno.test("a clone of one branch wants less than the snapshot's tips: its pack seeds no build, which fetches its own", async () => {
-  const bin = await gitBin();
-  await using dir = await tempDir();
-  await using origin = await startOrigin();
-  await using edge = await denoEdgeFactory({ origin: origin.url, chunks: 2 });
-  await makeRepo(origin, REPO, SPEC);
-  origin.stats.reset();
+  await using cold = await coldEdge();
+  const { bin, dir, origin, edge } = cold;
   await git([
     ...URI_CLONE,
     "--single-branch",
@@ -92,12 +105,8 @@ Deno.test("a clone of one branch wants less than the snapshot's tips: its pack s
 });
 
 Deno.test("a burst of clones of a never-seen repository: the origin computes at most 2 full packs", async () => {
-  const bin = await gitBin();
-  await using dir = await tempDir();
-  await using origin = await startOrigin();
-  await using edge = await denoEdgeFactory({ origin: origin.url, chunks: 2 });
-  await makeRepo(origin, REPO, SPEC);
-  origin.stats.reset();
+  await using cold = await coldEdge();
+  const { bin, dir, origin, edge } = cold;
   await Promise.all(
     Array.from(
       { length: 6 },
