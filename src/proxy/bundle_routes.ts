@@ -20,11 +20,7 @@ export async function handleBundleGet(
   id: string,
   file: string,
 ): Promise<Response> {
-  const checked = await signedRequest(
-    ctx,
-    request,
-    (params, now) => verifyBundleUrl(ctx.signer, id, file, params, now),
-  );
+  const checked = await signedRequest(ctx, request, id, file, verifyBundleUrl);
   if (checked instanceof Response) return checked;
   const { now, verdict } = checked;
   const manifest = await storedManifest(ctx, id);

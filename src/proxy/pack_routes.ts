@@ -45,17 +45,25 @@ export function resumesAtEnd(header: string | null, size: number): boolean {
 type UrlVerdict = { ok: true } | { ok: false; status: 403 | 404; message: string };
 
 /**
- * The start of serving a signed URL (packs and bundles): `verify` judges the request's query at
- * the clock's time in seconds. A refusal comes back as its plain-text response; otherwise the
- * verdict and that time.
+ * The start of serving a signed URL (packs and bundles): `verify` judges the route's `id`, `file`
+ * and the request's query at the clock's time in seconds. A refusal comes back as its plain-text
+ * response; otherwise the verdict and that time.
  */
 export async function signedRequest<V extends UrlVerdict>(
   ctx: ProxyContext,
   request: Request,
-  verify: (params: URLSearchParams, nowSeconds: number) => Promise<V>,
+  id: string,
+  file: string,
+  verify: (
+    signer: ProxyContext["signer"],
+    id: string,
+    file: string,
+    params: URLSearchParams,
+    nowSeconds: number,
+  ) => Promise<V>,
 ): Promise<Response | { verdict: Extract<V, { ok: true }>; now: number }> {
   const now = Math.floor(ctx.deps.clock.now() / 1000);
-  const verdict = await verify(new URL(request.url).searchParams, now);
+  const verdict = await verify(ctx.signer, id, file, new URL(request.url).searchParams, now);
   if (!verdict.ok) return text(verdict.status, verdict.message);
   return { verdict: verdict as Extract<V, { ok: true }>, now };
 }
@@ -66,11 +74,7 @@ export async function handlePackGet(
   id: string,
   file: string,
 ): Promise<Response> {
-  const checked = await signedRequest(
-    ctx,
-    request,
-    (params, now) => verifyPackUrl(ctx.signer, id, file, params, now),
-  );
+  const checked = await signedRequest(ctx, request, id, file, verifyPackUrl);
   if (checked instanceof Response) return checked;
   const { now, verdict: { expires: exp } } = checked;
   const index = isIndexFile(file);
