@@ -46,24 +46,27 @@ async function setup() {
   const originUrl = origin.repoUrl("r.git");
   const repo: RepoRef = { id: repoId(originUrl), originUrl, path: "r.git" };
   const storage = new AlarmStorage();
+  /** A builder over `store` in 3 packs of 64 KiB segments, as each instance gets. */
+  const newBuilder = () =>
+    new SnapshotBuilder({
+      store,
+      originFetch: (r) => fetch(r),
+      clock: { now: () => Date.now() },
+      chunks: 3,
+      minSplitBytes: 1,
+      segmentBytes: 64 * 1024,
+    });
   const instance = () =>
     new RepoSnapshots({
       storage,
-      builder: new SnapshotBuilder({
-        store,
-        originFetch: (r) => fetch(r),
-        clock: { now: () => Date.now() },
-        chunks: 3,
-        minSplitBytes: 1,
-        segmentBytes: 64 * 1024,
-      }),
+      builder: newBuilder(),
       clock: { now: () => Date.now() },
       seedManifest: (r) => readManifest(store, r),
       refreshMs: null,
       onBackgroundError: () => {},
       stepByAlarm: true,
     });
-  return { origin, dir, store, repo, storage, instance };
+  return { origin, dir, store, repo, storage, instance, newBuilder };
 }
 
 /** Every object id in `keys` (each pack indexed on its own: self-contained). */
@@ -196,17 +199,10 @@ Deno.test("a build that fails after writing a pack removes it; a step's failures
 });
 
 Deno.test("a new build removes the segments of a build killed before it was recorded", async () => {
-  const { origin, dir, store, repo } = await setup();
+  const { origin, dir, store, repo, newBuilder } = await setup();
   await using _o = origin;
   await using _d = dir;
-  const builder = new SnapshotBuilder({
-    store,
-    originFetch: (r) => fetch(r),
-    clock: { now: () => Date.now() },
-    chunks: 3,
-    minSplitBytes: 1,
-    segmentBytes: 64 * 1024,
-  });
+  const builder = newBuilder();
   // The first steps of a build (tips, the pack as segments), then nothing: killed.
   const begun = await builder.begin(repo, noAuth, null);
   assert("state" in begun, "a build to run");
