@@ -132,14 +132,59 @@ export function encodeSideband(band: Band, data: Uint8Array): Uint8Array {
   let at = 0;
   for (let from = 0; from < data.length; from += MAX_SIDEBAND_DATA) {
     const part = data.subarray(from, from + MAX_SIDEBAND_DATA);
-    const length = part.length + 5;
-    const hex = length.toString(16).padStart(4, "0");
-    for (let i = 0; i < 4; i++) out[at + i] = hex.charCodeAt(i);
-    out[at + 4] = band;
+    putSidebandHeader(out, at, band, part.length);
     out.set(part, at + 5);
-    at += length;
+    at += part.length + 5;
   }
   return out;
+}
+
+/** Writes the 5-byte header (length, band) of a packet carrying `payload` bytes at `out[at]`. */
+function putSidebandHeader(out: Uint8Array, at: number, band: Band, payload: number): void {
+  const hex = (payload + 5).toString(16).padStart(4, "0");
+  for (let i = 0; i < 4; i++) out[at + i] = hex.charCodeAt(i);
+  out[at + 4] = band;
+}
+
+/**
+ * Side-band packets on one band filled to the most a packet holds (65515 bytes of data), from
+ * chunks of any size: a stream whose source reads in small chunks (a store's 4 KiB reads) still
+ * goes out in few packets.
+ */
+export class SidebandFiller {
+  readonly #band: Band;
+  #packet = new Uint8Array(5 + MAX_SIDEBAND_DATA);
+  #filled = 0;
+
+  constructor(band: Band = BAND_DATA) {
+    this.#band = band;
+  }
+
+  /** Adds `chunk`; returns the packets it filled (none while the current one has room). */
+  push(chunk: Uint8Array): Uint8Array[] {
+    const full: Uint8Array[] = [];
+    while (chunk.length > 0) {
+      const n = Math.min(chunk.length, MAX_SIDEBAND_DATA - this.#filled);
+      this.#packet.set(chunk.subarray(0, n), 5 + this.#filled);
+      this.#filled += n;
+      chunk = chunk.subarray(n);
+      if (this.#filled === MAX_SIDEBAND_DATA) full.push(this.#take());
+    }
+    return full;
+  }
+
+  /** The packet being filled, if it holds anything (the end of the data). */
+  flush(): Uint8Array | null {
+    return this.#filled === 0 ? null : this.#take();
+  }
+
+  #take(): Uint8Array {
+    putSidebandHeader(this.#packet, 0, this.#band, this.#filled);
+    const packet = this.#packet.subarray(0, this.#filled + 5);
+    this.#packet = new Uint8Array(5 + MAX_SIDEBAND_DATA);
+    this.#filled = 0;
+    return packet;
+  }
 }
 
 /** Encodes a text message (e.g. progress on band 2) as side-band packets. */

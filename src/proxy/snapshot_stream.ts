@@ -24,8 +24,9 @@ import {
   BAND_ERROR,
   BAND_PROGRESS,
   encodeSidebandText,
-  MAX_SIDEBAND_DATA,
+  SidebandFiller,
 } from "../git/sideband.ts";
+import { UPLOAD_PACK_RESULT_TYPE } from "../git/media_types.ts";
 
 /** The `stream-snapshot` outcome of a fetch plan, counted in the repository registry. */
 export function streamedFetch(call: FetchCall, plan: PlanOf<"stream-snapshot">): Response {
@@ -74,7 +75,7 @@ export function streamSnapshot(
   return new Response(body, {
     status: 200,
     headers: {
-      "content-type": "application/x-git-upload-pack-result",
+      "content-type": UPLOAD_PACK_RESULT_TYPE,
       "cache-control": "no-cache",
     },
   });
@@ -82,7 +83,8 @@ export function streamSnapshot(
 
 /**
  * `head`, then `pack` framed as band-1 packets, then a flush; a pack that errors ends the stream
- * with a band-3 message and no flush instead. Packets are filled to the most side-band-64k allows
+ * with a band-3 message and no flush instead. Packets are filled ({@link SidebandFiller}) to the most
+ * side-band-64k allows
  * (65515 bytes of pack, 65520 with their header): store bodies come in chunks as small as 4 KiB
  * (local R2), which would otherwise each be a packet (13,165 instead of 823 for git's 54 MB
  * history; bench/snapshot_stream_cpu.ts). `sent` learns each packet's pack bytes as it goes out,
@@ -95,20 +97,14 @@ export function sidebandPack(
   failed: (error: unknown) => void,
 ): ReadableStream<Uint8Array> {
   const reader = pack.getReader();
+  const packets = new SidebandFiller(BAND_DATA);
   let started = false;
-  let packet = new Uint8Array(5 + MAX_SIDEBAND_DATA);
-  let filled = 0;
-  /** Enqueues the packet being filled, if it holds anything. */
-  const emit = (controller: ReadableStreamDefaultController<Uint8Array>) => {
-    if (filled === 0) return;
-    const length = filled + 5;
-    const hex = length.toString(16).padStart(4, "0");
-    for (let i = 0; i < 4; i++) packet[i] = hex.charCodeAt(i);
-    packet[4] = BAND_DATA;
-    controller.enqueue(packet.subarray(0, length));
-    sent(filled);
-    packet = new Uint8Array(5 + MAX_SIDEBAND_DATA);
-    filled = 0;
+  const emit = (
+    controller: ReadableStreamDefaultController<Uint8Array>,
+    packet: Uint8Array,
+  ) => {
+    controller.enqueue(packet);
+    sent(packet.length - 5);
   };
   return new ReadableStream<Uint8Array>({
     async pull(controller) {
@@ -128,24 +124,15 @@ export function sidebandPack(
           return;
         }
         if (next.done) {
-          emit(controller);
+          const last = packets.flush();
+          if (last) emit(controller, last);
           controller.enqueue(FLUSH_PKT);
           controller.close();
           return;
         }
-        let chunk = next.value;
-        let emitted = false;
-        while (chunk.length > 0) {
-          const n = Math.min(chunk.length, MAX_SIDEBAND_DATA - filled);
-          packet.set(chunk.subarray(0, n), 5 + filled);
-          filled += n;
-          chunk = chunk.subarray(n);
-          if (filled === MAX_SIDEBAND_DATA) {
-            emit(controller);
-            emitted = true;
-          }
-        }
-        if (emitted) return;
+        const full = packets.push(next.value);
+        for (const packet of full) emit(controller, packet);
+        if (full.length > 0) return;
       }
     },
     async cancel(reason) {

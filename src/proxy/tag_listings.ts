@@ -22,6 +22,7 @@ import type { ProxyContext, TagListingHooks } from "./context.ts";
 import { hex } from "./response_cache.ts";
 import { sha256 } from "@noble/hashes/sha2.js";
 import { parseCommandRequest } from "../git/command_request.ts";
+import { type LsRefsArgs, parseLsRefsArgs } from "../git/ls_refs.ts";
 import { parsePktLength, type Pkt } from "../git/pktline.ts";
 
 /** Credentials whose newest listing is kept (oldest dropped first). */
@@ -114,24 +115,17 @@ export class TagListings implements TagListingHooks {
 
 /** Whether an `ls-refs` request lists every tag, peeled: what the digest needs. */
 export function listsEveryTag(read: Pkt[]): boolean {
-  let args: string[];
+  let args: LsRefsArgs;
   try {
     const req = parseCommandRequest(read);
     if (req.command !== "ls-refs") return false;
-    args = req.args;
+    args = parseLsRefsArgs(req.args);
   } catch {
     return false;
   }
-  let peel = false, prefixes = 0, tagsCovered = false;
-  for (const arg of args) {
-    if (arg === "peel") peel = true;
-    else if (arg === "symrefs" || arg === "unborn") continue;
-    else if (arg.startsWith("ref-prefix ")) {
-      prefixes++;
-      if ("refs/tags/".startsWith(arg.slice("ref-prefix ".length))) tagsCovered = true;
-    } else return false; // an argument this edge does not know might narrow the listing
-  }
-  return peel && (prefixes === 0 || tagsCovered);
+  // An argument this edge does not know might narrow the listing.
+  return args.peel && args.other.length === 0 &&
+    (args.refPrefixes.length === 0 || args.refPrefixes.some((p) => "refs/tags/".startsWith(p)));
 }
 
 /**

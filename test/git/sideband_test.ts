@@ -8,6 +8,7 @@ import {
   encodeSideband,
   encodeSidebandText,
   MAX_SIDEBAND_DATA,
+  SidebandFiller,
   sidebandMuxStream,
   SidebandRemoteError,
 } from "../../src/git/sideband.ts";
@@ -148,4 +149,21 @@ Deno.test("demux accepts end of input or response-end and pulls lazily", async (
   assertEquals((await r.read()).value, utf8("data"));
   assert(pulls <= 2, `pulled ${pulls} chunks for one packet`);
   await r.cancel();
+});
+
+Deno.test("SidebandFiller fills packets to the most one holds, from chunks of any size", () => {
+  const data = new Uint8Array(150_000).map((_, i) => (i * 7) % 251);
+  const filler = new SidebandFiller(2);
+  const packets: Uint8Array[] = [];
+  for (let at = 0; at < data.length; at += 4096) {
+    packets.push(...filler.push(data.subarray(at, at + 4096)));
+  }
+  assertEquals(packets.length, 2, "two full packets before the end");
+  const last = filler.flush();
+  assert(last !== null, "the rest in a last packet");
+  packets.push(last);
+  assertEquals(filler.flush(), null, "nothing left");
+  assertEquals(packets.map((p) => p.length), [65520, 65520, 150_000 - 2 * MAX_SIDEBAND_DATA + 5]);
+  // The same bytes as framing the data whole.
+  assertEquals(concatBytes(packets), encodeSideband(2, data));
 });
