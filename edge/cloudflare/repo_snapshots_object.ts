@@ -15,7 +15,7 @@ import { withDefaults } from "../../src/proxy/config.ts";
 import type { OriginAuth, RepoRef } from "../../src/proxy/repo.ts";
 import { readManifest } from "../../src/proxy/manifest.ts";
 import { LoggingSnapshotBuilder } from "../../src/proxy/build_log.ts";
-import { loggedOriginFetch } from "../../src/proxy/request_log.ts";
+import { loggedOriginFetch } from "../../src/proxy/origin_log.ts";
 import { workerLogger } from "./worker_log.ts";
 import { outcomeOf, type RepoSnapshotsRpc } from "./snapshot_rpc.ts";
 import { type Env, workerSettings } from "./env.ts";

@@ -18,7 +18,8 @@ import { Front } from "./front.ts";
 import { drain, type DrainReport } from "./drain.ts";
 import { LoggingSnapshotBuilder } from "../../src/proxy/build_log.ts";
 import { type Logger, SILENT_LOGGER } from "../../src/proxy/log.ts";
-import { handedPackUris, loggedOriginFetch } from "../../src/proxy/request_log.ts";
+import { handedPackUris } from "../../src/proxy/request_log.ts";
+import { loggedOriginFetch } from "../../src/proxy/origin_log.ts";
 import { HEALTH_ROUTES } from "../../src/proxy/health.ts";
 
 export interface DenoEdgeOptions {

@@ -25,7 +25,7 @@ import { ParseBudget } from "./parse_budget.ts";
 import { type Logger, SILENT_LOGGER } from "./log.ts";
 import { requestContext, requestLog } from "./request_log.ts";
 import { HEALTH_ROUTES, liveResponse, readiness, readyResponse, StoreProbe } from "./health.ts";
-import { currentSnapshot } from "./snapshot_answer.ts";
+import { currentSnapshot } from "./current_snapshot.ts";
 import { LsRefsAhead } from "./ls_refs_ahead.ts";
 import { TagListings } from "./tag_listings.ts";
 import { RepoRegistry } from "./repo_registry.ts";

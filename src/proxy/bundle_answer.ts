@@ -8,7 +8,8 @@
 import type { RepoRef } from "./repo.ts";
 import type { ProxyContext } from "./context.ts";
 import { bundleListAnswer, bundleListConfig, layerBundles } from "./bundle_list.ts";
-import { currentSnapshot, publicBase } from "./snapshot_answer.ts";
+import { currentSnapshot } from "./current_snapshot.ts";
+import { publicBase } from "./context.ts";
 import type { CapabilityAdvertisement } from "../git/capabilities.ts";
 import { concat, DELIM_PKT, encodePkt, FLUSH_PKT, type Pkt, pktText } from "../git/pktline.ts";
 import { fromOrigin, noteOriginVerdict, recentlyAuthorised, relay } from "./forwarding.ts";

@@ -78,3 +78,8 @@ export class OriginFeatures {
     return this.#seen.get(repo.id)?.has(feature) ?? false;
   }
 }
+
+/** The edge's public base URL: `--public-url`, else the origin of the request's own URL. */
+export function publicBase(ctx: ProxyContext, url: URL): string {
+  return (ctx.deps.config.publicUrl ?? url.origin).replace(/\/+$/, "");
+}

@@ -11,17 +11,9 @@ import type { ScheduleBasis } from "./deps.ts";
 import { type Manifest, manifestPacks } from "./manifest.ts";
 import { requestIneligible, rewriteDecision } from "./eligibility.ts";
 import { uncacheable } from "./response_cache.ts";
+import { NO_SNAPSHOT, type SnapshotLookup } from "./current_snapshot.ts";
 
-/** The snapshot in force as the upload-pack route found it. */
-export interface SnapshotLookup {
-  /** The manifest in force, or null when there is none. */
-  manifest: Manifest | null;
-  /** A pack it names is missing from the store, truncated or rewritten since publication. */
-  missingPack: boolean;
-}
-
-/** No snapshot (or one not looked up: see {@link wantsSnapshot}). */
-export const NO_SNAPSHOT: SnapshotLookup = { manifest: null, missingPack: false };
+export { NO_SNAPSHOT, type SnapshotLookup };
 
 /** Everything the decision depends on. */
 export interface FetchInputs {

@@ -20,7 +20,9 @@ import {
 } from "./forwarding.ts";
 import { firstRequest, type GuardedBody, readPkts, recorded, requestBody } from "./request_body.ts";
 import type { FetchCall } from "./fetch_call.ts";
-import { answerFromSnapshot, currentSnapshot, publicBase } from "./snapshot_answer.ts";
+import { answerFromSnapshot } from "./snapshot_answer.ts";
+import { currentSnapshot } from "./current_snapshot.ts";
+import { publicBase } from "./context.ts";
 import { rewrittenFetch } from "./rewritten_fetch.ts";
 import { cachedFetch, responseCacheBytes } from "./cached_fetch.ts";
 import { forwardedFetch } from "./forwarded_fetch.ts";

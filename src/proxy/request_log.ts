@@ -19,7 +19,7 @@
  * never logged, nor any header.
  */
 import type { MiddlewareHandler } from "hono";
-import type { Clock, OriginFetch } from "./deps.ts";
+import { loggedOriginFetch } from "./origin_log.ts";
 import type { ProxyContext } from "./context.ts";
 import type { Metrics } from "./metrics.ts";
 import type { Logger } from "./log.ts";
@@ -77,37 +77,6 @@ function notingMetrics(metrics: Metrics, notes: Notes): Metrics {
       return typeof value === "function" ? value.bind(target) : value;
     },
   });
-}
-
-/**
- * `originFetch` that logs an `origin.error` (warn) for a call that fails or answers 5xx, with
- * `context` (`repo`, `for`: `request` or `build`), and reports each answer's time to `onAnswer`.
- */
-export function loggedOriginFetch(
-  originFetch: OriginFetch,
-  log: Logger,
-  clock: Clock,
-  context: Record<string, unknown>,
-  onAnswer?: (ms: number, status: number) => void,
-): OriginFetch {
-  return async (request) => {
-    const start = clock.now();
-    const url = new URL(request.url);
-    const where = { ...context, originUrl: `${url.origin}${url.pathname}` };
-    let res: Response;
-    try {
-      res = await originFetch(request);
-    } catch (error) {
-      log.log("warn", "origin.error", { ...where, error, originMs: clock.now() - start });
-      throw error;
-    }
-    const ms = clock.now() - start;
-    onAnswer?.(ms, res.status);
-    if (res.status >= 500) {
-      log.log("warn", "origin.error", { ...where, status: res.status, originMs: ms });
-    }
-    return res;
-  };
 }
 
 /** The route and repository a request's path names. */

@@ -1,13 +1,12 @@
 /**
- * The snapshot in a fetch answer: the snapshot in force (and whether its packs are intact), the
- * `packfile-uris` section naming its packs by signed URL, and the edge's own answer to a fetch the
- * snapshot covers alone.
+ * The snapshot in a fetch answer: the `packfile-uris` section naming its packs by signed URL, and
+ * the edge's own answer to a fetch the snapshot covers alone.
  */
 import { type Manifest, manifestPacks } from "./manifest.ts";
 import type { RepoRef } from "./repo.ts";
 import type { ProxyContext } from "./context.ts";
-import type { SnapshotLookup } from "./fetch_plan.ts";
 import type { FetchCall, PlanOf } from "./fetch_call.ts";
+import { publicBase } from "./context.ts";
 import { signedPackUrl } from "./pack_urls.ts";
 import { concat, encodePkt, FLUSH_PKT } from "../git/pktline.ts";
 import { sha1 } from "@noble/hashes/legacy.js";
@@ -56,29 +55,6 @@ export async function answerFromSnapshot(
       "cache-control": "no-cache",
     },
   });
-}
-
-/** The snapshot in force, and whether one of its packs is missing from the store (or truncated). */
-export async function currentSnapshot(
-  ctx: ProxyContext,
-  repo: RepoRef,
-): Promise<SnapshotLookup> {
-  const manifest = await ctx.deps.coordinator.manifest(repo);
-  if (!manifest) return { manifest, missingPack: false };
-  const packs = manifestPacks(manifest);
-  const present = await Promise.all(packs.map((p) => ctx.deps.store.head(p.key)));
-  // Missing, truncated, or rewritten since it was published (a flipped byte keeps the size but
-  // not the store's version): never handed out again; the snapshot is rebuilt.
-  const missingPack = present.some((info, i) =>
-    info === null || info.size !== packs[i].size ||
-    (packs[i].version !== undefined && info.version !== packs[i].version)
-  );
-  if (missingPack) ctx.metrics.inc("gitedge_snapshot_missing_packs_total");
-  return { manifest, missingPack };
-}
-
-export function publicBase(ctx: ProxyContext, url: URL): string {
-  return (ctx.deps.config.publicUrl ?? url.origin).replace(/\/+$/, "");
 }
 
 export async function packfileUrisSection(
