@@ -37,89 +37,89 @@ const EDGE_SUITE = "test/edge/deno/deno_edge_test.ts";
 const BUILD_STEPS = "test/proxy/build_steps_test.ts";
 const EDGE_INDEX = "test/client/edge_index_test.ts";
 const FRONT = "test/edge/deno/front_test.ts";
-const STREAM = "test/proxy/snapshot_stream_test.ts";
+const STREAM = "test/proxy/fetch/streamed_fetch_test.ts";
 const DOWNLOADS = ["test/client/fetch_packfiles_test.ts", "test/client/ranged_response_test.ts"];
 
 export const MUTANTS: Mutant[] = [
   // Signed pack URLs.
   {
     name: "signing/prefix-signature",
-    file: "src/proxy/signing.ts",
+    file: "src/proxy/core/signing.ts",
     from:
       'return await crypto.subtle.verify("HMAC", await this.#key, mac, message(path, expires));',
     to:
       "const full = fromBase64Url(await this.sign(path, expires))!; return mac.every((b, i) => b === full[i]);",
-    tests: ["test/proxy/signing_test.ts", "test/proxy/pack_urls_test.ts"],
+    tests: ["test/proxy/core/signing_test.ts", "test/proxy/downloads/pack_urls_test.ts"],
   },
   {
     name: "signing/no-expiry",
-    file: "src/proxy/signing.ts",
+    file: "src/proxy/core/signing.ts",
     from: "if (!Number.isSafeInteger(expires) || expires < nowSeconds) return false;",
     to: "if (!Number.isSafeInteger(expires)) return false;",
-    tests: ["test/proxy/signing_test.ts", "test/proxy/pack_urls_test.ts"],
+    tests: ["test/proxy/core/signing_test.ts", "test/proxy/downloads/pack_urls_test.ts"],
   },
   {
     name: "signing/expiry-not-in-message",
-    file: "src/proxy/signing.ts",
+    file: "src/proxy/core/signing.ts",
     from: "return encoder.encode(`${path}\\n${expires}`);",
     to: "return encoder.encode(`${path}\\n`);",
-    tests: ["test/proxy/signing_test.ts", "test/proxy/pack_urls_test.ts"],
+    tests: ["test/proxy/core/signing_test.ts", "test/proxy/downloads/pack_urls_test.ts"],
   },
   {
     name: "pack_urls/index-signed-as-itself",
-    file: "src/proxy/pack_urls.ts",
+    file: "src/proxy/downloads/pack_urls.ts",
     from: "if (!(await signer.verify(packPath(id, packFileOf(file)), exp, sig, nowSeconds))) {",
     to: "if (!(await signer.verify(packPath(id, file), exp, sig, nowSeconds)) && false) {",
-    tests: ["test/proxy/pack_urls_test.ts"],
+    tests: ["test/proxy/downloads/pack_urls_test.ts"],
   },
   // The credential memo.
   {
     name: "auth_memo/key-without-repo",
-    file: "src/proxy/auth_memo.ts",
+    file: "src/proxy/origin/auth_memo.ts",
     from: 'const text = new TextEncoder().encode(`${repoId}\\n${authorization ?? ""}\\n`);',
     to: 'const text = new TextEncoder().encode(`${authorization ?? ""}\\n`);',
-    tests: ["test/proxy/auth_memo_test.ts"],
+    tests: ["test/proxy/origin/auth_memo_test.ts"],
   },
   {
     name: "auth_memo/key-without-credential",
-    file: "src/proxy/auth_memo.ts",
+    file: "src/proxy/origin/auth_memo.ts",
     from: 'const text = new TextEncoder().encode(`${repoId}\\n${authorization ?? ""}\\n`);',
     to: "const text = new TextEncoder().encode(`${repoId}\\n`);",
-    tests: ["test/proxy/auth_memo_test.ts"],
+    tests: ["test/proxy/origin/auth_memo_test.ts"],
   },
   {
     name: "auth_memo/ttl-inclusive",
-    file: "src/proxy/auth_memo.ts",
+    file: "src/proxy/origin/auth_memo.ts",
     from: "if (now - at < ttlMs && now >= at) return true;",
     to: "if (now - at <= ttlMs && now >= at) return true;",
-    tests: ["test/proxy/auth_memo_test.ts"],
+    tests: ["test/proxy/origin/auth_memo_test.ts"],
   },
   {
     name: "auth_memo/forget-noop",
-    file: "src/proxy/auth_memo.ts",
+    file: "src/proxy/origin/auth_memo.ts",
     from: "  forget(key: string): void {\n    this.#accepted.delete(key);",
     to: "  forget(key: string): void {\n    void key;",
-    tests: ["test/proxy/auth_memo_test.ts"],
+    tests: ["test/proxy/origin/auth_memo_test.ts"],
   },
   {
     name: "forwarding/refusal-keeps-memo",
-    file: "src/proxy/forwarding.ts",
+    file: "src/proxy/origin/forwarding.ts",
     from: "else if (status === 401 || status === 403) ctx.authMemo.forget(key);",
     to: "",
-    tests: ["test/proxy/auth_memo_test.ts"],
+    tests: ["test/proxy/origin/auth_memo_test.ts"],
   },
   {
     name: "forwarding/any-answer-remembered",
-    file: "src/proxy/forwarding.ts",
+    file: "src/proxy/origin/forwarding.ts",
     from: "if (status === 200) ctx.authMemo.remember(key, ctx.deps.clock.now());",
     to: "if (status < 500) ctx.authMemo.remember(key, ctx.deps.clock.now());",
-    tests: ["test/proxy/auth_memo_test.ts", EDGE_SUITE],
+    tests: ["test/proxy/origin/auth_memo_test.ts", EDGE_SUITE],
     filter: "private origin",
   },
   // The response cache's key and what it takes.
   ...(["deepen", "filter", "include-tag", "deepen-since", "tags"] as const).map((part) => ({
     name: `response_cache/key-without-${part}`,
-    file: "src/proxy/response_cache.ts",
+    file: "src/proxy/core/response_cache.ts",
     from: {
       "deepen": "    `deepen ${args.deepen}`,\n",
       "filter": "    `filter ${args.filter}`,\n",
@@ -128,26 +128,26 @@ export const MUTANTS: Mutant[] = [
       "tags": "    `tags ${tagDigest}`,\n",
     }[part],
     to: "",
-    tests: ["test/proxy/response_cache_test.ts"],
+    tests: ["test/proxy/core/response_cache_test.ts"],
   })),
   {
     name: "response_cache/key-without-wants",
-    file: "src/proxy/response_cache.ts",
+    file: "src/proxy/core/response_cache.ts",
     from: "    ...[...new Set(args.wants)].sort().map((w) => `want ${w}`),\n",
     to: "",
-    tests: ["test/proxy/response_cache_test.ts"],
+    tests: ["test/proxy/core/response_cache_test.ts"],
   },
   {
     name: "response_cache/shallow-cacheable",
-    file: "src/proxy/response_cache.ts",
+    file: "src/proxy/core/response_cache.ts",
     from: 'if (args.shallow.length > 0) return "client is shallow";',
     to: "",
-    tests: ["test/proxy/response_cache_test.ts"],
+    tests: ["test/proxy/core/response_cache_test.ts"],
   },
   // Incremental fetches through the response cache (test/proxy/incremental_fetch_test.ts).
   {
     name: "response_cache/haves-uncacheable",
-    file: "src/proxy/response_cache.ts",
+    file: "src/proxy/core/response_cache.ts",
     from: 'if (args.shallow.length > 0) return "client is shallow";',
     to:
       'if (args.haves.length > 0) return "incremental fetch";\n  if (args.shallow.length > 0) return "client is shallow";',
@@ -156,7 +156,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     name: "response_cache/haves-uncacheable-worker",
-    file: "src/proxy/response_cache.ts",
+    file: "src/proxy/core/response_cache.ts",
     from: 'if (args.shallow.length > 0) return "client is shallow";',
     to:
       'if (args.haves.length > 0) return "incremental fetch";\n  if (args.shallow.length > 0) return "client is shallow";',
@@ -165,7 +165,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     name: "response_cache/incremental-keyed-by-tags",
-    file: "src/proxy/response_cache.ts",
+    file: "src/proxy/core/response_cache.ts",
     from: "return args.includeTag && args.haves.length === 0;",
     to: "return args.includeTag;",
     tests: ["test/proxy/incremental_fetch_test.ts"],
@@ -173,7 +173,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     name: "response_cache/key-without-haves",
-    file: "src/proxy/response_cache.ts",
+    file: "src/proxy/core/response_cache.ts",
     from: "    ...[...new Set(args.haves)].sort().map((h) => `have ${h}`),\n",
     to: "",
     tests: ["test/proxy/incremental_fetch_test.ts"],
@@ -181,7 +181,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     name: "response_cache/key-without-done",
-    file: "src/proxy/response_cache.ts",
+    file: "src/proxy/core/response_cache.ts",
     from: "    `done ${args.done}`,\n",
     to: "",
     tests: ["test/proxy/incremental_fetch_test.ts"],
@@ -189,42 +189,42 @@ export const MUTANTS: Mutant[] = [
   },
   {
     name: "response_cache/ref-names-cacheable",
-    file: "src/proxy/response_cache.ts",
+    file: "src/proxy/core/response_cache.ts",
     from: 'if (args.deepenNot.length > 0 || args.wantRefs.length > 0) return "names refs";',
     to: "",
-    tests: ["test/proxy/response_cache_test.ts"],
+    tests: ["test/proxy/core/response_cache_test.ts"],
   },
   {
     name: "response_cache/no-packfile-section-ok",
-    file: "src/proxy/response_cache.ts",
+    file: "src/proxy/core/response_cache.ts",
     from: 'if (!inPack) fail("no packfile section");',
     to: "",
-    tests: ["test/proxy/response_cache_test.ts"],
+    tests: ["test/proxy/core/response_cache_test.ts"],
   },
   {
     name: "response_cache/no-final-flush-ok",
-    file: "src/proxy/response_cache.ts",
+    file: "src/proxy/core/response_cache.ts",
     from: 'if (!lastFlush) fail("no final flush");',
     to: "",
-    tests: ["test/proxy/response_cache_test.ts"],
+    tests: ["test/proxy/core/response_cache_test.ts"],
   },
   {
     name: "response_cache/band-3-ok",
-    file: "src/proxy/response_cache.ts",
+    file: "src/proxy/core/response_cache.ts",
     from: '} else if (p[0] === 3) fail("remote error in band 3");',
     to: "} else if (p[0] === 3) void 0;",
-    tests: ["test/proxy/response_cache_test.ts"],
+    tests: ["test/proxy/core/response_cache_test.ts"],
   },
   {
     name: "response_cache/no-size-cap",
-    file: "src/proxy/response_cache.ts",
+    file: "src/proxy/core/response_cache.ts",
     from: "if (total > maxBytes) fail(`larger than ${maxBytes} bytes`);",
     to: "",
-    tests: ["test/proxy/response_cache_test.ts"],
+    tests: ["test/proxy/core/response_cache_test.ts"],
   },
   {
     name: "cached_fetch/no-cheap-check",
-    file: "src/proxy/cached_fetch.ts",
+    file: "src/proxy/fetch/cached_fetch.ts",
     from:
       "if (!authorised && (ctx.responseCache.pending(storeKey) || await ctx.deps.store.head(storeKey))) {",
     to: "if (false) {",
@@ -233,7 +233,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     name: "cached_fetch/cheap-check-trusts",
-    file: "src/proxy/cached_fetch.ts",
+    file: "src/proxy/fetch/cached_fetch.ts",
     from:
       "rather than have it compute the pack again.\n    if (await originTagDigest(ctx, request, repo, req) === null) {",
     to: "rather than have it compute the pack again.\n    if (false) {",
@@ -242,7 +242,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     name: "cached_fetch/memo-trusts-anyone",
-    file: "src/proxy/cached_fetch.ts",
+    file: "src/proxy/fetch/cached_fetch.ts",
     from: "    authorised = recentlyAuthorised(ctx, request, repo);",
     to: "    authorised = true;",
     tests: ["test/proxy/incremental_fetch_test.ts"],
@@ -250,7 +250,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     name: "cached_fetch/cheap-check-trusts-incremental",
-    file: "src/proxy/cached_fetch.ts",
+    file: "src/proxy/fetch/cached_fetch.ts",
     from:
       "rather than have it compute the pack again.\n    if (await originTagDigest(ctx, request, repo, req) === null) {",
     to: "rather than have it compute the pack again.\n    if (false) {",
@@ -260,46 +260,46 @@ export const MUTANTS: Mutant[] = [
   // Which fetches get the snapshot by URI.
   {
     name: "eligibility/tag-may-be-left-out",
-    file: "src/proxy/eligibility.ts",
+    file: "src/proxy/fetch/eligibility.ts",
     from: 'if (unwanted.some(([name]) => !name.startsWith("refs/heads/"))) return false;',
     to: "",
-    tests: ["test/proxy/eligibility_test.ts", EDGE_SUITE],
+    tests: ["test/proxy/fetch/eligibility_test.ts", EDGE_SUITE],
     filter: "/eligibility|tag moved/",
   },
   {
     name: "eligibility/count-rule-off",
-    file: "src/proxy/eligibility.ts",
+    file: "src/proxy/fetch/eligibility.ts",
     from: "return new Set(unwanted.map(([, oid]) => oid)).size <= newWants.size;",
     to: "return true;",
-    tests: ["test/proxy/eligibility_test.ts"],
+    tests: ["test/proxy/fetch/eligibility_test.ts"],
   },
   {
     name: "eligibility/partial-eligible",
-    file: "src/proxy/eligibility.ts",
+    file: "src/proxy/fetch/eligibility.ts",
     from: 'if (args.filter !== null) return "partial clone";',
     to: "",
-    tests: ["test/proxy/eligibility_test.ts"],
+    tests: ["test/proxy/fetch/eligibility_test.ts"],
   },
   {
     name: "eligibility/deepen-since-eligible",
-    file: "src/proxy/eligibility.ts",
+    file: "src/proxy/fetch/eligibility.ts",
     from: "args.deepen !== null || args.deepenSince !== null",
     to: "args.deepen !== null",
-    tests: ["test/proxy/eligibility_test.ts"],
+    tests: ["test/proxy/fetch/eligibility_test.ts"],
   },
   {
     name: "eligibility/haves-eligible",
-    file: "src/proxy/eligibility.ts",
+    file: "src/proxy/fetch/eligibility.ts",
     from: '  if (args.haves.length > 0) return "incremental fetch";\n  if (args.shallow',
     to: "  if (args.shallow",
-    tests: ["test/proxy/eligibility_test.ts"],
+    tests: ["test/proxy/fetch/eligibility_test.ts"],
   },
   {
     name: "eligibility/missing-pack-served",
-    file: "src/proxy/eligibility.ts",
+    file: "src/proxy/fetch/eligibility.ts",
     from: 'else if (snapshot.missingPack) reason = "snapshot pack missing";',
     to: "",
-    tests: ["test/proxy/eligibility_test.ts"],
+    tests: ["test/proxy/fetch/eligibility_test.ts"],
   },
   // Trusted edge indexes (gitedge clone --trust-edge-index).
   {
@@ -372,14 +372,14 @@ export const MUTANTS: Mutant[] = [
   // Snapshot builds carried across invocations.
   {
     name: "snapshot/abandon-keeps-packs",
-    file: "src/proxy/snapshot.ts",
+    file: "src/proxy/snapshots/snapshot.ts",
     from: "    await this.#deleteUnder(`${packPrefix(state.repo)}${state.id}-`);\n",
     to: "",
     tests: [BUILD_STEPS],
   },
   {
     name: "snapshot/abandon-keeps-segments",
-    file: "src/proxy/snapshot.ts",
+    file: "src/proxy/snapshots/snapshot.ts",
     from:
       "  async abandon(state: BuildState): Promise<void> {\n    await this.#deleteUnder(tmpPrefix(state.repo, state.id));\n",
     to: "  async abandon(state: BuildState): Promise<void> {\n",
@@ -387,28 +387,28 @@ export const MUTANTS: Mutant[] = [
   },
   {
     name: "snapshot/begin-keeps-leftovers",
-    file: "src/proxy/snapshot.ts",
+    file: "src/proxy/snapshots/snapshot.ts",
     from: "    await this.#deleteUnder(tmpPrefix(repo));\n",
     to: "",
     tests: [BUILD_STEPS],
   },
   {
     name: "repo_snapshots/attempts-not-reset",
-    file: "src/proxy/repo_snapshots.ts",
+    file: "src/proxy/snapshots/repo_snapshots.ts",
     from: "await storage.put(BUILD_KEY, { ...pending, state: progress.state, attempts: 0 });",
     to: "await storage.put(BUILD_KEY, { ...pending, state: progress.state });",
     tests: [BUILD_STEPS],
   },
   {
     name: "repo_snapshots/failed-step-not-abandoned",
-    file: "src/proxy/repo_snapshots.ts",
+    file: "src/proxy/snapshots/repo_snapshots.ts",
     from: "      await builder.abandon(pending.state).catch(() => {});\n      await storage.delete",
     to: "      await storage.delete",
     tests: [BUILD_STEPS],
   },
   {
     name: "repo_snapshots/retries-forever",
-    file: "src/proxy/repo_snapshots.ts",
+    file: "src/proxy/snapshots/repo_snapshots.ts",
     from: "if (pending.attempts < MAX_STEP_ATTEMPTS) {",
     to: "if (pending.attempts < 1000) {",
     tests: [BUILD_STEPS],
@@ -445,7 +445,7 @@ export const MUTANTS: Mutant[] = [
   // Request parsing bounds and repository paths.
   {
     name: "request_body/no-byte-cap",
-    file: "src/proxy/request_body.ts",
+    file: "src/proxy/origin/request_body.ts",
     from:
       "if (taken + n > max) throw new RequestTooLargeError(`request body exceeds ${max} bytes`);",
     to: "",
@@ -454,30 +454,30 @@ export const MUTANTS: Mutant[] = [
   },
   {
     name: "repo/dot-segments-allowed",
-    file: "src/proxy/repo.ts",
+    file: "src/proxy/core/repo.ts",
     from: 'const badSegment = (s: string) => s === "" || s === "." || s === ".." || hasBadChar(s);',
     to: 'const badSegment = (s: string) => s === "" || hasBadChar(s);',
-    tests: ["test/proxy/repo_test.ts"],
+    tests: ["test/proxy/core/repo_test.ts"],
   },
   {
     name: "repo/any-host",
-    file: "src/proxy/repo.ts",
+    file: "src/proxy/core/repo.ts",
     from: "if (!config.allowHosts.includes(host)) {",
     to: "if (false) {",
-    tests: ["test/proxy/repo_test.ts"],
+    tests: ["test/proxy/core/repo_test.ts"],
   },
   // Plain clones streamed from the snapshot (fetch_plan.ts, snapshot_stream.ts, pack_join.ts).
   {
     name: "snapshot_stream/unauthorised",
-    file: "src/proxy/fetch_plan.ts",
+    file: "src/proxy/fetch/fetch_plan.ts",
     from: "input.snapshotPlainClones && input.recentlyAuthorised && streamFrom &&",
     to: "input.snapshotPlainClones && streamFrom &&",
-    tests: [STREAM, "test/proxy/fetch_plan_test.ts", EDGE_SUITE],
+    tests: [STREAM, "test/proxy/fetch/fetch_plan_test.ts", EDGE_SUITE],
     filter: "/private|fetch plan/",
   },
   {
     name: "snapshot_stream/setting-ignored",
-    file: "src/proxy/git_routes.ts",
+    file: "src/proxy/fetch/git_routes.ts",
     from: "const plainClones = ctx.deps.config.snapshotPlainClones;",
     to: "const plainClones = true;",
     tests: [STREAM],
@@ -485,7 +485,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     name: "snapshot_stream/layers-joined",
-    file: "src/proxy/fetch_plan.ts",
+    file: "src/proxy/fetch/fetch_plan.ts",
     from: "if (manifest.layers.length !== 1 || manifest.layers[0].length === 0) return false;",
     to: "if (manifest.layers.length < 1 || manifest.layers[0].length === 0) return false;",
     tests: [STREAM],
@@ -493,7 +493,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     name: "snapshot_stream/wants-a-subset",
-    file: "src/proxy/fetch_plan.ts",
+    file: "src/proxy/fetch/fetch_plan.ts",
     from: "return wants.size === tips.size && [...wants].every((w) => tips.has(w));",
     to: "return [...wants].every((w) => tips.has(w));",
     tests: [STREAM],
@@ -501,14 +501,14 @@ export const MUTANTS: Mutant[] = [
   },
   {
     name: "snapshot_stream/without-ofs-delta",
-    file: "src/proxy/fetch_plan.ts",
+    file: "src/proxy/fetch/fetch_plan.ts",
     from: "args.ofsDelta && args.wants.length > 0",
     to: "args.wants.length > 0",
-    tests: ["test/proxy/fetch_plan_test.ts"],
+    tests: ["test/proxy/fetch/fetch_plan_test.ts"],
   },
   {
     name: "snapshot_stream/error-ends-with-flush",
-    file: "src/proxy/snapshot_stream.ts",
+    file: "src/proxy/fetch/streamed_fetch.ts",
     from:
       'controller.enqueue(encodeSidebandText(BAND_ERROR, "gitedge: the snapshot pack failed"));',
     to: "controller.enqueue(FLUSH_PKT);",

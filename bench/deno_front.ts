@@ -12,7 +12,7 @@
 import http from "node:http";
 import fs from "node:fs";
 import { Front } from "../edge/deno/front.ts";
-import { Metrics } from "../src/proxy/metrics.ts";
+import { Metrics } from "../src/proxy/core/metrics.ts";
 import {
   cpuTimes,
   flags,

@@ -1,5 +1,5 @@
 /**
- * CPU of streaming a plain clone's pack from the snapshot (src/proxy/snapshot_stream.ts) on git's
+ * CPU of streaming a plain clone's pack from the snapshot (src/proxy/fetch/streamed_fetch.ts) on git's
  * own history to v2.0.0 (165k objects, 54 MB pack, from $GITEDGE_GIT_BUNDLE, default
  * /work/shared/data/git-v2.0.0.bundle), against the Workers CPU limit (30 s by default, up to
  * 5 min configurable on paid plans).
@@ -21,7 +21,7 @@ import { createHash } from "node:crypto";
 import { startWorker } from "../test/support/worker_harness.ts";
 import { tempDir } from "../test/support/git.ts";
 import { joinedPack, onePack } from "../src/git/pack_join.ts";
-import { sidebandPack } from "../src/proxy/snapshot_stream.ts";
+import { sidebandPack } from "../src/proxy/fetch/streamed_fetch.ts";
 import { encodePkts } from "../src/git/pktline.ts";
 import type { R2Bucket } from "../edge/cloudflare/worker_types.ts";
 

@@ -1,6 +1,6 @@
 /**
  * The Worker side of `bench/snapshot_stream_cpu.ts`: streams the R2 object `pack` as a plain
- * clone's answer would (src/proxy/snapshot_stream.ts `sidebandPack`), by mode:
+ * clone's answer would (src/proxy/fetch/streamed_fetch.ts `sidebandPack`), by mode:
  *
  *   GET /stream?mode=raw      the R2 body as it is (the control: local R2 and the response alone)
  *   GET /stream?mode=stored   side-band framed, the pack as stored (`onePack` of one pack: a
@@ -13,7 +13,7 @@
  */
 import type { R2Bucket } from "../edge/cloudflare/worker_types.ts";
 import { joinedPack, onePack } from "../src/git/pack_join.ts";
-import { sidebandPack } from "../src/proxy/snapshot_stream.ts";
+import { sidebandPack } from "../src/proxy/fetch/streamed_fetch.ts";
 import { encodePkts } from "../src/git/pktline.ts";
 
 interface Env {

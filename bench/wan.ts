@@ -38,8 +38,8 @@ import { git, tempDir } from "../test/support/git.ts";
 import { addCommits, makeRepo } from "../test/support/fixtures.ts";
 import type { Origin } from "../test/support/origin.ts";
 import { cloneJson } from "../test/support/cli_process.ts";
-import { repoId } from "../src/proxy/repo.ts";
-import type { Manifest } from "../src/proxy/manifest.ts";
+import { repoId } from "../src/proxy/core/repo.ts";
+import type { Manifest } from "../src/proxy/core/manifest.ts";
 import { flags, median, settleDisk, spawnOrigin, startEdgeProcess, timed } from "./harness/mod.ts";
 import { type Link, startLink } from "./wan_link.ts";
 

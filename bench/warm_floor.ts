@@ -28,8 +28,8 @@
  */
 import { git, tempDir } from "../test/support/git.ts";
 import { cloneJson } from "../test/support/cli_process.ts";
-import { repoId } from "../src/proxy/repo.ts";
-import type { Manifest } from "../src/proxy/manifest.ts";
+import { repoId } from "../src/proxy/core/repo.ts";
+import type { Manifest } from "../src/proxy/core/manifest.ts";
 import { copyBigRepoInto } from "../test/support/big_repo.ts";
 import {
   bareFromBundle,

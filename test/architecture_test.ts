@@ -141,3 +141,33 @@ Deno.test("no import cycle under src/ and edge/", async () => {
   }
   assertEquals(cycles(graph), []);
 });
+
+/**
+ * The rooms of `src/proxy`: `app.ts` at the top composes them; every other module lives in a room.
+ * Only `app.ts` enters the fetch path (`fetch/`); `core/` (repo, deps, config, context, metrics,
+ * ...) names the other rooms' types but runs none of their code.
+ */
+Deno.test("src/proxy: rooms only; only app.ts enters fetch/; core/ runs no other room's code", async () => {
+  const offences: string[] = [];
+  const files = await sources("src/proxy");
+  for (const file of files) {
+    const [, , room, rest] = file.split("/");
+    if (rest === undefined && room !== "app.ts") offences.push(`${file}: not in a room`);
+    const text = code(await Deno.readTextFile(root + file));
+    for (
+      const match of text.matchAll(
+        /^\s*(import|export)\s+(type\s+)?[^;]*?from\s*["']([^"']+)["']/gm,
+      )
+    ) {
+      const target = resolve(file, match[3]);
+      if (!target?.startsWith("src/proxy/")) continue;
+      const targetRoom = target.split("/")[2];
+      if (targetRoom === room) continue;
+      if (targetRoom === "fetch" && file !== "src/proxy/app.ts") {
+        offences.push(`${file}: enters the fetch path (${target})`);
+      }
+      if (room === "core" && !match[2]) offences.push(`${file}: core runs ${target}`);
+    }
+  }
+  assertEquals(offences, []);
+});

@@ -3,10 +3,14 @@
  * `RepoSnapshotsObject` Durable Object, so builds are single-flight across all Worker isolates and
  * locations.
  */
-import type { ScheduleBasis, SnapshotCoordinator, SnapshotStatus } from "../../src/proxy/deps.ts";
-import type { Manifest } from "../../src/proxy/manifest.ts";
-import type { OriginAuth, RepoRef } from "../../src/proxy/repo.ts";
-import type { Metrics } from "../../src/proxy/metrics.ts";
+import type {
+  ScheduleBasis,
+  SnapshotCoordinator,
+  SnapshotStatus,
+} from "../../src/proxy/core/deps.ts";
+import type { Manifest } from "../../src/proxy/core/manifest.ts";
+import type { OriginAuth, RepoRef } from "../../src/proxy/core/repo.ts";
+import type { Metrics } from "../../src/proxy/core/metrics.ts";
 import { type RepoSnapshotsRpc, valueOf } from "./snapshot_rpc.ts";
 import type { DurableObjectNamespace } from "./worker_types.ts";
 

@@ -10,17 +10,17 @@
  */
 /// <reference types="./cloudflare_workers.d.ts" />
 import { DurableObject } from "cloudflare:workers";
-import type { ScheduleBasis } from "../../src/proxy/deps.ts";
-import { withDefaults } from "../../src/proxy/config.ts";
-import type { OriginAuth, RepoRef } from "../../src/proxy/repo.ts";
-import { readManifest } from "../../src/proxy/manifest.ts";
-import { LoggingSnapshotBuilder } from "../../src/proxy/build_log.ts";
-import { loggedOriginFetch } from "../../src/proxy/origin_log.ts";
+import type { ScheduleBasis } from "../../src/proxy/core/deps.ts";
+import { withDefaults } from "../../src/proxy/core/config.ts";
+import type { OriginAuth, RepoRef } from "../../src/proxy/core/repo.ts";
+import { readManifest } from "../../src/proxy/core/manifest.ts";
+import { LoggingSnapshotBuilder } from "../../src/proxy/snapshots/build_log.ts";
+import { loggedOriginFetch } from "../../src/proxy/origin/origin_log.ts";
 import { workerLogger } from "./worker_log.ts";
 import { outcomeOf, type RepoSnapshotsRpc } from "./snapshot_rpc.ts";
 import { type Env, workerSettings } from "./env.ts";
 import { R2PackStore } from "./r2_store.ts";
-import { RepoSnapshots } from "../../src/proxy/repo_snapshots.ts";
+import { RepoSnapshots } from "../../src/proxy/snapshots/repo_snapshots.ts";
 import type { DurableObjectState } from "./worker_types.ts";
 import { SubrequestCounter } from "./subrequests.ts";
 

@@ -9,15 +9,15 @@
  * enough to raise the origin's typed errors again on the Worker side (the app answers 502 for those,
  * as on Deno). Origin credentials travel as arguments, in memory only; the object never stores them.
  */
-import type { ScheduleBasis, SnapshotStatus } from "../../src/proxy/deps.ts";
-import type { Manifest } from "../../src/proxy/manifest.ts";
-import type { OriginAuth, RepoRef } from "../../src/proxy/repo.ts";
+import type { ScheduleBasis, SnapshotStatus } from "../../src/proxy/core/deps.ts";
+import type { Manifest } from "../../src/proxy/core/manifest.ts";
+import type { OriginAuth, RepoRef } from "../../src/proxy/core/repo.ts";
 import {
   OriginAnswerError,
   OriginRedirectError,
   OriginStatusError,
   OriginUnreachableError,
-} from "../../src/proxy/origin.ts";
+} from "../../src/proxy/origin/origin.ts";
 
 /**
  * The RPC methods of a repository's Durable Object: `SnapshotCoordinator`'s, each returning an

@@ -5,18 +5,23 @@
  * `RepoSnapshotsObject` Durable Object, exported here so the runtime can instantiate it.
  */
 import { createApp } from "../../src/proxy/app.ts";
-import type { EdgeDeps } from "../../src/proxy/deps.ts";
-import { Metrics } from "../../src/proxy/metrics.ts";
-import { ParseBudget } from "../../src/proxy/parse_budget.ts";
-import { AuthMemo } from "../../src/proxy/auth_memo.ts";
-import { ResponseCache } from "../../src/proxy/response_cache.ts";
-import { TagListings } from "../../src/proxy/tag_listings.ts";
+import type { EdgeDeps } from "../../src/proxy/core/deps.ts";
+import { Metrics } from "../../src/proxy/core/metrics.ts";
+import { ParseBudget } from "../../src/proxy/core/parse_budget.ts";
+import { AuthMemo } from "../../src/proxy/origin/auth_memo.ts";
+import { ResponseCache } from "../../src/proxy/core/response_cache.ts";
+import { TagListings } from "../../src/proxy/origin/tag_listings.ts";
 import type { Env } from "./env.ts";
-import type { RepoRegistry } from "../../src/proxy/repo_registry.ts";
-import type { StoreEvictor } from "../../src/proxy/store_eviction.ts";
-import { SettingError } from "../../src/proxy/settings.ts";
+import type { RepoRegistry } from "../../src/proxy/ops/repo_registry.ts";
+import type { StoreEvictor } from "../../src/proxy/ops/store_eviction.ts";
+import { SettingError } from "../../src/proxy/ops/settings.ts";
 import { edgeDepsFromEnv } from "./worker_deps.ts";
-import { HEALTH_ROUTES, liveResponse, readyResponse, StoreProbe } from "../../src/proxy/health.ts";
+import {
+  HEALTH_ROUTES,
+  liveResponse,
+  readyResponse,
+  StoreProbe,
+} from "../../src/proxy/ops/health.ts";
 import type { ExecutionContext, ExportedHandler } from "./worker_types.ts";
 
 export { RepoSnapshotsObject } from "./repo_snapshots_object.ts";

@@ -1,6 +1,6 @@
 /** The edge app's dependencies for one Worker request, built from the Worker's bindings. */
-import type { EdgeDeps } from "../../src/proxy/deps.ts";
-import type { Metrics } from "../../src/proxy/metrics.ts";
+import type { EdgeDeps } from "../../src/proxy/core/deps.ts";
+import type { Metrics } from "../../src/proxy/core/metrics.ts";
 import { DurableObjectCoordinator } from "./durable_object_coordinator.ts";
 import { type Env, workerSettings } from "./env.ts";
 import { R2PackStore } from "./r2_store.ts";

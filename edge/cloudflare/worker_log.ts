@@ -1,9 +1,9 @@
 /**
- * The Worker's log: the same records as the Deno server's (src/proxy/log.ts), each one JSON
+ * The Worker's log: the same records as the Deno server's (src/proxy/core/log.ts), each one JSON
  * string through `console` (`log`, `warn` or `error` by level), which Workers Logs and Logpush
  * collect. `LOG_LEVEL` sets the least level.
  */
-import { createLogger, type Logger, type LogLevel } from "../../src/proxy/log.ts";
+import { createLogger, type Logger, type LogLevel } from "../../src/proxy/core/log.ts";
 
 export function workerLogger(level: LogLevel): Logger {
   return createLogger({

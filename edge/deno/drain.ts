@@ -22,7 +22,7 @@
  * requests in flight, builds by repository.
  */
 import type { Front, FrontActivity } from "./front.ts";
-import type { Logger } from "../../src/proxy/log.ts";
+import type { Logger } from "../../src/proxy/core/log.ts";
 
 export interface DrainOptions {
   /** The most the whole drain takes; then the rest is cut. */

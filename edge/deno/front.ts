@@ -12,7 +12,7 @@
  * download is never cut), except that a write the client does not take for the idle timeout
  * (it stopped reading) ends the connection.
  */
-import type { Metrics } from "../../src/proxy/metrics.ts";
+import type { Metrics } from "../../src/proxy/core/metrics.ts";
 
 export interface FrontLimits {
   /** Public connections open at once; beyond it a connection is answered 503 and closed. */

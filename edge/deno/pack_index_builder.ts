@@ -3,7 +3,7 @@
  * where the filesystem store keeps it and writes its `.idx` to a temporary file, which goes into
  * the store with an ordinary (atomic) put.
  */
-import type { PackIndexBuilder } from "../../src/proxy/snapshot.ts";
+import type { PackIndexBuilder } from "../../src/proxy/snapshots/snapshot.ts";
 import type { FsPackStore } from "./fs_store.ts";
 
 /** Thrown when `git` cannot be run: the server refuses to start with indexes on. */

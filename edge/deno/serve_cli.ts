@@ -8,9 +8,9 @@ import {
   SettingError,
   type SettingKey,
   SETTINGS,
-} from "../../src/proxy/settings.ts";
-import { serveOptionsHelp } from "../../src/proxy/settings_doc.ts";
-import { createLogger } from "../../src/proxy/log.ts";
+} from "../../src/proxy/ops/settings.ts";
+import { serveOptionsHelp } from "../../src/proxy/ops/settings_doc.ts";
+import { createLogger } from "../../src/proxy/core/log.ts";
 
 /** `gitedge serve`'s command line could not be understood (an unknown option, a missing value). */
 export class ServeUsageError extends Error {

@@ -3,24 +3,24 @@
  * in-process coordinator. `gitedge serve` (edge/deno/cli.ts) and the tests start it through here.
  */
 import { createApp } from "../../src/proxy/app.ts";
-import type { Clock } from "../../src/proxy/deps.ts";
-import type { Manifest } from "../../src/proxy/manifest.ts";
-import { type EdgeConfig, withDefaults } from "../../src/proxy/config.ts";
-import type { RepoRef } from "../../src/proxy/repo.ts";
-import { checkEdgeConfig, DEFAULT_CONNECTION_LIMITS } from "../../src/proxy/settings.ts";
-import { InProcessCoordinator } from "../../src/proxy/in_process_coordinator.ts";
-import { Metrics } from "../../src/proxy/metrics.ts";
-import { PackSeeds } from "../../src/proxy/pack_seeds.ts";
+import type { Clock } from "../../src/proxy/core/deps.ts";
+import type { Manifest } from "../../src/proxy/core/manifest.ts";
+import { type EdgeConfig, withDefaults } from "../../src/proxy/core/config.ts";
+import type { RepoRef } from "../../src/proxy/core/repo.ts";
+import { checkEdgeConfig, DEFAULT_CONNECTION_LIMITS } from "../../src/proxy/ops/settings.ts";
+import { InProcessCoordinator } from "../../src/proxy/snapshots/in_process_coordinator.ts";
+import { Metrics } from "../../src/proxy/core/metrics.ts";
+import { PackSeeds } from "../../src/proxy/snapshots/pack_seeds.ts";
 import { FsPackStore } from "./fs_store.ts";
 import { loadSigningKey } from "./signing_key.ts";
 import { gitPackIndexBuilder, requireGit } from "./pack_index_builder.ts";
 import { Front } from "./front.ts";
 import { drain, type DrainReport } from "./drain.ts";
-import { LoggingSnapshotBuilder } from "../../src/proxy/build_log.ts";
-import { type Logger, SILENT_LOGGER } from "../../src/proxy/log.ts";
-import { handedPackUris } from "../../src/proxy/request_log.ts";
-import { loggedOriginFetch } from "../../src/proxy/origin_log.ts";
-import { HEALTH_ROUTES } from "../../src/proxy/health.ts";
+import { LoggingSnapshotBuilder } from "../../src/proxy/snapshots/build_log.ts";
+import { type Logger, SILENT_LOGGER } from "../../src/proxy/core/log.ts";
+import { handedPackUris } from "../../src/proxy/ops/request_log.ts";
+import { loggedOriginFetch } from "../../src/proxy/origin/origin_log.ts";
+import { HEALTH_ROUTES } from "../../src/proxy/ops/health.ts";
 
 export interface DenoEdgeOptions {
   store: string;
@@ -37,7 +37,7 @@ export interface DenoEdgeOptions {
   maxConnections?: number;
   headerTimeoutSeconds?: number;
   idleTimeoutSeconds?: number;
-  /** Where requests, builds and origin errors are logged (src/proxy/log.ts); default none. */
+  /** Where requests, builds and origin errors are logged (src/proxy/core/log.ts); default none. */
   log?: Logger;
   /** The edge's clock (tests move it: pin and URL expiry, sweeps); default the wall clock. */
   clock?: Clock;

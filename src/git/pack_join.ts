@@ -3,7 +3,7 @@
  * are addressed by distance back from the delta, which concatenation keeps, and REF_DELTA bases
  * by id. Only the header's object count and the trailer are new; the trailer is hashed as the
  * bytes go out, so memory stays flat in the packs' size. Used for a bundle of a layer of several
- * packs (bundle.ts) and for a plain clone streamed from the snapshot (src/proxy/snapshot_stream.ts).
+ * packs (bundle.ts) and for a plain clone streamed from the snapshot (src/proxy/fetch/streamed_fetch.ts).
  *
  * The packs must hold distinct objects for git's `index-pack --strict` (`transfer.fsckObjects`),
  * which refuses an object that appears twice in one pack; without `--strict` git accepts it.

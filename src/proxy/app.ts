@@ -4,34 +4,34 @@
  */
 import { Hono } from "hono";
 import type { Context } from "hono";
-import type { EdgeDeps } from "./deps.ts";
-import { withDefaults } from "./config.ts";
-import type { RepoRef } from "./repo.ts";
-import { Metrics } from "./metrics.ts";
-import { AuthMemo } from "./auth_memo.ts";
-import { ResponseCache } from "./response_cache.ts";
-import { resolveRepo, splitGitPath } from "./repo.ts";
-import { UrlSigner } from "./signing.ts";
-import { callOrigin } from "./origin.ts";
-import { handleInfoRefs, handleReceivePack, handleUploadPack } from "./git_routes.ts";
-import { OriginFeatures, type ProxyContext } from "./context.ts";
-import { handlePackGet } from "./pack_routes.ts";
-import { PACK_ROUTE } from "./pack_urls.ts";
-import { BUNDLE_LIST_PREFIX, BUNDLE_ROUTE } from "./bundle_list.ts";
-import { handleBundleListGet } from "./bundle_answer.ts";
-import { handleBundleGet } from "./bundle_routes.ts";
-import { edgeHttpError } from "./errors.ts";
-import { ParseBudget } from "./parse_budget.ts";
-import { type Logger, SILENT_LOGGER } from "./log.ts";
-import { requestContext, requestLog } from "./request_log.ts";
-import { HEALTH_ROUTES, liveResponse, readiness, readyResponse, StoreProbe } from "./health.ts";
-import { currentSnapshot } from "./current_snapshot.ts";
-import { LsRefsAhead } from "./ls_refs_ahead.ts";
-import { TagListings } from "./tag_listings.ts";
-import { RepoRegistry } from "./repo_registry.ts";
-import { StoreEvictor } from "./store_eviction.ts";
-import { overview, renderPage, statusJson } from "./operator_page.ts";
-import { repoFamilies, storeFamilies } from "./repo_metrics.ts";
+import type { EdgeDeps } from "./core/deps.ts";
+import { withDefaults } from "./core/config.ts";
+import type { RepoRef } from "./core/repo.ts";
+import { Metrics } from "./core/metrics.ts";
+import { AuthMemo } from "./origin/auth_memo.ts";
+import { ResponseCache } from "./core/response_cache.ts";
+import { resolveRepo, splitGitPath } from "./core/repo.ts";
+import { UrlSigner } from "./core/signing.ts";
+import { callOrigin } from "./origin/origin.ts";
+import { handleInfoRefs, handleReceivePack, handleUploadPack } from "./fetch/git_routes.ts";
+import { OriginFeatures, type ProxyContext } from "./core/context.ts";
+import { handlePackGet } from "./downloads/pack_routes.ts";
+import { PACK_ROUTE } from "./downloads/pack_urls.ts";
+import { BUNDLE_LIST_PREFIX, BUNDLE_ROUTE } from "./bundles/bundle_list.ts";
+import { handleBundleListGet } from "./bundles/bundle_answer.ts";
+import { handleBundleGet } from "./bundles/bundle_routes.ts";
+import { edgeHttpError } from "./core/errors.ts";
+import { ParseBudget } from "./core/parse_budget.ts";
+import { type Logger, SILENT_LOGGER } from "./core/log.ts";
+import { requestContext, requestLog } from "./ops/request_log.ts";
+import { HEALTH_ROUTES, liveResponse, readiness, readyResponse, StoreProbe } from "./ops/health.ts";
+import { currentSnapshot } from "./snapshots/current_snapshot.ts";
+import { LsRefsAhead } from "./origin/ls_refs_ahead.ts";
+import { TagListings } from "./origin/tag_listings.ts";
+import { RepoRegistry } from "./ops/repo_registry.ts";
+import { StoreEvictor } from "./ops/store_eviction.ts";
+import { overview, renderPage, statusJson } from "./ops/operator_page.ts";
+import { repoFamilies, storeFamilies } from "./ops/repo_metrics.ts";
 
 export interface EdgeApp {
   app: Hono;
@@ -109,7 +109,7 @@ export function createApp(
   app.notFound((c) => c.text("gitedge: not found\n", 404));
   app.use(requestLog(ctx, log));
 
-  // Health for load balancers: unauthenticated, never the origin (src/proxy/health.ts).
+  // Health for load balancers: unauthenticated, never the origin (src/proxy/ops/health.ts).
   app.on(["GET", "HEAD"], HEALTH_ROUTES.live, () => liveResponse());
   app.on(["GET", "HEAD"], HEALTH_ROUTES.ready, async () => {
     const { ready, checks, storeError } = await readiness(deps, storeProbe);

@@ -1,6 +1,6 @@
 /**
  * A pack kept in the store as consecutive segment objects between the steps of a build (see
- * src/proxy/snapshot.ts), written as it streams in and read back as one stream.
+ * src/proxy/snapshots/snapshot.ts), written as it streams in and read back as one stream.
  */
 import type { PackStore } from "./store.ts";
 

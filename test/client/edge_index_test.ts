@@ -13,7 +13,7 @@ import { assertSameClone, makeRepo } from "../support/fixtures.ts";
 import { denoEdgeFactory, type EdgeUnderTest } from "../support/edge.ts";
 import { tracedGit, URI_CLONE, urisFetched, warm } from "../proxy/edge_suite.ts";
 import { serveLoopback } from "../support/http_server.ts";
-import type { Manifest } from "../../src/proxy/manifest.ts";
+import type { Manifest } from "../../src/proxy/core/manifest.ts";
 import { checkIndex } from "../../src/client/edge_index.ts";
 
 const REPO = "team/r.git";

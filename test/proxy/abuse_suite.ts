@@ -7,7 +7,7 @@ import { git, GitCommandError, tempDir } from "../support/git.ts";
 import { type Origin, type OriginOptions, startOrigin } from "../support/origin.ts";
 import { assertSameClone, makeRepo, refsOf } from "../support/fixtures.ts";
 import { tracedGit, URI_CLONE, urisFetched } from "./edge_suite.ts";
-import { repoId } from "../../src/proxy/repo.ts";
+import { repoId } from "../../src/proxy/core/repo.ts";
 import { encodePkts } from "../../src/git/pktline.ts";
 import type { EdgeFactory, EdgeUnderTest, EdgeUnderTestOptions } from "../support/edge.ts";
 import { serveLoopback } from "../support/http_server.ts";

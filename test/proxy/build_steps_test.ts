@@ -6,15 +6,15 @@
  * published before the last step; a build that keeps failing is abandoned and leaves nothing.
  */
 import { assert, assertEquals, assertRejects } from "../support/assert.ts";
-import { repoId, type RepoRef } from "../../src/proxy/repo.ts";
-import { SnapshotBuilder } from "../../src/proxy/snapshot.ts";
-import { manifestPacks, readManifest } from "../../src/proxy/manifest.ts";
+import { repoId, type RepoRef } from "../../src/proxy/core/repo.ts";
+import { SnapshotBuilder } from "../../src/proxy/snapshots/snapshot.ts";
+import { manifestPacks, readManifest } from "../../src/proxy/core/manifest.ts";
 import {
   BUILD_KEY,
   MAX_STEP_ATTEMPTS,
   type PendingBuild,
   RepoSnapshots,
-} from "../../src/proxy/repo_snapshots.ts";
+} from "../../src/proxy/snapshots/repo_snapshots.ts";
 import { FsPackStore } from "../../edge/deno/fs_store.ts";
 import { ForwardingStore } from "../support/forwarding_store.ts";
 import { git, tempDir } from "../support/git.ts";

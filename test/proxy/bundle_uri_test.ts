@@ -1,5 +1,5 @@
 /**
- * Bundle URIs from the snapshot (src/proxy/bundle_answer.ts, bundle_list.ts, bundle_routes.ts):
+ * Bundle URIs from the snapshot (src/proxy/bundles/bundle_answer.ts, bundle_list.ts, bundle_routes.ts):
  * a warm edge advertises `bundle-uri` and answers it with one bundle per snapshot layer; stock git
  * 2.55 cloning with `transfer.bundleURI=true` takes its objects from them and ends equal to a
  * direct clone. Debian's git 2.39 does not fetch bundles in clone: these cases need the current

@@ -17,10 +17,10 @@
  *     per-input deadline, never a stack trace or an absolute server path in a non-2xx body.
  */
 import { createApp, type EdgeApp } from "../../src/proxy/app.ts";
-import { DEFAULT_EDGE_CONFIG, type EdgeConfig } from "../../src/proxy/config.ts";
-import { InProcessCoordinator } from "../../src/proxy/in_process_coordinator.ts";
-import { Metrics } from "../../src/proxy/metrics.ts";
-import { SnapshotBuilder } from "../../src/proxy/snapshot.ts";
+import { DEFAULT_EDGE_CONFIG, type EdgeConfig } from "../../src/proxy/core/config.ts";
+import { InProcessCoordinator } from "../../src/proxy/snapshots/in_process_coordinator.ts";
+import { Metrics } from "../../src/proxy/core/metrics.ts";
+import { SnapshotBuilder } from "../../src/proxy/snapshots/snapshot.ts";
 import { FsPackStore } from "../../edge/deno/fs_store.ts";
 import { concat, decodePkts, encodePkt, encodePkts, pktBytes } from "../../src/git/pktline.ts";
 import { SeededRandom } from "../support/random.ts";

@@ -2,7 +2,7 @@
  * Incremental fetches through the edge: runners with yesterday's clone running `git fetch` after
  * the origin gained commits. Their fetches (wants, haves, no `done` when the origin is `ready` in
  * the first round) go through the response cache keyed by wants and haves
- * (src/proxy/response_cache.ts): runners in the same state make the origin compute one pack
+ * (src/proxy/core/response_cache.ts): runners in the same state make the origin compute one pack
  * between them, runners in other states get their own answers, and every fetch ends equal to a
  * direct one (refs, `fsck --full`). Stock git 2.39 and the current git, with and without
  * `fetch.uriProtocols`.

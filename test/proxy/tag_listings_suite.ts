@@ -1,6 +1,6 @@
 /**
  * The tag digest of a cached `--depth 1` fetch taken from the clone's own `ls-refs`
- * (src/proxy/tag_listings.ts), end to end on either runtime.
+ * (src/proxy/origin/tag_listings.ts), end to end on either runtime.
  */
 import { assert, assertEquals } from "../support/assert.ts";
 import { git, tempDir } from "../support/git.ts";

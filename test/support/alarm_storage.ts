@@ -1,4 +1,4 @@
-import type { SnapshotStorage } from "../../src/proxy/repo_snapshots.ts";
+import type { SnapshotStorage } from "../../src/proxy/snapshots/repo_snapshots.ts";
 
 /**
  * `SnapshotStorage` as a Durable Object's storage behaves for `RepoSnapshots`: values are

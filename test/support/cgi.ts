@@ -1,6 +1,6 @@
 /** Parsing the output of a CGI program (RFC 3875 §6): a header block, a blank line, the body. */
 
-import { prefixed } from "../../src/proxy/streams.ts";
+import { prefixed } from "../../src/proxy/core/streams.ts";
 import { concat } from "../../src/git/pktline.ts";
 
 /** The CGI program's output ended or grew too large before its header block was complete. */

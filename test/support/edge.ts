@@ -3,7 +3,7 @@
  * `EdgeFactory`, so the same cases run against the Deno server and the Worker in workerd.
  */
 import { startDenoEdge } from "../../edge/deno/server.ts";
-import type { EdgeConfig } from "../../src/proxy/config.ts";
+import type { EdgeConfig } from "../../src/proxy/core/config.ts";
 
 export interface EdgeUnderTestOptions {
   /** Origin base URL (single-origin mode); omit for multi-origin mode with `allowHosts`. */

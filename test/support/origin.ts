@@ -6,7 +6,7 @@ import { type CgiResponse, readCgiResponse } from "./cgi.ts";
 import { git, GIT_ENV } from "./git.ts";
 import { serveLoopback } from "./http_server.ts";
 import { countingStream, TrafficCounter, type TrafficStats } from "./stats.ts";
-import { encodeSegment } from "../../src/proxy/repo.ts";
+import { encodeSegment } from "../../src/proxy/core/repo.ts";
 
 /** Counters the origin keeps; `bytesIn` is request body bytes received (as sent, e.g. gzipped). */
 export interface OriginStats extends TrafficStats {

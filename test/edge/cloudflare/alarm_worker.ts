@@ -2,7 +2,7 @@
  * Test fixture Worker: the gitedge Worker unchanged, except that its `RepoSnapshotsObject` arms the
  * refresh alarm 200 ms ahead instead of `REFRESH_SECONDS` (at least a minute) ahead, so a test can
  * watch the alarm fire in workerd. Which builds arm the alarm, and for when, is tested in
- * `test/proxy/repo_snapshots_test.ts`.
+ * `test/proxy/snapshots/repo_snapshots_test.ts`.
  */
 import worker, { RepoSnapshotsObject } from "../../../edge/cloudflare/worker.ts";
 import type { Env } from "../../../edge/cloudflare/env.ts";

@@ -1,5 +1,5 @@
 /**
- * The Worker's health endpoints and log in workerd (src/proxy/health.ts, src/proxy/log.ts):
+ * The Worker's health endpoints and log in workerd (src/proxy/ops/health.ts, src/proxy/core/log.ts):
  * liveness and readiness without the origin, readiness 503 without a signing key; a JSON record
  * per request through `console` with the Deno server's fields, build records from the Durable
  * Object, and no secret in any line.

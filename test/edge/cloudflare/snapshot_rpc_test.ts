@@ -11,7 +11,7 @@ import {
   OriginRedirectError,
   OriginStatusError,
   OriginUnreachableError,
-} from "../../../src/proxy/origin.ts";
+} from "../../../src/proxy/origin/origin.ts";
 
 /** What RPC does to a value: a structured clone. */
 function overRpc<T>(value: T): Promise<T> {

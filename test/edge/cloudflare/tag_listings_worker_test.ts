@@ -1,4 +1,4 @@
-/** The tag digest from the clone's own `ls-refs` (src/proxy/tag_listings.ts) on the Worker. */
+/** The tag digest from the clone's own `ls-refs` (src/proxy/origin/tag_listings.ts) on the Worker. */
 import { depthHitsAskOneLsRefs } from "../../proxy/tag_listings_suite.ts";
 import { MINIFLARE_LEAKS, workerEdgeFactory } from "../../support/worker_harness.ts";
 

@@ -3,7 +3,7 @@
  * real `git http-backend` origin, cloned with real git. One workerd for the whole file.
  */
 import { assert, assertEquals } from "../../support/assert.ts";
-import type { SnapshotStatus } from "../../../src/proxy/deps.ts";
+import type { SnapshotStatus } from "../../../src/proxy/core/deps.ts";
 import { addCommits, assertSameClone, makeRepo } from "../../support/fixtures.ts";
 import { git, spawnGit, tempDir } from "../../support/git.ts";
 import { startOrigin } from "../../support/origin.ts";

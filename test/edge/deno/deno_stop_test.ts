@@ -6,7 +6,7 @@ import { makeRepo } from "../../support/fixtures.ts";
 import { tempDir } from "../../support/git.ts";
 import { startOrigin } from "../../support/origin.ts";
 import { startRelay } from "../../support/relay.ts";
-import { repoId } from "../../../src/proxy/repo.ts";
+import { repoId } from "../../../src/proxy/core/repo.ts";
 
 Deno.test("stop() returns only after the background build a clone started has finished", async () => {
   await using origin = await startOrigin();

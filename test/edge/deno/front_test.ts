@@ -5,7 +5,7 @@
  */
 import { startDenoEdge } from "../../../edge/deno/server.ts";
 import { parseServeArgs } from "../../../edge/deno/serve_cli.ts";
-import { DEFAULT_CONNECTION_LIMITS, SettingError } from "../../../src/proxy/settings.ts";
+import { DEFAULT_CONNECTION_LIMITS, SettingError } from "../../../src/proxy/ops/settings.ts";
 import { startServeProcess } from "../../support/serve_process.ts";
 import { startOrigin } from "../../support/origin.ts";
 import { startRelay } from "../../support/relay.ts";
@@ -15,7 +15,7 @@ import { concat, encodePkts } from "../../../src/git/pktline.ts";
 import { git, tempDir } from "../../support/git.ts";
 import { assert, assertEquals, assertMatch, assertThrows } from "../../support/assert.ts";
 import { Front } from "../../../edge/deno/front.ts";
-import { Metrics } from "../../../src/proxy/metrics.ts";
+import { Metrics } from "../../../src/proxy/core/metrics.ts";
 
 const enc = new TextEncoder();
 

@@ -1,5 +1,5 @@
 /**
- * Health on the Deno server (src/proxy/health.ts): liveness and readiness answer without the
+ * Health on the Deno server (src/proxy/ops/health.ts): liveness and readiness answer without the
  * origin and without credentials; readiness is 503 while the store takes no write and while the
  * edge drains.
  */
@@ -7,8 +7,8 @@ import { assertEquals } from "../../support/assert.ts";
 import { tempDir } from "../../support/git.ts";
 import { startOrigin } from "../../support/origin.ts";
 import { startDenoEdge } from "../../../edge/deno/server.ts";
-import { STORE_PROBE_TTL } from "../../../src/proxy/health.ts";
-import { createLogger } from "../../../src/proxy/log.ts";
+import { STORE_PROBE_TTL } from "../../../src/proxy/ops/health.ts";
+import { createLogger } from "../../../src/proxy/core/log.ts";
 
 async function get(url: string, method = "GET") {
   // A new connection for each request: a drain tells connections opened before it from later ones.

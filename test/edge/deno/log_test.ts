@@ -1,5 +1,5 @@
 /**
- * `gitedge serve`'s log through a real process (src/proxy/log.ts): stdout not being a terminal,
+ * `gitedge serve`'s log through a real process (src/proxy/core/log.ts): stdout not being a terminal,
  * every line is one JSON record: the settings at start, a record per request of a clone, the
  * build's lifecycle, origin errors and a failed build; no secret in any line (the admin token,
  * the signing key, the client's credentials given in the URL).

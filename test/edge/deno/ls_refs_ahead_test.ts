@@ -1,5 +1,5 @@
 /**
- * `ls-refs` sent ahead (src/proxy/ls_refs_ahead.ts) on the Deno server: a clone's `ls-refs` is
+ * `ls-refs` sent ahead (src/proxy/origin/ls_refs_ahead.ts) on the Deno server: a clone's `ls-refs` is
  * answered by the one the edge sent the origin alongside its `info/refs`, and the refs are the
  * origin's at the time of that clone.
  */

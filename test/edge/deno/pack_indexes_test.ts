@@ -11,7 +11,7 @@ import { makeRepo } from "../../support/fixtures.ts";
 import { denoEdgeFactory, type EdgeUnderTest } from "../../support/edge.ts";
 import { warm } from "../../proxy/edge_suite.ts";
 import { clone } from "../../../src/client/clone.ts";
-import type { Manifest } from "../../../src/proxy/manifest.ts";
+import type { Manifest } from "../../../src/proxy/core/manifest.ts";
 
 const REPO = "team/r.git";
 const SPEC = { commits: 12, branches: 2, tags: 1, binaryBytes: 300_000, deltaFileRevisions: 8 };

@@ -1,5 +1,5 @@
 /**
- * Seeded first builds on the Deno server (src/proxy/pack_seeds.ts): the first clone of a
+ * Seeded first builds on the Deno server (src/proxy/snapshots/pack_seeds.ts): the first clone of a
  * repository the edge has never seen passes through, and the snapshot build takes that clone's
  * pack as it streamed by instead of asking the origin for it again.
  */
@@ -13,7 +13,7 @@ import { URI_CLONE } from "../../proxy/edge_suite.ts";
 import { withinDeadline } from "../../support/deadline.ts";
 import { ForwardingStore } from "../../support/forwarding_store.ts";
 import { FsPackStore } from "../../../edge/deno/fs_store.ts";
-import { PackSeeds } from "../../../src/proxy/pack_seeds.ts";
+import { PackSeeds } from "../../../src/proxy/snapshots/pack_seeds.ts";
 import { encodePkts, PktLineReader } from "../../../src/git/pktline.ts";
 import { readFetchResponse } from "../../../src/git/fetch_response.ts";
 import { scanPack } from "../../../src/git/pack_reader.ts";

@@ -11,7 +11,7 @@ import {
   type Setting,
   SettingError,
   SETTINGS,
-} from "../../../src/proxy/settings.ts";
+} from "../../../src/proxy/ops/settings.ts";
 
 const CLI = new URL("../../../edge/deno/cli.ts", import.meta.url).pathname;
 const noEnv = () => undefined;

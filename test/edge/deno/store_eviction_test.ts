@@ -10,9 +10,9 @@ import { assertSameClone, makeRepo } from "../../support/fixtures.ts";
 import { assert, assertEquals, assertMatch } from "../../support/assert.ts";
 import { git, tempDir } from "../../support/git.ts";
 import { tracedGit, URI_CLONE, urisFetched } from "../../proxy/edge_suite.ts";
-import { repoId } from "../../../src/proxy/repo.ts";
+import { repoId } from "../../../src/proxy/core/repo.ts";
 import { withinDeadline } from "../../support/deadline.ts";
-import { createLogger } from "../../../src/proxy/log.ts";
+import { createLogger } from "../../../src/proxy/core/log.ts";
 
 const TTL = 60;
 /** Past every pin: the URL lifetime plus the expiry's bucket (a quarter of it), plus a second. */

@@ -1,6 +1,6 @@
 /**
  * The tag digest of a cached `--depth 1` fetch taken from the clone's own `ls-refs`
- * (src/proxy/tag_listings.ts) on the Deno server: a response-cache hit costs the origin one
+ * (src/proxy/origin/tag_listings.ts) on the Deno server: a response-cache hit costs the origin one
  * `ls-refs`, not two, and a tag made at the origin just before a clone is in that clone.
  */
 import { assert, assertEquals } from "../../support/assert.ts";
@@ -9,7 +9,7 @@ import { startOrigin } from "../../support/origin.ts";
 import { makeRepo } from "../../support/fixtures.ts";
 import { denoEdgeFactory } from "../../support/edge.ts";
 import { decodePkts, encodePkts } from "../../../src/git/pktline.ts";
-import { listsEveryTag, TagDigest } from "../../../src/proxy/tag_listings.ts";
+import { listsEveryTag, TagDigest } from "../../../src/proxy/origin/tag_listings.ts";
 import { depthHitsAskOneLsRefs } from "../../proxy/tag_listings_suite.ts";
 
 Deno.test("a --depth 1 cache hit asks the origin one ls-refs (the clone's own), and a tag made just before a clone is in it", () =>

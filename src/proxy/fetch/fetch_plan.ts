@@ -1,0 +1,191 @@
+/**
+ * What the edge does with a protocol-v2 `fetch`: a pure decision on plain values (the parsed
+ * request, the snapshot in force and its health, what the origin advertised, the credential memo
+ * and whether the response cache is on). `handleUploadPack` gathers these, calls
+ * {@link planFetch} and does the I/O the plan says; {@link rewriteDecision} (eligibility.ts) is
+ * the part that decides whether the snapshot's packs may go by URI at all.
+ */
+import type { CommandRequest } from "../../git/command_request.ts";
+import type { FetchArgs } from "../../git/fetch_request.ts";
+import type { ScheduleBasis } from "../core/deps.ts";
+import { type Manifest, manifestPacks } from "../core/manifest.ts";
+import { requestIneligible, rewriteDecision } from "./eligibility.ts";
+import { uncacheable } from "../core/response_cache.ts";
+import { NO_SNAPSHOT, type SnapshotLookup } from "../snapshots/current_snapshot.ts";
+
+export { NO_SNAPSHOT, type SnapshotLookup };
+
+/** Everything the decision depends on. */
+export interface FetchInputs {
+  /** The client's command request (`command=fetch`). */
+  req: CommandRequest;
+  /** Its arguments, parsed. */
+  args: FetchArgs;
+  /** The scheme of the edge's public URL (`https`, `http`): URIs only for a client asking it. */
+  scheme: string;
+  /** The snapshot, looked up when {@link wantsSnapshot} says so, else {@link NO_SNAPSHOT}. */
+  snapshot: SnapshotLookup;
+  /** The repository's origin advertised `packfile-uris` itself (it may then see the argument). */
+  originAdvertisesUris: boolean;
+  /** The origin accepted this request's credential for this repository within the memo's TTL. */
+  recentlyAuthorised: boolean;
+  /** The response cache is on (a byte budget above zero). */
+  responseCacheOn: boolean;
+  /** Plain clones may be streamed from the snapshot (`snapshotPlainClones`). */
+  snapshotPlainClones: boolean;
+}
+
+/** What to do; `passthrough` and `build` go with every action. */
+export type FetchPlan =
+  & {
+    /** Why the fetch gets no URIs (counted in `gitedge_fetch_passthrough_total`), or null. */
+    passthrough: string | null;
+    /**
+     * Start a snapshot build (with the client's credentials) once the origin has served this
+     * request, or null for none.
+     */
+    build: ScheduleBasis | null;
+  }
+  & (
+    /** The edge answers alone: the snapshot's packs by URI and an empty pack; no origin call. */
+    | { action: "answer-from-snapshot"; manifest: Manifest }
+    /**
+     * Send the origin `originArgs` (the snapshot's tips as haves, no thin pack, `done`), then
+     * put the snapshot's packs in a `packfile-uris` section before its pack.
+     */
+    | { action: "rewrite"; manifest: Manifest; originArgs: FetchArgs }
+    /**
+     * The edge answers alone with one pack streamed from the snapshot's packs (a plain clone of
+     * exactly the snapshot's tips: streamed_fetch.ts); no origin call.
+     */
+    | { action: "stream-snapshot"; manifest: Manifest }
+    /** Through the response cache, asking the origin (on a miss) `originReq`/`originArgs`. */
+    | { action: "response-cache"; originReq: CommandRequest; originArgs: FetchArgs }
+    /** Forward the request's bytes as sent, less its `packfile-uris` line if `stripUris`. */
+    | { action: "forward"; stripUris: boolean }
+  );
+
+/**
+ * Whether the decision needs the snapshot: only a request that may get URIs does, or, with
+ * `plainClones`, a plain full clone that may be streamed from it (so other fetches cost no store
+ * lookups).
+ */
+export function wantsSnapshot(args: FetchArgs, scheme: string, plainClones = false): boolean {
+  return requestIneligible(args, scheme) === null || (plainClones && plainClone(args, scheme));
+}
+
+/** The plan for a fetch. */
+export function planFetch(input: FetchInputs): FetchPlan {
+  const { req, args, scheme, snapshot } = input;
+  let passthrough = requestIneligible(args, scheme);
+  let inject: Manifest | null = null;
+  let build: ScheduleBasis | null = null;
+  if (passthrough === null) {
+    const { manifest, missingPack } = snapshot;
+    const view = manifest &&
+      { tips: manifest.tips, packs: manifestPacks(manifest).length, missingPack };
+    const decision = rewriteDecision(args, scheme, view);
+    passthrough = decision.reason;
+    if (passthrough === null && manifest) inject = manifest;
+    if (decision.refresh) build = { builtAt: manifest?.builtAt ?? null, rebuild: missingPack };
+  }
+  if (inject && answerable(req, args, inject) && input.recentlyAuthorised) {
+    return { passthrough, build: null, action: "answer-from-snapshot", manifest: inject };
+  }
+  if (inject) {
+    return {
+      passthrough,
+      build,
+      action: "rewrite",
+      manifest: inject,
+      originArgs: rewritten(args, inject),
+    };
+  }
+  // A plain clone of exactly the snapshot, for a credential the origin accepted just now (its
+  // `ls-refs`): one pack streamed from the snapshot's packs.
+  const streamFrom = snapshot.missingPack ? null : snapshot.manifest;
+  if (
+    input.snapshotPlainClones && input.recentlyAuthorised && streamFrom &&
+    plainClone(args, scheme) && streamable(req, args, streamFrom)
+  ) {
+    return { passthrough: null, build, action: "stream-snapshot", manifest: streamFrom };
+  }
+  // The origin never sees a `packfile-uris` argument it did not advertise itself (the edge added
+  // it to the advertisement; git >= 2.45 dies on it).
+  const keepUris = input.originAdvertisesUris;
+  const originArgs = keepUris ? args : { ...args, packfileUris: null };
+  if (input.responseCacheOn && uncacheable(originArgs) === null) {
+    const originReq = keepUris ? req : { ...req, args: withoutArgLines(req.args, "packfile-uris") };
+    return { passthrough, build, action: "response-cache", originReq, originArgs };
+  }
+  return { passthrough, build, action: "forward", stripUris: !keepUris };
+}
+
+/**
+ * The arguments the origin gets for a rewritten fetch: the snapshot's tips as haves, so it sends
+ * only the remainder; never thin (the inline pack is indexed before the URI packs and must not
+ * depend on them); no `packfile-uris`; `done`, since the edge cannot negotiate for the client.
+ */
+function rewritten(args: FetchArgs, manifest: Manifest): FetchArgs {
+  return {
+    ...args,
+    haves: [...new Set(Object.values(manifest.tips))],
+    thinPack: false,
+    packfileUris: null,
+    done: true,
+  };
+}
+
+/**
+ * Whether the edge can answer an eligible fetch alone: every want is a snapshot tip (so the
+ * snapshot packs hold everything it asks for and the origin's remainder would be empty), the
+ * client sent `done` (no negotiation round), and nothing asks for a section the edge does not
+ * write (`want-ref` → wanted-refs) or for arguments or an object format it does not know.
+ */
+function answerable(req: CommandRequest, args: FetchArgs, manifest: Manifest): boolean {
+  const tips = new Set(Object.values(manifest.tips));
+  if (!args.done || args.wantRefs.length > 0 || args.other.length > 0) return false;
+  if (req.capabilities.some((c) => c.startsWith("object-format=") && c !== "object-format=sha1")) {
+    return false;
+  }
+  return args.wants.every((w) => tips.has(w));
+}
+
+/**
+ * Whether `args` is a plain full clone: no URIs it could get from the edge (those go by
+ * {@link rewriteDecision}), no haves, not shallow or partial, no `want-ref`, no argument the edge
+ * does not know, `done` (no negotiation), and `ofs-delta` (snapshot packs hold OFS_DELTA
+ * entries, which a client that did not ask for them cannot read).
+ */
+function plainClone(args: FetchArgs, scheme: string): boolean {
+  return !args.packfileUris?.includes(scheme) && args.haves.length === 0 && args.done &&
+    args.ofsDelta && args.wants.length > 0 && args.wantRefs.length === 0 &&
+    args.shallow.length === 0 && args.deepen === null && args.deepenSince === null &&
+    args.deepenNot.length === 0 && args.filter === null && !args.waitForDone &&
+    args.other.length === 0;
+}
+
+/**
+ * Whether the snapshot `manifest` is exactly what a plain clone asks for: its wants are the
+ * snapshot's tips, all of them and nothing else (so the snapshot holds what a direct clone gets,
+ * tags included: `include-tag` adds nothing a tip does not reach; an origin that moved since the
+ * build shows as different wants), in the snapshot's object format. Only a snapshot of one layer:
+ * a refresh layer may hold again objects of an earlier one (the origin's pack for `have <old
+ * tips>` omits only what those tips' trees hold, so a reverted file comes again), and git's
+ * `index-pack --strict` (`transfer.fsckObjects`) refuses a pack holding an object twice. The
+ * parts of one layer are disjoint (pack_split.ts).
+ */
+function streamable(req: CommandRequest, args: FetchArgs, manifest: Manifest): boolean {
+  const format = req.capabilities.find((c) => c.startsWith("object-format="))?.slice(14) ??
+    "sha1";
+  if (format !== (manifest.objectFormat ?? "sha1")) return false;
+  if (manifest.layers.length !== 1 || manifest.layers[0].length === 0) return false;
+  const tips = new Set(Object.values(manifest.tips));
+  const wants = new Set(args.wants);
+  return wants.size === tips.size && [...wants].every((w) => tips.has(w));
+}
+
+/** Argument lines less those with `keyword`. */
+function withoutArgLines(args: readonly string[], keyword: string): string[] {
+  return args.filter((line) => line !== keyword && !line.startsWith(`${keyword} `));
+}

@@ -1,0 +1,91 @@
+/**
+ * Per-repository series for dashboards, with a bounded number of label values: the
+ * {@link TOP_REPOS} repositories with the most fetches in this process (Worker isolate) are named
+ * (`repo="x/y.git"`), the rest add up under `repo="other"`. Plus the store's use against its cap.
+ * Computed at each scrape from the registry and the evictor (see `Metrics.collect`).
+ */
+import type { Clock } from "../core/deps.ts";
+import type { CollectedFamily, Sample } from "../core/metrics.ts";
+import type { Counts, RepoRegistry } from "./repo_registry.ts";
+import type { StoreEvictor } from "./store_eviction.ts";
+
+/** Repositories named in per-repository series; the others are `other`. */
+export const TOP_REPOS = 20;
+
+export function repoFamilies(
+  registry: RepoRegistry,
+  clock: Clock,
+  top = TOP_REPOS,
+): CollectedFamily[] {
+  const all = registry.traffic().sort((a, b) =>
+    b.counts.fetches - a.counts.fetches || b.counts.packBytes - a.counts.packBytes
+  );
+  const named = all.slice(0, top);
+  const rest = all.slice(top);
+  const counter = (key: keyof Counts): Sample[] => {
+    const samples = named.map((r) => ({ labels: { repo: r.path }, value: r.counts[key] }));
+    if (rest.length > 0) {
+      samples.push({
+        labels: { repo: "other" },
+        value: rest.reduce((n, r) => n + r.counts[key], 0),
+      });
+    }
+    return samples;
+  };
+  const now = clock.now();
+  const age = (builtAt: number | null) =>
+    builtAt === null ? null : Math.max(0, (now - builtAt) / 1000);
+  const ages: Sample[] = [];
+  for (const r of named) {
+    const a = age(r.builtAt);
+    if (a !== null) ages.push({ labels: { repo: r.path }, value: a });
+  }
+  const restAges = rest.map((r) => age(r.builtAt)).filter((a): a is number => a !== null);
+  if (restAges.length > 0) ages.push({ labels: { repo: "other" }, value: Math.max(...restAges) });
+  return [
+    {
+      name: "gitedge_repo_fetches_total",
+      help: `Fetches per repository (top ${top} by fetches, the rest as other).`,
+      type: "counter",
+      samples: counter("fetches"),
+    },
+    {
+      name: "gitedge_repo_snapshot_fetches_total",
+      help: "Fetches per repository that got the snapshot's packs (hit ratio: over " +
+        "gitedge_repo_fetches_total).",
+      type: "counter",
+      samples: counter("fromSnapshot"),
+    },
+    {
+      name: "gitedge_repo_pack_bytes_total",
+      help: "Pack bytes served from the store per repository (bytes the origin did not send).",
+      type: "counter",
+      samples: counter("packBytes"),
+    },
+    {
+      name: "gitedge_snapshot_age_seconds",
+      help: "Age of the snapshot in force per repository, as last seen (other: the oldest).",
+      type: "gauge",
+      samples: ages,
+    },
+  ];
+}
+
+/** The store's use and cap. */
+export async function storeFamilies(evictor: StoreEvictor): Promise<CollectedFamily[]> {
+  const usage = await evictor.usage();
+  return [
+    {
+      name: "gitedge_store_bytes",
+      help: "Bytes of snapshots in the store (measured at most every 30 s).",
+      type: "gauge",
+      samples: [{ labels: {}, value: usage.bytes }],
+    },
+    {
+      name: "gitedge_store_max_bytes",
+      help: "The store's cap for snapshots (0: none).",
+      type: "gauge",
+      samples: [{ labels: {}, value: usage.maxBytes }],
+    },
+  ];
+}

@@ -1,0 +1,229 @@
+/**
+ * `ls-refs` sent ahead: a v2 clone asks `GET info/refs`, then `ls-refs`, one WAN round trip after
+ * the other. When the edge relays a v2 `info/refs` of the upload-pack service, it also sends the
+ * origin, at once and with the same credentials, the `ls-refs` the last client of that repository
+ * with the same User-Agent sent (same arguments and capabilities, less `agent=`). When the client's own `ls-refs` follows
+ * with the same credential and the same request within `lsRefsAheadSeconds`, it gets that answer:
+ * the two origin calls overlap, and the clone's refs cost one WAN round trip instead of two.
+ *
+ * Freshness: the answer was computed by the origin after the clone's first request reached the
+ * edge, never before, so it cannot hide a change made before the clone started; it is handed out
+ * to the requests it was made for (same credential), and only within the bound; the next
+ * `info/refs` of the credential replaces it (it predates that clone) with its own answer, which
+ * then serves both clones (a burst of clones each gets one, never one older than itself); an answer
+ * other than 200, or one cut short, is never used (the request goes to the origin as usual).
+ * Credentials stay in memory, keyed by the credential memo's salted hash. Bounded: at most
+ * {@link MAX_ENTRIES} answers of at most {@link MAX_ANSWER_BYTES} each.
+ */
+import type { RepoRef } from "../core/repo.ts";
+import type { LsRefsAheadHooks, ProxyContext } from "../core/context.ts";
+import { forwardHeaders } from "./origin.ts";
+import { fromOrigin, inBackground, noteOriginVerdict } from "./forwarding.ts";
+import type { Pkt, PktLineReader } from "../../git/pktline.ts";
+import { parseCommandRequest, serializeCommandRequest } from "../../git/command_request.ts";
+import { readPkts } from "./request_body.ts";
+import { UPLOAD_PACK_REQUEST_TYPE, UPLOAD_PACK_RESULT_TYPE } from "../../git/media_types.ts";
+
+/** An `info/refs` this soon after its client's `ls-refs` sends nothing ahead (ms). */
+const EARLY_MS = 500;
+/** A credential the origin refused gets nothing sent ahead for this long (ms). */
+const REFUSED_MS = 600_000;
+/** Answers kept at once (oldest dropped first). */
+export const MAX_ENTRIES = 64;
+/** Larger answers are not kept (the client's `ls-refs` then goes to the origin). */
+export const MAX_ANSWER_BYTES = 1 << 20;
+
+interface Answer {
+  status: number;
+  contentType: string | null;
+  bytes: Uint8Array;
+}
+
+interface Entry {
+  at: number;
+  request: string;
+  answer: Promise<Answer | null>;
+  /** The `info/refs` it stands for whose `ls-refs` has not come yet (this one's and earlier). */
+  clones: number;
+}
+
+/** The requests learned and the answers under way, of one process. */
+export class LsRefsAhead implements LsRefsAheadHooks {
+  /**
+   * (repo id, client's User-Agent) → the last `ls-refs` request seen (normalised, see
+   * {@link requestKey}): git clone, git fetch and `gitedge clone` each ask their own.
+   */
+  readonly #learned = new Map<string, { key: string; body: Uint8Array }>();
+  /** credential memo key → the answer sent ahead for it. */
+  readonly #ahead = new Map<string, Entry>();
+  /** credential memo key → when the origin last refused an `ls-refs` sent ahead (ms). */
+  readonly #refused = new Map<string, number>();
+  /** credential memo key → when an `ls-refs` found nothing sent ahead (ms). */
+  readonly #early = new Map<string, number>();
+  /** credential memo key → when its last v2 `info/refs` came (ms). */
+  readonly #infoRefs = new Map<string, number>();
+
+  /**
+   * On a v2 `info/refs` of the upload-pack service: sends the learned `ls-refs` of `repo` to the
+   * origin with `request`'s credentials, unless nothing is learned yet or the bound is 0.
+   */
+  start(ctx: ProxyContext, request: Request, repo: RepoRef): void {
+    if (boundMs(ctx) <= 0) return;
+    const key = ctx.authMemo.key(repo.id, request.headers.get("authorization"));
+    // An answer sent ahead for an earlier info/refs predates this clone: whatever this one does,
+    // that answer goes to no `ls-refs` from now on. The clones it was for get this one's (newer)
+    // answer instead, if this one sends any (concurrent clones of one credential each get theirs).
+    const prior = this.#ahead.get(key);
+    this.#ahead.delete(key);
+    const now = ctx.deps.clock.now();
+    const carried = prior && now - prior.at <= boundMs(ctx) ? prior.clones : 0;
+    remember(this.#infoRefs, key, ctx.deps.clock.now());
+    const learned = this.#learned.get(learnedKey(repo, request));
+    if (!learned) return;
+    // A client that sends its `ls-refs` with its `info/refs` (gitedge clone) may have had it
+    // answered already: nothing to send ahead for it.
+    const early = this.#early.get(key);
+    this.#early.delete(key);
+    if (early !== undefined && ctx.deps.clock.now() - early < EARLY_MS) return;
+    // git asks anonymously first and again with credentials after a 401: a credential (or none)
+    // the origin refused lately gets nothing sent ahead.
+    const refused = this.#refused.get(key);
+    if (refused !== undefined && ctx.deps.clock.now() - refused < REFUSED_MS) return;
+    const headers = forwardHeaders(request.headers);
+    headers.set("content-type", UPLOAD_PACK_REQUEST_TYPE);
+    headers.set("accept", UPLOAD_PACK_RESULT_TYPE);
+    const answer = (async (): Promise<Answer | null> => {
+      const res = await fromOrigin(ctx, `${repo.originUrl}/git-upload-pack`, {
+        method: "POST",
+        headers,
+        body: learned.body as Uint8Array<ArrayBuffer>,
+      });
+      if (res.status !== 200 || !res.body) {
+        await res.body?.cancel();
+        this.#refused.delete(key);
+        this.#refused.set(key, ctx.deps.clock.now());
+        while (this.#refused.size > MAX_ENTRIES) {
+          this.#refused.delete(this.#refused.keys().next().value!);
+        }
+        return null;
+      }
+      const chunks: Uint8Array[] = [];
+      let size = 0;
+      for await (const chunk of res.body) {
+        size += chunk.byteLength;
+        if (size > MAX_ANSWER_BYTES) return null;
+        chunks.push(chunk);
+      }
+      const bytes = new Uint8Array(size);
+      let at = 0;
+      for (const c of chunks) {
+        bytes.set(c, at);
+        at += c.byteLength;
+      }
+      return { status: res.status, contentType: res.headers.get("content-type"), bytes };
+    })().catch(() => null);
+    inBackground(ctx, answer);
+    this.#ahead.set(key, { at: now, request: learned.key, answer, clones: carried + 1 });
+    while (this.#ahead.size > MAX_ENTRIES) this.#ahead.delete(this.#ahead.keys().next().value!);
+  }
+
+  /**
+   * For an `ls-refs` whose command and capability packets are `head`: reads its arguments (within
+   * `budget`) and answers it with the answer sent ahead for it, if any; else returns every packet
+   * read, to be forwarded as the client sent them. Learns the request either way.
+   */
+  async answer(
+    ctx: ProxyContext,
+    request: Request,
+    repo: RepoRef,
+    head: Pkt[],
+    reader: PktLineReader,
+    budget: { left: number; max: number },
+  ): Promise<{ response: Response | null; read: Pkt[]; askedAt?: number }> {
+    let read = head;
+    if (head.at(-1)?.type === "delim") read = [...head, ...await readPkts(reader, budget, true)];
+    const complete = read.at(-1)?.type === "flush" && await reader.peek() === null;
+    if (!complete) return { response: null, read };
+    const key = requestKey(read);
+    if (key === null) return { response: null, read };
+    const learnedAs = learnedKey(repo, request);
+    this.#learned.delete(learnedAs);
+    this.#learned.set(learnedAs, { key, body: withAgent(read) });
+    while (this.#learned.size > 4096) this.#learned.delete(this.#learned.keys().next().value!);
+
+    const memoKey = ctx.authMemo.key(repo.id, request.headers.get("authorization"));
+    const entry = this.#ahead.get(memoKey);
+    if (!entry) {
+      // Nothing ahead and no info/refs just before: a client that sends its ls-refs with its
+      // info/refs. (One that came after its info/refs, as git's do, marks nothing: else the next
+      // clone, if it starts within EARLY_MS, would get nothing ahead either, and so on.)
+      const infoRefs = this.#infoRefs.get(memoKey);
+      if (infoRefs === undefined || ctx.deps.clock.now() - infoRefs >= EARLY_MS) {
+        remember(this.#early, memoKey, ctx.deps.clock.now());
+      }
+      return { response: null, read };
+    }
+    // It serves as many `ls-refs` as there were `info/refs` since it (or the one it replaced) was
+    // sent; each was answered after its own clone's `info/refs`, never before.
+    if (--entry.clones <= 0) this.#ahead.delete(memoKey);
+    const age = ctx.deps.clock.now() - entry.at;
+    if (entry.request !== key || age < 0 || age > boundMs(ctx)) {
+      ctx.metrics.inc("gitedge_ls_refs_ahead_total", 1, { result: "unused" });
+      return { response: null, read };
+    }
+    const answer = await entry.answer;
+    if (!answer) {
+      ctx.metrics.inc("gitedge_ls_refs_ahead_total", 1, { result: "failed" });
+      return { response: null, read };
+    }
+    ctx.metrics.inc("gitedge_ls_refs_ahead_total", 1, { result: "used" });
+    noteOriginVerdict(ctx, request, repo, answer.status);
+    const headers = new Headers({ "cache-control": "no-cache" });
+    if (answer.contentType) headers.set("content-type", answer.contentType);
+    return {
+      response: new Response(answer.bytes as Uint8Array<ArrayBuffer>, { status: 200, headers }),
+      read,
+      askedAt: entry.at,
+    };
+  }
+}
+
+/** Sets `key` to `value` as the newest of `map`, which keeps at most {@link MAX_ENTRIES}. */
+function remember(map: Map<string, number>, key: string, value: number): void {
+  map.delete(key);
+  map.set(key, value);
+  while (map.size > MAX_ENTRIES) map.delete(map.keys().next().value!);
+}
+
+function learnedKey(repo: RepoRef, request: Request): string {
+  return `${repo.id}\n${request.headers.get("user-agent") ?? ""}`;
+}
+
+/** The bound in ms (`lsRefsAheadSeconds`). */
+function boundMs(ctx: ProxyContext): number {
+  return ctx.deps.config.lsRefsAheadSeconds * 1000;
+}
+
+/** What makes two `ls-refs` requests the same: command, capabilities less `agent=`, arguments. */
+function requestKey(pkts: Pkt[]): string | null {
+  try {
+    const req = parseCommandRequest(pkts);
+    if (req.command !== "ls-refs") return null;
+    return JSON.stringify([
+      req.capabilities.filter((c) => !c.startsWith("agent=")).sort(),
+      req.args,
+    ]);
+  } catch {
+    return null;
+  }
+}
+
+/** The request as the edge sends it ahead: the client's, with the edge's agent. */
+function withAgent(pkts: Pkt[]): Uint8Array {
+  const req = parseCommandRequest(pkts);
+  return serializeCommandRequest({
+    command: req.command,
+    capabilities: ["agent=gitedge/0.1", ...req.capabilities.filter((c) => !c.startsWith("agent="))],
+    args: req.args,
+  });
+}
