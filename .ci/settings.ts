@@ -1,8 +1,8 @@
 /**
- * `deno task settings`: writes the settings table (src/proxy/ops/settings.ts) into README.md between
- * its markers. test/proxy/ops/settings_doc_test.ts fails when README.md's table differs.
+ * `deno task settings`: writes the settings table (src/proxy/settings/table.ts) into README.md between
+ * its markers. test/proxy/settings/settings_doc_test.ts fails when README.md's table differs.
  */
-import { withSettingsTable } from "../src/proxy/ops/settings_doc.ts";
+import { withSettingsTable } from "../src/proxy/settings/settings_doc.ts";
 
 const readme = new URL("../README.md", import.meta.url);
 const before = await Deno.readTextFile(readme);

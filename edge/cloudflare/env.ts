@@ -1,14 +1,14 @@
 /**
  * The Worker's bindings (`Env`) and how they become the edge's settings. Vars come from
  * `wrangler.toml` `[vars]`, secrets from `wrangler secret put`; both arrive as strings, named and
- * checked by the settings table (`src/proxy/ops/settings.ts`).
+ * checked by the settings table (`src/proxy/settings/table.ts`).
  */
 import {
   type GivenSetting,
   resolveSettings,
-  SETTINGS,
   type WorkerSettings,
-} from "../../src/proxy/ops/settings.ts";
+} from "../../src/proxy/settings/resolve.ts";
+import { SETTINGS } from "../../src/proxy/settings/table.ts";
 import type { DurableObjectNamespace, R2Bucket } from "./worker_types.ts";
 import type { RepoSnapshotsRpc } from "./snapshot_rpc.ts";
 

@@ -16,7 +16,7 @@ import {
   type StoredObject,
   StoreError,
 } from "../../src/storage/store.ts";
-import { DEFAULT_R2_PART_MIB } from "../../src/proxy/ops/settings.ts";
+import { DEFAULT_R2_PART_MIB } from "../../src/proxy/settings/table.ts";
 import { fixedSizeParts, type Part } from "../../src/storage/fixed_parts.ts";
 import type {
   R2Bucket,

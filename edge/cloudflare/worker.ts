@@ -14,7 +14,7 @@ import { TagListings } from "../../src/proxy/origin/tag_listings.ts";
 import type { Env } from "./env.ts";
 import type { RepoRegistry } from "../../src/proxy/ops/repo_registry.ts";
 import type { StoreEvictor } from "../../src/proxy/ops/store_eviction.ts";
-import { SettingError } from "../../src/proxy/ops/settings.ts";
+import { SettingError } from "../../src/proxy/settings/resolve.ts";
 import { edgeDepsFromEnv } from "./worker_deps.ts";
 import {
   HEALTH_ROUTES,

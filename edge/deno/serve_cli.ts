@@ -6,10 +6,9 @@ import {
   resolveSettings,
   type ServeSettings,
   SettingError,
-  type SettingKey,
-  SETTINGS,
-} from "../../src/proxy/ops/settings.ts";
-import { serveOptionsHelp } from "../../src/proxy/ops/settings_doc.ts";
+} from "../../src/proxy/settings/resolve.ts";
+import { type SettingKey, SETTINGS } from "../../src/proxy/settings/table.ts";
+import { serveOptionsHelp } from "../../src/proxy/settings/settings_doc.ts";
 import { createLogger } from "../../src/proxy/core/log.ts";
 
 /** `gitedge serve`'s command line could not be understood (an unknown option, a missing value). */

@@ -8,7 +8,8 @@
  */
 import { Log, LogLevel, Miniflare } from "miniflare";
 import type { EdgeConfig } from "../../src/proxy/core/config.ts";
-import { setting, SETTINGS } from "../../src/proxy/ops/settings.ts";
+import { setting } from "../../src/proxy/settings/resolve.ts";
+import { SETTINGS } from "../../src/proxy/settings/table.ts";
 import type { R2Bucket } from "../../edge/cloudflare/worker_types.ts";
 import { edgeConfigFor, type EdgeFactory } from "./edge.ts";
 import { withinDeadline } from "./deadline.ts";
@@ -184,7 +185,7 @@ export async function startWorkerEdge(opts: WorkerEdgeOptions): Promise<RunningW
   });
 }
 
-/** The Worker vars and secrets (named by `src/proxy/ops/settings.ts`) that express `config`. */
+/** The Worker vars and secrets (named by `src/proxy/settings/table.ts`) that express `config`. */
 export function workerVars(
   config: Partial<EdgeConfig>,
   signingKey?: Uint8Array,

@@ -3,7 +3,7 @@
  * `gitedge serve --help`, and the README's settings table (`deno task settings` writes it
  * between {@link README_BEGIN} and {@link README_END}; a test fails when README.md differs).
  */
-import { appliesTo, formatBytes, type Setting, SETTINGS } from "./settings.ts";
+import { appliesTo, formatBytes, type Setting, SETTINGS } from "./table.ts";
 
 /** `code` spans as plain text, for a terminal: quoted where they hold a space or a word. */
 function plain(text: string): string {
@@ -95,7 +95,7 @@ export function settingsMarkdown(): string {
 }
 
 export const README_BEGIN =
-  "<!-- settings table: generated from src/proxy/ops/settings.ts by `deno task settings` -->";
+  "<!-- settings table: generated from src/proxy/settings/table.ts by `deno task settings` -->";
 export const README_END = "<!-- end of settings table -->";
 
 /** `readme` with the text between the markers replaced by {@link settingsMarkdown}. */

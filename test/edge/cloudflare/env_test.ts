@@ -1,6 +1,6 @@
 import { assertEquals, assertThrows } from "../../support/assert.ts";
 import { type Env, workerSettings } from "../../../edge/cloudflare/env.ts";
-import { SettingError } from "../../../src/proxy/ops/settings.ts";
+import { SettingError } from "../../../src/proxy/settings/resolve.ts";
 import { DEFAULT_PART_BYTES } from "../../../edge/cloudflare/r2_store.ts";
 import type { DurableObjectNamespace, R2Bucket } from "../../../edge/cloudflare/worker_types.ts";
 import type { RepoSnapshotsRpc } from "../../../edge/cloudflare/snapshot_rpc.ts";

@@ -3,7 +3,7 @@ import { abuseSuite, assertNoServerPath } from "../../proxy/abuse_suite.ts";
 import { denoEdgeFactory } from "../../support/edge.ts";
 import { startDenoEdge } from "../../../edge/deno/server.ts";
 import { parseServeArgs } from "../../../edge/deno/serve_cli.ts";
-import { SettingError } from "../../../src/proxy/ops/settings.ts";
+import { SettingError } from "../../../src/proxy/settings/resolve.ts";
 import { startOrigin } from "../../support/origin.ts";
 import { makeRepo } from "../../support/fixtures.ts";
 import { repoId } from "../../../src/proxy/core/repo.ts";

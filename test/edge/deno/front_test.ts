@@ -5,7 +5,8 @@
  */
 import { startDenoEdge } from "../../../edge/deno/server.ts";
 import { parseServeArgs } from "../../../edge/deno/serve_cli.ts";
-import { DEFAULT_CONNECTION_LIMITS, SettingError } from "../../../src/proxy/ops/settings.ts";
+import { DEFAULT_CONNECTION_LIMITS } from "../../../src/proxy/settings/table.ts";
+import { SettingError } from "../../../src/proxy/settings/resolve.ts";
 import { startServeProcess } from "../../support/serve_process.ts";
 import { startOrigin } from "../../support/origin.ts";
 import { startRelay } from "../../support/relay.ts";

@@ -5,13 +5,8 @@
  */
 import { assert, assertEquals, assertMatch, assertThrows } from "../../support/assert.ts";
 import { parseServeArgs, ServeUsageError } from "../../../edge/deno/serve_cli.ts";
-import {
-  envNameOf,
-  type ServeSettings,
-  type Setting,
-  SettingError,
-  SETTINGS,
-} from "../../../src/proxy/ops/settings.ts";
+import { envNameOf, type Setting, SETTINGS } from "../../../src/proxy/settings/table.ts";
+import { type ServeSettings, SettingError } from "../../../src/proxy/settings/resolve.ts";
 
 const CLI = new URL("../../../edge/deno/cli.ts", import.meta.url).pathname;
 const noEnv = () => undefined;

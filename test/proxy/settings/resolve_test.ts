@@ -6,18 +6,22 @@
 import { assert, assertEquals, assertThrows } from "../../support/assert.ts";
 import {
   checkEdgeConfig,
-  ConfigValueError,
-  DEFAULT_CONNECTION_LIMITS,
-  DEFAULT_R2_PART_MIB,
   type GivenSetting,
+  resolveSettings,
+  SettingError,
+} from "../../../src/proxy/settings/resolve.ts";
+import {
+  ConfigValueError,
   parseHttpUrl,
   parseIntAtLeast,
   parseSigningKeyHex,
-  resolveSettings,
-  SettingError,
+} from "../../../src/proxy/settings/parsers.ts";
+import {
+  DEFAULT_CONNECTION_LIMITS,
+  DEFAULT_R2_PART_MIB,
   SETTINGS,
   type SettingsSource,
-} from "../../../src/proxy/ops/settings.ts";
+} from "../../../src/proxy/settings/table.ts";
 import { DEFAULT_EDGE_CONFIG } from "../../../src/proxy/core/config.ts";
 
 Deno.test("parseIntAtLeast takes safe integers from the minimum up", () => {

@@ -1,12 +1,12 @@
 /** The settings table as documented: README.md's table is the generated one, row for row. */
 import { assert, assertEquals, assertThrows } from "../../support/assert.ts";
-import { SETTINGS } from "../../../src/proxy/ops/settings.ts";
+import { SETTINGS } from "../../../src/proxy/settings/table.ts";
 import {
   README_BEGIN,
   README_END,
   settingsMarkdown,
   withSettingsTable,
-} from "../../../src/proxy/ops/settings_doc.ts";
+} from "../../../src/proxy/settings/settings_doc.ts";
 
 Deno.test("README.md's settings table is the one generated from the table (deno task settings)", async () => {
   const readme = await Deno.readTextFile(new URL("../../../README.md", import.meta.url));
