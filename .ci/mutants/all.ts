@@ -1,0 +1,29 @@
+/** Every mutant `.ci/mutants.ts` runs, by area: one file each (add a new area as a file here). */
+import type { Mutant } from "./mutant.ts";
+import { SIGNED_URLS_MUTANTS } from "./signed_urls.ts";
+import { AUTH_MEMO_MUTANTS } from "./auth_memo.ts";
+import { RESPONSE_CACHE_MUTANTS } from "./response_cache.ts";
+import { INCREMENTAL_FETCH_MUTANTS } from "./incremental_fetch.ts";
+import { URI_ELIGIBILITY_MUTANTS } from "./uri_eligibility.ts";
+import { EDGE_INDEX_MUTANTS } from "./edge_index.ts";
+import { FRONT_MUTANTS } from "./front.ts";
+import { BUILD_STEPS_MUTANTS } from "./build_steps.ts";
+import { DOWNLOADS_MUTANTS } from "./downloads.ts";
+import { REQUEST_BOUNDS_MUTANTS } from "./request_bounds.ts";
+import { PLAIN_CLONES_MUTANTS } from "./plain_clones.ts";
+import { SELF_MUTANTS } from "./self.ts";
+
+export const MUTANTS: Mutant[] = [
+  ...SIGNED_URLS_MUTANTS,
+  ...AUTH_MEMO_MUTANTS,
+  ...RESPONSE_CACHE_MUTANTS,
+  ...INCREMENTAL_FETCH_MUTANTS,
+  ...URI_ELIGIBILITY_MUTANTS,
+  ...EDGE_INDEX_MUTANTS,
+  ...FRONT_MUTANTS,
+  ...BUILD_STEPS_MUTANTS,
+  ...DOWNLOADS_MUTANTS,
+  ...REQUEST_BOUNDS_MUTANTS,
+  ...PLAIN_CLONES_MUTANTS,
+  ...SELF_MUTANTS,
+];
