@@ -1,13 +1,16 @@
 /**
- * `deno task settings`: writes the settings table (src/proxy/settings/table.ts) into README.md between
- * its markers. test/proxy/settings/settings_doc_test.ts fails when README.md's table differs.
+ * `deno task settings`: writes the settings table (src/proxy/settings/table.ts) into
+ * docs/settings.md between its markers. test/proxy/settings/settings_doc_test.ts fails when
+ * docs/settings.md's table differs.
  */
 import { withSettingsTable } from "../src/proxy/settings/settings_doc.ts";
 
-const readme = new URL("../README.md", import.meta.url);
-const before = await Deno.readTextFile(readme);
+const doc = new URL("../docs/settings.md", import.meta.url);
+const before = await Deno.readTextFile(doc);
 const after = withSettingsTable(before);
-if (after !== before) await Deno.writeTextFile(readme, after);
+if (after !== before) await Deno.writeTextFile(doc, after);
 console.log(
-  after === before ? "README.md: settings table up to date" : "README.md: settings table written",
+  after === before
+    ? "docs/settings.md: settings table up to date"
+    : "docs/settings.md: settings table written",
 );

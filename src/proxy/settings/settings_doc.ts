@@ -1,7 +1,7 @@
 /**
  * The settings table ({@link SETTINGS}) as people read it: the options part of
- * `gitedge serve --help`, and the README's settings table (`deno task settings` writes it
- * between {@link README_BEGIN} and {@link README_END}; a test fails when README.md differs).
+ * `gitedge serve --help`, and the settings table of docs/settings.md (`deno task settings` writes
+ * it between {@link DOC_BEGIN} and {@link DOC_END}; a test fails when docs/settings.md differs).
  */
 import { appliesTo, formatBytes, type Setting, SETTINGS } from "./table.ts";
 
@@ -75,7 +75,7 @@ export function serveOptionsHelp(): string {
   ].join("\n");
 }
 
-/** The README's settings table (markdown, columns padded as `deno fmt` pads them). */
+/** The settings table of docs/settings.md (markdown, columns padded as `deno fmt` pads them). */
 export function settingsMarkdown(): string {
   const rows: string[][] = [["`gitedge serve`", "Worker var", "Default", "Minimum", "Meaning"]];
   for (const s of SETTINGS) {
@@ -94,18 +94,16 @@ export function settingsMarkdown(): string {
     .join("\n");
 }
 
-export const README_BEGIN =
+export const DOC_BEGIN =
   "<!-- settings table: generated from src/proxy/settings/table.ts by `deno task settings` -->";
-export const README_END = "<!-- end of settings table -->";
+export const DOC_END = "<!-- end of settings table -->";
 
-/** `readme` with the text between the markers replaced by {@link settingsMarkdown}. */
-export function withSettingsTable(readme: string): string {
-  const begin = readme.indexOf(README_BEGIN);
-  const end = readme.indexOf(README_END);
+/** `doc` with the text between the markers replaced by {@link settingsMarkdown}. */
+export function withSettingsTable(doc: string): string {
+  const begin = doc.indexOf(DOC_BEGIN);
+  const end = doc.indexOf(DOC_END);
   if (begin < 0 || end < begin) {
-    throw new Error(`README.md lacks the markers ${README_BEGIN} ... ${README_END}`);
+    throw new Error(`docs/settings.md lacks the markers ${DOC_BEGIN} ... ${DOC_END}`);
   }
-  return `${readme.slice(0, begin + README_BEGIN.length)}\n\n${settingsMarkdown()}\n\n${
-    readme.slice(end)
-  }`;
+  return `${doc.slice(0, begin + DOC_BEGIN.length)}\n\n${settingsMarkdown()}\n\n${doc.slice(end)}`;
 }

@@ -105,7 +105,7 @@ function text(s: Omit<Setting, "parse">): Setting {
 }
 
 /**
- * Every setting of the edge, in the order `--help` and the README list them. To add one: an
+ * Every setting of the edge, in the order `--help` and docs/settings.md list them. To add one: an
  * entry here, its key in `EdgeConfig` (the app's) or in `ServeExtras`/`WorkerExtras` (a
  * runtime's), where the runtime takes it from the resolved settings, then `deno task settings`.
  */

@@ -1,18 +1,21 @@
-/** The settings table as documented: README.md's table is the generated one, row for row. */
+/** The settings table as documented: docs/settings.md's table is the generated one, row for row. */
 import { assert, assertEquals, assertThrows } from "../../support/assert.ts";
 import { SETTINGS } from "../../../src/proxy/settings/table.ts";
 import {
-  README_BEGIN,
-  README_END,
+  DOC_BEGIN,
+  DOC_END,
   settingsMarkdown,
   withSettingsTable,
 } from "../../../src/proxy/settings/settings_doc.ts";
 
-Deno.test("README.md's settings table is the one generated from the table (deno task settings)", async () => {
-  const readme = await Deno.readTextFile(new URL("../../../README.md", import.meta.url));
-  assert(readme.includes(settingsMarkdown()), "README.md's table differs: run deno task settings");
-  assertEquals(withSettingsTable(readme), readme, "run deno task settings");
-  const stale = readme.replace("| `--chunks N`", "| `--chunk N` ");
+Deno.test("docs/settings.md's settings table is the one generated from the table (deno task settings)", async () => {
+  const doc = await Deno.readTextFile(new URL("../../../docs/settings.md", import.meta.url));
+  assert(
+    doc.includes(settingsMarkdown()),
+    "docs/settings.md's table differs: run deno task settings",
+  );
+  assertEquals(withSettingsTable(doc), doc, "run deno task settings");
+  const stale = doc.replace("| `--chunks N`", "| `--chunk N` ");
   assert(withSettingsTable(stale) !== stale, "a changed row is noticed");
 });
 
@@ -25,5 +28,5 @@ Deno.test("the generated table: a row per setting naming its flag, variables and
     }
     if (s.min !== undefined) assert(rows[i].includes(`| ${s.min} `), `${s.key}'s minimum`);
   });
-  assertThrows(() => withSettingsTable(`no markers ${README_END} ${README_BEGIN}`), Error);
+  assertThrows(() => withSettingsTable(`no markers ${DOC_END} ${DOC_BEGIN}`), Error);
 });
