@@ -2,7 +2,7 @@
  * A CI burst: N runners cloning one commit at once, directly from the origin and through a warm
  * edge, side by side in one run. Kinds: `--depth 1` clones, `--filter=blob:none` clones (with
  * the lazy blob fetch of their checkout), and full clones (through the edge with packfile URIs,
- * as the README's CI recipe sets up). Per kind and competitor: burst wall time, origin requests,
+ * as docs/ci.md's recipe sets up). Per kind and competitor: burst wall time, origin requests,
  * origin `fetch` commands (the ones that make it compute a pack), origin CPU seconds (the origin
  * runs in its own process: its backends' CPU is read from /proc), edge CPU seconds.
  *

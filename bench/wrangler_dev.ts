@@ -1,5 +1,5 @@
 /**
- * The README's local Workers path under load: `wrangler dev` (the version deno.json pins) in front
+ * The local Workers path of docs/workers.md under load: `wrangler dev` (the version deno.json pins) in front
  * of a local `git http-backend` origin, warming a repository, then stock git cloning it by URI.
  * While it warms, wrangler's processes are sampled from outside every `--sample-ms`: descriptors and
  * RSS of its node process and both workerd processes, and the TCP connections from workerd to
@@ -8,7 +8,7 @@
  *   deno run -A bench/wrangler_dev.ts [--repo small|git|big] [--mode task|cli|both]
  *                                     [--sample-ms N] [--warm-timeout-s N] [--no-clone]
  *
- * `--mode task` (default): `deno task worker:dev`, the README's command. `--mode cli`: the bare
+ * `--mode task` (default): `deno task worker:dev`, the command of docs/workers.md. `--mode cli`: the bare
  * `npx wrangler@<pin> dev`, whose DevTools inspector proxy turns every few KiB of an outgoing
  * fetch body into a request to node (see test/support/wrangler_dev.ts). `both`: cli, then
  * task, each against a fresh state.

@@ -1,5 +1,5 @@
 /**
- * `wrangler dev` run the way the README runs it (the project's `wrangler.toml`, the signing key in
+ * `wrangler dev` run the way docs/workers.md runs it (the project's `wrangler.toml`, the signing key in
  * `.dev.vars`, `--var ORIGIN:<origin>`), with the processes it starts watched from outside
  * (/proc): wrangler's node process and its two workerd processes (wrangler's proxy in front, the
  * Worker itself behind), their descriptors, memory, and the TCP connections from each workerd to
@@ -10,8 +10,8 @@
  *   front workerd) subscribes to the Worker's network events and sends every DevTools message it
  *   receives to the node process as an HTTP request of its own; one arrives per few KiB of every
  *   outgoing `fetch` body, and these connections pile up.
- * - `task`: `deno task worker:dev` (deno.json), the README's command: the same CLI with that
- *   inspector proxy turned off (see the task and the README, "Cloudflare Workers" > "Locally").
+ * - `task`: `deno task worker:dev` (deno.json), the command of docs/workers.md: the same CLI with that
+ *   inspector proxy turned off (see the task and docs/workers.md, "Locally").
  *
  * The wrangler version is the one deno.json's `worker:dev` task pins, for both.
  *

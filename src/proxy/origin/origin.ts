@@ -15,7 +15,7 @@ import { UPLOAD_PACK_REQUEST_TYPE, UPLOAD_PACK_RESULT_TYPE } from "../../git/med
 
 /**
  * What a client may be told about an origin URL: the endpoint asked for (`info/refs`,
- * `git-upload-pack`, `git-receive-pack`), never the origin's address or its path (the README:
+ * `git-upload-pack`, `git-receive-pack`), never the origin's address or its path (docs/security.md:
  * error bodies carry no internal URLs). The URL itself stays on the error, for logs.
  */
 export function originEndpoint(url: string): string {

@@ -1,5 +1,5 @@
 /**
- * The README's local Workers path: `deno task worker:dev` (the pinned `wrangler dev`, the signing
+ * The local Workers path of docs/workers.md: `deno task worker:dev` (the pinned `wrangler dev`, the signing
  * key in `.dev.vars`, `--var ORIGIN:`) in front of a real `git http-backend` origin. A warm must not
  * cost wrangler's node process a loopback connection per few KiB of the origin's pack: with
  * wrangler's DevTools inspector proxy on (the bare CLI), this 8 MiB repository alone left ~2,000
@@ -18,7 +18,7 @@ import { startWranglerDev, type WranglerDevSample } from "../../support/wrangler
 /** Connections from workerd to node's loopback at rest (wrangler's own control channels). */
 const AT_REST = 16;
 
-Deno.test("wrangler dev as the README runs it warms and serves without piling up loopback connections", async () => {
+Deno.test("wrangler dev as docs/workers.md runs it warms and serves without piling up loopback connections", async () => {
   await using origin = await startOrigin();
   await using work = await tempDir("gitedge-wrangler-test-");
   await makeRepo(origin, "repo.git", { commits: 40, targetBytes: 8 << 20, seed: 21 });
