@@ -12,7 +12,8 @@ import { getBytes } from "../../storage/store.ts";
 import { layerBundles, verifyBundleUrl } from "./bundle_list.ts";
 import { encodeBundleHeader, joinedPack, joinedPackSize } from "../../git/bundle.ts";
 import { prefixed } from "../core/streams.ts";
-import { parseRange, signedRequest, text } from "../downloads/pack_routes.ts";
+import { signedRequest, text } from "../downloads/pack_routes.ts";
+import { parseRange } from "../downloads/ranged.ts";
 
 export async function handleBundleGet(
   ctx: ProxyContext,

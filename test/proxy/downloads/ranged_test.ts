@@ -1,4 +1,4 @@
-import { parseRange, resumesAtEnd } from "../../../src/proxy/downloads/pack_routes.ts";
+import { parseRange, resumesAtEnd } from "../../../src/proxy/downloads/ranged.ts";
 import { assertEquals } from "../../support/assert.ts";
 
 Deno.test("Range headers parse like RFC 9110 single byte ranges", () => {
