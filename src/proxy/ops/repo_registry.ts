@@ -222,12 +222,19 @@ export class RepoRegistry {
   }
 
   /**
+   * Whether `id`'s snapshot, looked up at eviction `epoch` ({@link evictionEpoch} then), may be
+   * handed out: not while it is being evicted, nor when an eviction of it began since.
+   */
+  pinnable(id: string, epoch: number): boolean {
+    return !this.#evicting.has(id) && this.evictionEpoch(id) === epoch;
+  }
+
+  /**
    * Pins `repo`'s packs until `untilMs` (the expiry of the URLs about to be handed out): eviction
-   * spares them until then. False when its snapshot is being evicted, or an eviction of it began
-   * since `epoch` ({@link evictionEpoch} when the snapshot was looked up): hand out nothing.
+   * spares them until then. False when it is not {@link pinnable} at `epoch`: hand out nothing.
    */
   pin(repo: RepoRef, untilMs: number, epoch = this.evictionEpoch(repo.id)): boolean {
-    if (this.#evicting.has(repo.id) || this.evictionEpoch(repo.id) !== epoch) return false;
+    if (!this.pinnable(repo.id, epoch)) return false;
     const e = this.#entry(repo, true);
     if (e && e.view.pinnedUntil < untilMs) {
       e.view.pinnedUntil = untilMs;
