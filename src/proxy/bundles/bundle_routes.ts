@@ -7,6 +7,7 @@
  * manifest (compacted since the list was handed out) is 404: git then fetches what it lacks.
  */
 import type { ProxyContext } from "../core/context.ts";
+import { recordOutcome } from "../core/request_record.ts";
 import { isManifest, type Manifest, manifestKey } from "../core/manifest.ts";
 import { getBytes } from "../../storage/store.ts";
 import { layerBundles, verifyBundleUrl } from "./bundle_list.ts";
@@ -80,7 +81,7 @@ export async function handleBundleGet(
     },
     served: (length) => {
       ctx.metrics.inc("gitedge_bundles_served_total");
-      ctx.metrics.inc("gitedge_cache_bytes_total", length);
+      recordOutcome(ctx, { action: "pack", bytes: length });
     },
   });
 }

@@ -12,6 +12,7 @@ import type { ResponseCache } from "./response_cache.ts";
 import type { ParseBudget } from "./parse_budget.ts";
 import type { Pkt, PktLineReader } from "../../git/pktline.ts";
 import type { RepoRegistry } from "../ops/repo_registry.ts";
+import type { RequestRecord } from "./request_record.ts";
 
 export interface ProxyContext {
   /** As given to `createApp`, the config with its defaults filled in. */
@@ -30,6 +31,8 @@ export interface ProxyContext {
   registry?: RepoRegistry;
   /** `ls-refs` sent to the origin alongside `info/refs` (absent: never). */
   lsRefsAhead?: LsRefsAheadHooks;
+  /** What this request's handling did (absent outside a request: builds, background work). */
+  record?: RequestRecord;
   /** The tags each credential's newest `ls-refs` answer listed (absent: never used). */
   tagListings?: TagListingHooks;
 }

@@ -4,6 +4,7 @@
  * `packIndexes` on, `<name>.idx` serves the pack's index the same way, under the pack's signature.
  */
 import type { ProxyContext } from "../core/context.ts";
+import { recordOutcome } from "../core/request_record.ts";
 import { packKey } from "../core/manifest.ts";
 import { isIndexFile, verifyPackUrl } from "./pack_urls.ts";
 import { rangedResponse } from "./ranged.ts";
@@ -63,7 +64,7 @@ export async function handlePackGet(
     // untouched, so the runtime can send it without JavaScript on every chunk (a counting
     // transform cost the Deno server ~20% of its CPU per pack byte).
     served: (length) => {
-      ctx.metrics.inc("gitedge_cache_bytes_total", length);
+      recordOutcome(ctx, { action: "pack", bytes: length });
       ctx.registry?.notePackBytes(id, length);
     },
   });

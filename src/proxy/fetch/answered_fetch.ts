@@ -5,6 +5,7 @@
 import { type Manifest, manifestPacks } from "../core/manifest.ts";
 import type { RepoRef } from "../core/repo.ts";
 import type { ProxyContext } from "../core/context.ts";
+import { recordOutcome } from "../core/request_record.ts";
 import type { FetchCall, PlanOf } from "./fetch_call.ts";
 import { publicBase } from "../core/context.ts";
 import { signedPackUrl } from "../downloads/pack_urls.ts";
@@ -46,8 +47,7 @@ export async function answerFromSnapshot(
     encodePkt(banded),
     FLUSH_PKT,
   ]);
-  ctx.metrics.inc("gitedge_fetch_answered_total");
-  ctx.metrics.inc("gitedge_packfile_uris_total", manifestPacks(manifest).length);
+  recordOutcome(ctx, { action: "answered", packUris: manifestPacks(manifest).length });
   return new Response(body as Uint8Array<ArrayBuffer>, {
     status: 200,
     headers: {

@@ -19,6 +19,7 @@ import { type FetchCall, type PlanOf, scheduleBuild, servedAnswer } from "./fetc
 import { type CommandRequest, serializeCommandRequest } from "../../git/command_request.ts";
 import { type FetchArgs, serializeFetchArgs } from "../../git/fetch_request.ts";
 import { UPLOAD_PACK_RESULT_TYPE } from "../../git/media_types.ts";
+import { recordOutcome } from "../core/request_record.ts";
 
 export function responseCacheBytes(ctx: ProxyContext): number {
   return ctx.deps.config.responseCacheBytes;
@@ -111,7 +112,7 @@ async function throughCache(
       return stored(landed);
     }
   }
-  ctx.metrics.inc("gitedge_response_cache_total", 1, { result: "miss" });
+  recordOutcome(ctx, { action: "cache-miss" });
   const body = serializeCommandRequest({
     ...req,
     args: serializeFetchArgs({ ...args, noProgress: true }),
@@ -143,7 +144,7 @@ async function throughCache(
 async function cachedAnswer(ctx: ProxyContext, storeKey: string): Promise<Response | null> {
   const obj = await ctx.deps.store.get(storeKey);
   if (!obj) return null;
-  ctx.metrics.inc("gitedge_response_cache_total", 1, { result: "hit" });
+  recordOutcome(ctx, { action: "cache-hit" });
   const body = obj.body.pipeThrough(
     countingStream(ctx.metrics, "gitedge_response_cache_bytes_total"),
   );

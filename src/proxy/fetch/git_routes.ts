@@ -6,6 +6,7 @@
  */
 import type { RepoRef } from "../core/repo.ts";
 import type { ProxyContext } from "../core/context.ts";
+import { recordOutcome } from "../core/request_record.ts";
 import { forwardHeaders, readingOrigin } from "../origin/origin.ts";
 import { prefixed } from "../core/streams.ts";
 import { expiryFor } from "../core/signing.ts";
@@ -238,7 +239,7 @@ async function uploadPack(
     pinSnapshot(ctx, repo, epoch);
   }
   if (plan.passthrough !== null) {
-    ctx.metrics.inc("gitedge_fetch_passthrough_total", 1, { reason: plan.passthrough });
+    recordOutcome(ctx, { action: "passthrough", reason: plan.passthrough });
   }
   const seen = looked.manifest && !looked.missingPack ? looked.manifest : undefined;
   const call: FetchCall = { ctx, request, repo, url, req, args, sent, seen };
