@@ -15,6 +15,7 @@
  * Credentials stay in memory, keyed by the credential memo's salted hash. Bounded: at most
  * {@link MAX_ENTRIES} answers of at most {@link MAX_ANSWER_BYTES} each.
  */
+import { AGENT } from "../../version.ts";
 import type { RepoRef } from "../core/repo.ts";
 import type { LsRefsAheadHooks, ProxyContext } from "../core/context.ts";
 import { forwardHeaders } from "./origin.ts";
@@ -223,7 +224,7 @@ function withAgent(pkts: Pkt[]): Uint8Array {
   const req = parseCommandRequest(pkts);
   return serializeCommandRequest({
     command: req.command,
-    capabilities: ["agent=gitedge/0.1", ...req.capabilities.filter((c) => !c.startsWith("agent="))],
+    capabilities: [AGENT, ...req.capabilities.filter((c) => !c.startsWith("agent="))],
     args: req.args,
   });
 }
