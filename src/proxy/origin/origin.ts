@@ -4,7 +4,8 @@
  */
 import type { OriginFetch } from "../core/deps.ts";
 import type { OriginAuth, RepoRef } from "../core/repo.ts";
-import { EdgeHttpError, replaceUrls } from "../core/errors.ts";
+import { EdgeHttpError } from "../core/errors.ts";
+import { replaceUrls } from "../../redact.ts";
 import { GitFormatError } from "../../git/errors.ts";
 import { PktLineReader } from "../../git/pktline.ts";
 import { capabilityValue, readCapabilityAdvertisement } from "../../git/capabilities.ts";

@@ -8,7 +8,7 @@ import type { Clock, ScheduleBasis, SnapshotStatus } from "../core/deps.ts";
 import type { Manifest } from "../core/manifest.ts";
 import type { OriginAuth, RepoRef } from "../core/repo.ts";
 import type { Metrics } from "../core/metrics.ts";
-import { publicMessage } from "../core/errors.ts";
+import { publicMessage } from "../../redact.ts";
 import type { BuildProgress, BuildState } from "./snapshot.ts";
 
 /** The storage this needs: a subset of Durable Object storage's API. */
