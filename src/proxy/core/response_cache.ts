@@ -28,6 +28,7 @@ import type { PackStore } from "../../storage/store.ts";
 import type { CommandRequest } from "../../git/command_request.ts";
 import type { FetchArgs } from "../../git/fetch_request.ts";
 import { sha256 } from "@noble/hashes/sha2.js";
+import { toHex } from "../../git/object_id.ts";
 
 export const CACHE_PREFIX = "cache/";
 
@@ -79,16 +80,12 @@ export function cacheKey(
     `filter ${args.filter}`,
     `tags ${tagDigest}`,
   ];
-  return hex(sha256(new TextEncoder().encode(parts.join("\n"))));
+  return toHex(sha256(new TextEncoder().encode(parts.join("\n"))));
 }
 
 /** Store key of an entry. */
 export function entryKey(repoId: string, key: string): string {
   return `${CACHE_PREFIX}${repoId}/${key}.resp`;
-}
-
-export function hex(bytes: Uint8Array): string {
-  return Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
 }
 
 /**
