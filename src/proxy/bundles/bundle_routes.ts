@@ -8,8 +8,7 @@
  */
 import type { ProxyContext } from "../core/context.ts";
 import { recordOutcome } from "../core/request_record.ts";
-import { isManifest, type Manifest, manifestKey } from "../core/manifest.ts";
-import { getBytes } from "../../storage/store.ts";
+import { storedManifest } from "../core/manifest.ts";
 import { layerBundles, verifyBundleUrl } from "./bundle_list.ts";
 import { encodeBundleHeader, joinedPack, joinedPackSize } from "../../git/bundle.ts";
 import { prefixed } from "../core/streams.ts";
@@ -25,7 +24,8 @@ export async function handleBundleGet(
   const checked = await signedRequest(ctx, request, id, file, verifyBundleUrl);
   if (checked instanceof Response) return checked;
   const { now, verdict } = checked;
-  const manifest = await storedManifest(ctx, id);
+  const stored = await storedManifest(ctx.deps.store, id);
+  const manifest = stored === "damaged" ? null : stored;
   const bundle = manifest && layerBundles(manifest).find((b) => b.name === verdict.name);
   if (!bundle) return text(404, "bundle not found");
   const format = bundle.header.objectFormat;
@@ -84,16 +84,4 @@ export async function handleBundleGet(
       recordOutcome(ctx, { action: "pack", bytes: length });
     },
   });
-}
-
-/** The manifest stored for the repository with id `id`, or null (none, or damaged). */
-async function storedManifest(ctx: ProxyContext, id: string): Promise<Manifest | null> {
-  const bytes = await getBytes(ctx.deps.store, manifestKey({ id, originUrl: "", path: "" }));
-  if (!bytes) return null;
-  try {
-    const m: unknown = JSON.parse(new TextDecoder().decode(bytes));
-    return isManifest(m) ? m : null;
-  } catch {
-    return null;
-  }
 }

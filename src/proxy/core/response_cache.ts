@@ -29,8 +29,7 @@ import type { CommandRequest } from "../../git/command_request.ts";
 import type { FetchArgs } from "../../git/fetch_request.ts";
 import { sha256 } from "@noble/hashes/sha2.js";
 import { toHex } from "../../git/object_id.ts";
-
-export const CACHE_PREFIX = "cache/";
+import { CACHE_PREFIX } from "./store_layout.ts";
 
 /** Why a fetch cannot be cached, or null. */
 export function uncacheable(args: FetchArgs): string | null {
@@ -84,9 +83,6 @@ export function cacheKey(
 }
 
 /** Store key of an entry. */
-export function entryKey(repoId: string, key: string): string {
-  return `${CACHE_PREFIX}${repoId}/${key}.resp`;
-}
 
 /**
  * A pass-through that errors unless the bytes are a complete, successful fetch response (see

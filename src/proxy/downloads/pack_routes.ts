@@ -5,7 +5,7 @@
  */
 import type { ProxyContext } from "../core/context.ts";
 import { recordOutcome } from "../core/request_record.ts";
-import { packKey } from "../core/manifest.ts";
+import { packKey } from "../core/store_layout.ts";
 import { isIndexFile, verifyPackUrl } from "./pack_urls.ts";
 import { rangedResponse } from "./ranged.ts";
 

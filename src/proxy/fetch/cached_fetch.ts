@@ -6,7 +6,8 @@ import type { ScheduleBasis } from "../core/deps.ts";
 import type { RepoRef } from "../core/repo.ts";
 import type { ProxyContext } from "../core/context.ts";
 import { countingStream } from "../core/metrics.ts";
-import { cacheKey, entryKey, keyedByTags } from "../core/response_cache.ts";
+import { cacheKey, keyedByTags } from "../core/response_cache.ts";
+import { entryKey } from "../core/store_layout.ts";
 import { TagDigest } from "../origin/tag_listings.ts";
 import { OriginAnswerError } from "../origin/origin.ts";
 import {

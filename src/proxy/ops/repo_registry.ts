@@ -16,8 +16,8 @@ import { type Manifest, manifestPacks } from "../core/manifest.ts";
 import type { RepoRef } from "../core/repo.ts";
 import type { Clock } from "../core/deps.ts";
 import { getBytes, type PackStore, putBytes } from "../../storage/store.ts";
+import { REGISTRY_PREFIX, registryKey } from "../core/store_layout.ts";
 
-export const REGISTRY_PREFIX = "registry/";
 /** Counts of one process are added to the stored record at most this often. */
 export const FLUSH_INTERVAL_MS = 10_000;
 /** Repositories the registry holds at most (in memory and in the store). */
@@ -96,10 +96,6 @@ function newRecord(repo: Pick<RepoRef, "id" | "path" | "originUrl">, now: number
     evictedAt: null,
     evictions: 0,
   };
-}
-
-export function registryKey(id: string): string {
-  return `${REGISTRY_PREFIX}${id}.json`;
 }
 
 /** A stored record, or null when it is missing or not a record (then it is written afresh). */
