@@ -4,7 +4,7 @@
  */
 import { Hono } from "hono";
 import type { Context } from "hono";
-import type { EdgeDeps } from "./core/deps.ts";
+import { type EdgeDeps, inBackground } from "./core/deps.ts";
 import { withDefaults } from "./core/config.ts";
 import type { RepoRef } from "./core/repo.ts";
 import { Metrics } from "./core/metrics.ts";
@@ -106,10 +106,7 @@ export function createApp(
     metrics.inc("gitedge_requests_total", 1, { route: c.var.scope.route });
   const log = deps.log ?? SILENT_LOGGER;
   const storeProbe = opts.storeProbe ?? new StoreProbe();
-  const background = (work: Promise<unknown>) => {
-    const logged = work.catch((err) => log.log("error", "background.failed", { error: err }));
-    deps.waitUntil?.(logged);
-  };
+  const background = (work: Promise<unknown>) => inBackground(deps, work);
 
   app.onError((err) => errorResponse(err, deps.log));
   app.notFound((c) => c.text("gitedge: not found\n", 404));

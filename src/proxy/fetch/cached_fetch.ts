@@ -10,17 +10,13 @@ import { cacheKey, keyedByTags } from "../core/response_cache.ts";
 import { entryKey } from "../core/store_layout.ts";
 import { TagDigest } from "../origin/tag_listings.ts";
 import { OriginAnswerError } from "../origin/origin.ts";
-import {
-  forwardUploadPack,
-  inBackground,
-  recentlyAuthorised,
-  relay,
-} from "../origin/forwarding.ts";
+import { forwardUploadPack, recentlyAuthorised, relay } from "../origin/forwarding.ts";
 import { type FetchCall, type PlanOf, scheduleBuild, servedAnswer } from "./fetch_call.ts";
 import { type CommandRequest, serializeCommandRequest } from "../../git/command_request.ts";
 import { type FetchArgs, serializeFetchArgs } from "../../git/fetch_request.ts";
 import { UPLOAD_PACK_RESULT_TYPE } from "../../git/media_types.ts";
 import { recordOutcome } from "../core/request_record.ts";
+import { inBackground } from "../core/deps.ts";
 
 export function responseCacheBytes(ctx: ProxyContext): number {
   return ctx.deps.config.responseCacheBytes;
@@ -135,7 +131,7 @@ async function throughCache(
   }
   const [toClient, toStore] = answer.body.tee();
   inBackground(
-    ctx,
+    ctx.deps,
     claim.fill(ctx.deps.store, ctx.metrics, toStore, { maxBytes: responseCacheBytes(ctx) }),
   );
   return relay(origin, toClient);
