@@ -5,7 +5,7 @@
  * {@link planFetch} and does the I/O the plan says; {@link rewriteDecision} (eligibility.ts) is
  * the part that decides whether the snapshot's packs may go by URI at all.
  */
-import type { CommandRequest } from "../../git/command_request.ts";
+import { type CommandRequest, withoutArgLines } from "../../git/command_request.ts";
 import type { FetchArgs } from "../../git/fetch_request.ts";
 import type { ScheduleBasis } from "../core/deps.ts";
 import { type Manifest, manifestPacks } from "../core/manifest.ts";
@@ -164,9 +164,4 @@ function streamable(fetch: FetchClass, args: FetchArgs, manifest: Manifest): boo
   const tips = new Set(Object.values(manifest.tips));
   const wants = new Set(args.wants);
   return wants.size === tips.size && [...wants].every((w) => tips.has(w));
-}
-
-/** Argument lines less those with `keyword`. */
-function withoutArgLines(args: readonly string[], keyword: string): string[] {
-  return args.filter((line) => line !== keyword && !line.startsWith(`${keyword} `));
 }
