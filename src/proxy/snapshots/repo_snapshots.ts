@@ -72,7 +72,7 @@ export interface RepoSnapshotsOptions {
   storage: SnapshotStorage;
   clock: Clock;
   /** The manifest to start from when storage has none (the copy the builder left in the store). */
-  seedManifest: (repo: RepoRef) => Promise<Manifest | null>;
+  manifestInStore: (repo: RepoRef) => Promise<Manifest | null>;
   /** Refresh period for snapshots built without credentials; null disables refreshes. */
   refreshMs: number | null;
   /** Where failures of builds nobody awaits are reported. */
@@ -477,9 +477,9 @@ export class RepoSnapshots {
   }
 
   async #read(repo: RepoRef): Promise<RepoState> {
-    const { storage, seedManifest } = this.#deps;
+    const { storage, manifestInStore } = this.#deps;
     const meta = await storage.get<SnapshotMeta>(META_KEY) ?? { repo, builds: 0, lastError: null };
-    const manifest = await storage.get<Manifest>(MANIFEST_KEY) ?? await seedManifest(repo);
+    const manifest = await storage.get<Manifest>(MANIFEST_KEY) ?? await manifestInStore(repo);
     return { meta, manifest };
   }
 }
