@@ -9,7 +9,7 @@ import { withDefaults } from "./core/config.ts";
 import type { RepoRef } from "./core/repo.ts";
 import { Metrics } from "./core/metrics.ts";
 import { AuthMemo } from "./origin/auth_memo.ts";
-import { ResponseCache } from "./core/response_cache.ts";
+import { CacheFills } from "./core/response_cache.ts";
 import { resolveRepo, splitGitPath } from "./core/repo.ts";
 import { UrlSigner } from "./core/signing.ts";
 import { callOrigin } from "./origin/origin.ts";
@@ -50,7 +50,7 @@ export interface EdgeApp {
 const MAX_CHECKED_WITHOUT_TOKEN = 50;
 
 /**
- * Builds the app. `metrics`, `authMemo`, `responseCache` and `parseBudget` are per process (or
+ * Builds the app. `metrics`, `authMemo`, `cacheFills` and `parseBudget` are per process (or
  * Worker isolate): pass them when the app itself is built per request.
  */
 export function createApp(
@@ -58,7 +58,7 @@ export function createApp(
   opts: {
     metrics?: Metrics;
     authMemo?: AuthMemo;
-    responseCache?: ResponseCache;
+    cacheFills?: CacheFills;
     parseBudget?: ParseBudget;
     /** The readiness probe's memory of the store's last write (per process or isolate). */
     storeProbe?: StoreProbe;
@@ -73,7 +73,7 @@ export function createApp(
   const metrics = opts.metrics ?? new Metrics();
   const signer = new UrlSigner(deps.signingKey);
   const authMemo = opts.authMemo ?? new AuthMemo();
-  const responseCache = opts.responseCache ?? new ResponseCache();
+  const cacheFills = opts.cacheFills ?? new CacheFills();
   const parseBudget = opts.parseBudget ?? ParseBudget.forCap(deps.config.maxRequestBytes);
   const registry = opts.registry ?? new RepoRegistry(deps.store, deps.clock);
   const evictor = opts.evictor ?? new StoreEvictor({
@@ -92,7 +92,7 @@ export function createApp(
     metrics,
     signer,
     authMemo,
-    responseCache,
+    cacheFills,
     originFeatures: new OriginFeatures(),
     parseBudget,
     // What it learns lives as long as the app: on Workers, built per request, it never sends.

@@ -166,7 +166,7 @@ export interface ResponseCacheOptions {
  * Entries in the store plus the single-flight of fills. One per process (or Worker isolate):
  * the store and metrics come with each call, since Workers build them per request.
  */
-export class ResponseCache {
+export class CacheFills {
   readonly #fills = new Map<string, Promise<boolean>>();
   #evicting: Promise<void> | null = null;
 

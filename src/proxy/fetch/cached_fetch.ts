@@ -62,7 +62,7 @@ async function throughCache(
     authorised = recentlyAuthorised(ctx, request, repo);
   }
   const storeKey = entryKey(repo.id, cacheKey(repo.id, req, args, tags));
-  if (!authorised && (ctx.responseCache.pending(storeKey) || await ctx.deps.store.head(storeKey))) {
+  if (!authorised && (ctx.cacheFills.pending(storeKey) || await ctx.deps.store.head(storeKey))) {
     // An answer is there (or coming) but the memo has lapsed: ask the origin the cheap way (a
     // tag listing, no pack) rather than have it compute the pack again.
     if (await originTagDigest(ctx, request, repo, req) === null) {
@@ -80,13 +80,13 @@ async function throughCache(
   if (authorised) {
     const hit = await cachedAnswer(ctx, storeKey);
     if (hit) return stored(hit);
-    const pending = ctx.responseCache.pending(storeKey);
+    const pending = ctx.cacheFills.pending(storeKey);
     if (pending && await pending) {
       const filled = await cachedAnswer(ctx, storeKey);
       if (filled) return stored(filled);
     }
   }
-  let claim = ctx.responseCache.claim(storeKey);
+  let claim = ctx.cacheFills.claim(storeKey);
   if (!claim) {
     // Another request is filling this entry (it claimed while this one looked): wait for it
     // rather than have the origin compute the pack again, once the origin vouched for this one.
@@ -96,10 +96,10 @@ async function throughCache(
       }
       authorised = true;
     }
-    await ctx.responseCache.pending(storeKey);
+    await ctx.cacheFills.pending(storeKey);
     const filled = await cachedAnswer(ctx, storeKey);
     if (filled) return stored(filled);
-    claim = ctx.responseCache.claim(storeKey);
+    claim = ctx.cacheFills.claim(storeKey);
   }
   if (claim && authorised) {
     // A fill may have landed between this request's lookup and its claim.
