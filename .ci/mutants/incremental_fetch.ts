@@ -83,7 +83,7 @@ export const INCREMENTAL_FETCH_MUTANTS: Mutant[] = [
     name: "cached_fetch/no-cheap-check",
     file: "src/proxy/fetch/cached_fetch.ts",
     from:
-      "if (!authorised && (ctx.responseCache.pending(storeKey) || await ctx.deps.store.head(storeKey))) {",
+      "if (!authorised && (ctx.cacheFills.pending(storeKey) || await ctx.deps.store.head(storeKey))) {",
     to: "if (false) {",
     tests: [EDGE_SUITE],
     filter: "/cheap check|private origin/",

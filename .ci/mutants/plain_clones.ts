@@ -36,9 +36,9 @@ export const PLAIN_CLONES_MUTANTS: Mutant[] = [
   },
   {
     name: "snapshot_stream/without-ofs-delta",
-    file: "src/proxy/fetch/fetch_plan.ts",
-    from: "args.ofsDelta && args.wants.length > 0",
-    to: "args.wants.length > 0",
+    file: "src/proxy/fetch/eligibility.ts",
+    from: "plainClone: !asksUris && shape === null && complete && args.ofsDelta,",
+    to: "plainClone: !asksUris && shape === null && complete,",
     tests: ["test/proxy/fetch/fetch_plan_test.ts"],
   },
   {

@@ -60,7 +60,7 @@ export class RepoSnapshotsObject extends DurableObject<Env, DurableObjectState>
         segmentBytes: partBytes,
       }),
       clock,
-      seedManifest: (repo) => readManifest(store, repo),
+      manifestInStore: (repo) => readManifest(store, repo),
       refreshMs: refreshSeconds === undefined ? null : refreshSeconds * 1000,
       onBackgroundError: reportBackgroundFailure,
       // Each step of a build is its own invocation (alarms), within the per-invocation limits.

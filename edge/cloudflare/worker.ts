@@ -9,7 +9,7 @@ import type { EdgeDeps } from "../../src/proxy/core/deps.ts";
 import { Metrics } from "../../src/proxy/core/metrics.ts";
 import { ParseBudget } from "../../src/proxy/core/parse_budget.ts";
 import { AuthMemo } from "../../src/proxy/origin/auth_memo.ts";
-import { ResponseCache } from "../../src/proxy/core/response_cache.ts";
+import { CacheFills } from "../../src/proxy/core/response_cache.ts";
 import { TagListings } from "../../src/proxy/origin/tag_listings.ts";
 import type { Env } from "./env.ts";
 import type { RepoRegistry } from "../../src/proxy/ops/repo_registry.ts";
@@ -37,7 +37,7 @@ type FetchHandler = (request: Request, env: Env, ctx: ExecutionContext) => Promi
 function createFetchHandler(): FetchHandler {
   const metrics = new Metrics();
   const authMemo = new AuthMemo();
-  const responseCache = new ResponseCache();
+  const cacheFills = new CacheFills();
   const storeProbe = new StoreProbe();
   // Each credential's newest ls-refs tag digest (strings only: nothing crosses requests but them).
   const tagListings = new TagListings();
@@ -69,7 +69,7 @@ function createFetchHandler(): FetchHandler {
     const app = createApp(deps, {
       metrics,
       authMemo,
-      responseCache,
+      cacheFills,
       parseBudget,
       storeProbe,
       tagListings,

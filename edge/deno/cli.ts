@@ -21,7 +21,7 @@ export const COMMAND_MODULES = {
   serve: new URL("./serve_cli.ts", import.meta.url).href,
   clone: new URL("../../src/client/clone_cli.ts", import.meta.url).href,
   fetch: new URL("../../src/client/fetch_cli.ts", import.meta.url).href,
-  version: new URL("../../src/client/version.ts", import.meta.url).href,
+  version: new URL("../../src/version.ts", import.meta.url).href,
 } as const;
 
 type ServeModule = typeof import("./serve_cli.ts");

@@ -19,7 +19,6 @@ import { Front } from "./front.ts";
 import { drain, type DrainReport } from "./drain.ts";
 import { LoggingSnapshotBuilder } from "../../src/proxy/snapshots/build_log.ts";
 import { type Logger, SILENT_LOGGER } from "../../src/proxy/core/log.ts";
-import { handedPackUris } from "../../src/proxy/ops/request_log.ts";
 import { loggedOriginFetch } from "../../src/proxy/origin/origin_log.ts";
 import { HEALTH_ROUTES } from "../../src/proxy/ops/health.ts";
 
@@ -143,8 +142,8 @@ export async function startDenoEdge(opts: DenoEdgeOptions): Promise<RunningEdge>
       return Promise.resolve(drainingRefusal());
     }
     if (conn && request.method === "GET" && isPackDownload(request)) conn.downloadsPack();
-    return edge.fetch(request).then((response) => {
-      const uris = handedPackUris(response);
+    return edge.handle(request).then(({ response, record }) => {
+      const uris = record.packUris ?? 0;
       if (conn && uris > 0) conn.clones(uris);
       return response;
     });

@@ -7,7 +7,7 @@
  * The package depends on `deno` only: hono, fflate and noble are inside the bundle, and nothing
  * of the test stack (miniflare, workerd, isomorphic-git) is.
  */
-import { VERSION } from "../../src/client/version.ts";
+import { VERSION } from "../../src/version.ts";
 
 const here = new URL(".", import.meta.url).pathname;
 const root = new URL("../../", import.meta.url).pathname;

@@ -9,6 +9,6 @@ Deno.exit(
     serve: () => import("../deno/serve_cli.ts"),
     clone: () => import("../../src/client/clone_cli.ts"),
     fetch: () => import("../../src/client/fetch_cli.ts"),
-    version: () => import("../../src/client/version.ts"),
+    version: () => import("../../src/version.ts"),
   }),
 );

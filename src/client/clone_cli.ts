@@ -16,8 +16,8 @@ import {
 } from "./errors.ts";
 import { SPOOL_MODES, type SpoolMode } from "./packfile_download.ts";
 import { ProgressView } from "./progress_view.ts";
-import { redactUrl } from "./redact.ts";
-import { VERSION } from "./version.ts";
+import { redactUrl } from "../redact.ts";
+import { VERSION } from "../version.ts";
 import { SIGNAL_EXIT, type StopSignal } from "./signals.ts";
 
 /**

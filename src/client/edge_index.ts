@@ -26,6 +26,7 @@ import {
   type DownloadSettings,
   type PackfileResult,
 } from "./packfile_download.ts";
+import { toHex } from "../git/object_id.ts";
 
 export { EdgeIndexError } from "./errors.ts";
 
@@ -317,9 +318,4 @@ function compare(bytes: Uint8Array, a: number, b: number, length: number): numbe
     if (d !== 0) return d;
   }
   return 0;
-}
-
-/** Lower-case hex (kept here: an npm import would load npm resolution into every clone's start). */
-function toHex(bytes: Uint8Array): string {
-  return Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
 }

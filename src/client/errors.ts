@@ -3,7 +3,7 @@
  * to do (retry, report, pick an exit code) without parsing messages. URLs are redacted before they
  * reach a message, so credentials never end up in output.
  */
-import { redactUrl } from "./redact.ts";
+import { redactUrl } from "../redact.ts";
 
 /**
  * An HTTP response whose status the client cannot use.

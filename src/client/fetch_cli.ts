@@ -7,7 +7,7 @@
  * its temporary packs) and exit 143 / 130.
  */
 import { SIGNAL_EXIT, type StopSignal } from "./signals.ts";
-import { VERSION } from "./version.ts";
+import { VERSION } from "../version.ts";
 
 const HELP = `usage: gitedge fetch [<git fetch options>] [<repository> [<refspec>...]]
 

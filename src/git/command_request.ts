@@ -251,3 +251,13 @@ function utf8Length(text: string): number {
   // deno-lint-ignore no-control-regex
   return /^[\x00-\x7f]*$/.test(text) ? text.length : encoder.encode(text).length;
 }
+
+/** Whether argument line `line` is the argument `keyword` (alone, or with a value after a space). */
+export function isArg(line: string, keyword: string): boolean {
+  return line === keyword || line.startsWith(`${keyword} `);
+}
+
+/** Argument lines less those of argument `keyword` (request_body.ts `withoutArg`: as bytes). */
+export function withoutArgLines(args: readonly string[], keyword: string): string[] {
+  return args.filter((line) => !isArg(line, keyword));
+}

@@ -15,6 +15,11 @@ export function hashLength(format: ObjectFormat): number {
   return format === "sha256" ? 32 : 20;
 }
 
+/** `bytes` as lower-case hex (no npm import: the client loads this at every clone's start). */
+export function toHex(bytes: Uint8Array): string {
+  return Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
 const OID_RE = /^(?:[0-9a-f]{40}|[0-9a-f]{64})$/;
 
 /** True for a full lower-case SHA-1 (40) or SHA-256 (64) hex object id. */

@@ -4,12 +4,12 @@
  */
 import { Hono } from "hono";
 import type { Context } from "hono";
-import type { EdgeDeps } from "./core/deps.ts";
+import { type EdgeDeps, inBackground } from "./core/deps.ts";
 import { withDefaults } from "./core/config.ts";
 import type { RepoRef } from "./core/repo.ts";
 import { Metrics } from "./core/metrics.ts";
 import { AuthMemo } from "./origin/auth_memo.ts";
-import { ResponseCache } from "./core/response_cache.ts";
+import { CacheFills } from "./core/response_cache.ts";
 import { resolveRepo, splitGitPath } from "./core/repo.ts";
 import { UrlSigner } from "./core/signing.ts";
 import { callOrigin } from "./origin/origin.ts";
@@ -23,7 +23,8 @@ import { handleBundleGet } from "./bundles/bundle_routes.ts";
 import { edgeHttpError } from "./core/errors.ts";
 import { ParseBudget } from "./core/parse_budget.ts";
 import { type Logger, SILENT_LOGGER } from "./core/log.ts";
-import { requestContext, requestLog } from "./ops/request_log.ts";
+import { type EdgeEnv, requestLog } from "./ops/request_log.ts";
+import type { RequestRecord } from "./core/request_record.ts";
 import { HEALTH_ROUTES, liveResponse, readiness, readyResponse, StoreProbe } from "./ops/health.ts";
 import { currentSnapshot } from "./snapshots/current_snapshot.ts";
 import { LsRefsAhead } from "./origin/ls_refs_ahead.ts";
@@ -34,8 +35,10 @@ import { overview, renderPage, statusJson } from "./ops/operator_page.ts";
 import { repoFamilies, storeFamilies } from "./ops/repo_metrics.ts";
 
 export interface EdgeApp {
-  app: Hono;
+  app: Hono<EdgeEnv>;
   fetch: (request: Request) => Promise<Response>;
+  /** As `fetch`, with the record of what the edge did (the Deno server's drain reads it). */
+  handle: (request: Request) => Promise<{ response: Response; record: RequestRecord }>;
   metrics: Metrics;
   /** The repositories the edge knows (flush it when stopping). */
   registry: RepoRegistry;
@@ -47,7 +50,7 @@ export interface EdgeApp {
 const MAX_CHECKED_WITHOUT_TOKEN = 50;
 
 /**
- * Builds the app. `metrics`, `authMemo`, `responseCache` and `parseBudget` are per process (or
+ * Builds the app. `metrics`, `authMemo`, `cacheFills` and `parseBudget` are per process (or
  * Worker isolate): pass them when the app itself is built per request.
  */
 export function createApp(
@@ -55,7 +58,7 @@ export function createApp(
   opts: {
     metrics?: Metrics;
     authMemo?: AuthMemo;
-    responseCache?: ResponseCache;
+    cacheFills?: CacheFills;
     parseBudget?: ParseBudget;
     /** The readiness probe's memory of the store's last write (per process or isolate). */
     storeProbe?: StoreProbe;
@@ -70,7 +73,7 @@ export function createApp(
   const metrics = opts.metrics ?? new Metrics();
   const signer = new UrlSigner(deps.signingKey);
   const authMemo = opts.authMemo ?? new AuthMemo();
-  const responseCache = opts.responseCache ?? new ResponseCache();
+  const cacheFills = opts.cacheFills ?? new CacheFills();
   const parseBudget = opts.parseBudget ?? ParseBudget.forCap(deps.config.maxRequestBytes);
   const registry = opts.registry ?? new RepoRegistry(deps.store, deps.clock);
   const evictor = opts.evictor ?? new StoreEvictor({
@@ -89,7 +92,7 @@ export function createApp(
     metrics,
     signer,
     authMemo,
-    responseCache,
+    cacheFills,
     originFeatures: new OriginFeatures(),
     parseBudget,
     // What it learns lives as long as the app: on Workers, built per request, it never sends.
@@ -97,13 +100,13 @@ export function createApp(
     tagListings: opts.tagListings ?? new TagListings(),
     registry,
   };
-  const app = new Hono();
+  const app = new Hono<EdgeEnv>();
+  // Counted by the route label of the request log (one label function: request_log.ts routeOf).
+  const count = (c: Context<EdgeEnv>) =>
+    metrics.inc("gitedge_requests_total", 1, { route: c.var.scope.route });
   const log = deps.log ?? SILENT_LOGGER;
   const storeProbe = opts.storeProbe ?? new StoreProbe();
-  const background = (work: Promise<unknown>) => {
-    const logged = work.catch((err) => log.log("error", "background.failed", { error: err }));
-    deps.waitUntil?.(logged);
-  };
+  const background = (work: Promise<unknown>) => inBackground(deps, work);
 
   app.onError((err) => errorResponse(err, deps.log));
   app.notFound((c) => c.text("gitedge: not found\n", 404));
@@ -118,28 +121,26 @@ export function createApp(
   });
 
   app.get("/_edge/metrics", async (c) => {
-    metrics.inc("gitedge_requests_total", 1, { route: "metrics" });
+    count(c);
     return c.text(await metrics.renderAll(), 200, {
       "content-type": "text/plain; version=0.0.4",
     });
   });
 
   app.on(["GET", "HEAD"], BUNDLE_ROUTE, (c) => {
-    metrics.inc("gitedge_requests_total", 1, { route: "bundle" });
-    const rctx = requestContext(c.req.raw, ctx);
-    return handleBundleGet(rctx, c.req.raw, c.req.param("id"), c.req.param("file"));
+    count(c);
+    return handleBundleGet(c.var.scope.ctx, c.req.raw, c.req.param("id"), c.req.param("file"));
   });
 
   app.get(`${BUNDLE_LIST_PREFIX}*`, (c) => {
-    metrics.inc("gitedge_requests_total", 1, { route: "bundle-list" });
+    count(c);
     const repo = repoFromEdgePath(c, BUNDLE_LIST_PREFIX, ctx);
-    return handleBundleListGet(requestContext(c.req.raw, ctx), c.req.raw, repo, new URL(c.req.url));
+    return handleBundleListGet(c.var.scope.ctx, c.req.raw, repo, new URL(c.req.url));
   });
 
   app.on(["GET", "HEAD"], PACK_ROUTE, (c) => {
-    metrics.inc("gitedge_requests_total", 1, { route: "pack" });
-    const rctx = requestContext(c.req.raw, ctx);
-    return handlePackGet(rctx, c.req.raw, c.req.param("id"), c.req.param("file"));
+    count(c);
+    return handlePackGet(c.var.scope.ctx, c.req.raw, c.req.param("id"), c.req.param("file"));
   });
 
   // Status names a repository's tips, warm spends origin work. With an admin token configured,
@@ -186,8 +187,8 @@ export function createApp(
       limit: token ? undefined : MAX_CHECKED_WITHOUT_TOKEN,
     });
   };
-  const page = async (c: Context) => {
-    metrics.inc("gitedge_requests_total", 1, { route: "page" });
+  const page = async (c: Context<EdgeEnv>) => {
+    count(c);
     const o = await operatorOverview(c);
     if (!o) {
       return c.text("gitedge: admin token required (Authorization: Bearer TOKEN)\n", 401, {
@@ -203,14 +204,14 @@ export function createApp(
   app.get("/_edge", page);
   app.get("/_edge/", page);
   app.get("/_edge/repos", async (c) => {
-    metrics.inc("gitedge_requests_total", 1, { route: "repos" });
+    count(c);
     const o = await operatorOverview(c);
     if (!o) return c.json({ error: "admin token required" }, 401);
     return c.json(o, 200, { "cache-control": "no-store" });
   });
 
   app.get("/_edge/status/*", async (c) => {
-    metrics.inc("gitedge_requests_total", 1, { route: "status" });
+    count(c);
     const repo = repoFromEdgePath(c, "/_edge/status/", ctx);
     const refused = await refusal(c, repo);
     if (refused) return refused;
@@ -218,7 +219,7 @@ export function createApp(
   });
 
   app.post("/_edge/warm/*", async (c) => {
-    metrics.inc("gitedge_requests_total", 1, { route: "warm" });
+    count(c);
     const repo = repoFromEdgePath(c, "/_edge/warm/", ctx);
     const refused = await refusal(c, repo);
     if (refused) return refused;
@@ -244,8 +245,8 @@ export function createApp(
     const split = splitGitPath(url.pathname);
     if (!split) return c.text("gitedge: not a Git smart-HTTP path\n", 404);
     const repo = resolveRepo(split.path, deps.config);
-    metrics.inc("gitedge_requests_total", 1, { route: split.endpoint });
-    const rctx = requestContext(c.req.raw, ctx);
+    count(c);
+    const rctx = c.var.scope.ctx;
     if (split.endpoint === "info/refs" && c.req.method === "GET") {
       return await handleInfoRefs(rctx, c.req.raw, repo, url);
     }
@@ -258,33 +259,20 @@ export function createApp(
     return c.text("gitedge: method not allowed\n", 405);
   });
 
-  // Each request is timed to its response's headers; afterwards, the registry's news and (with a
-  // cap) a sweep of the store run in the background when due.
-  const fetch = async (request: Request): Promise<Response> => {
-    const started = performance.now();
+  // After each request, the registry's news and (with a cap) a sweep of the store run in the
+  // background when due.
+  const handle = async (request: Request) => {
+    const record: RequestRecord = {};
     try {
-      return await app.fetch(request);
+      return { response: await app.fetch(request, { record }), record };
     } finally {
-      metrics.observe(
-        "gitedge_request_duration_seconds",
-        (performance.now() - started) / 1000,
-        { route: routeOf(new URL(request.url).pathname) },
-      );
       if (registry.due()) background(registry.flush());
       const sweep = evictor.sweepIfDue();
       if (sweep) background(sweep);
     }
   };
-  return { app, fetch, metrics, registry, evictor };
-}
-
-/** The route label of a request path (a bounded set). */
-function routeOf(pathname: string): string {
-  if (pathname.startsWith("/_edge/packs/")) return "pack";
-  if (pathname === "/_edge" || pathname === "/_edge/") return "page";
-  const edge = /^\/_edge\/(metrics|status|warm|repos)(\/|$)/.exec(pathname);
-  if (edge) return edge[1];
-  return splitGitPath(pathname)?.endpoint ?? "other";
+  const fetch = async (request: Request) => (await handle(request)).response;
+  return { app, fetch, handle, metrics, registry, evictor };
 }
 
 function repoFromEdgePath(c: Context, prefix: string, ctx: ProxyContext): RepoRef {

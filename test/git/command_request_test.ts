@@ -1,10 +1,12 @@
 import { assert, assertEquals, assertRejects, assertThrows } from "../support/assert.ts";
 import {
   type CommandRequest,
+  isArg,
   parseCommandRequest,
   readCommandRequest,
   requestCommand,
   serializeCommandRequest,
+  withoutArgLines,
 } from "../../src/git/command_request.ts";
 import { ProtocolError } from "../../src/git/errors.ts";
 import { parseFetchArgs, serializeFetchArgs } from "../../src/git/fetch_request.ts";
@@ -127,4 +129,13 @@ Deno.test("command requests: capability lines may come before command= (git >= 2
   ) {
     assertEquals(assertThrows(() => parseCommandRequest(b), ProtocolError).code, "bad-request");
   }
+});
+
+Deno.test("an argument is its keyword alone or with a value; others that start alike are kept", () => {
+  assert(isArg("packfile-uris https", "packfile-uris") && isArg("packfile-uris", "packfile-uris"));
+  assert(!isArg("packfile-uris-v2 x", "packfile-uris"));
+  assertEquals(
+    withoutArgLines(["want a", "packfile-uris https", "packfile-urisx", "done"], "packfile-uris"),
+    ["want a", "packfile-urisx", "done"],
+  );
 });

@@ -61,7 +61,7 @@ async function setup() {
       storage,
       builder: newBuilder(),
       clock: { now: () => Date.now() },
-      seedManifest: (r) => readManifest(store, r),
+      manifestInStore: (r) => readManifest(store, r),
       refreshMs: null,
       onBackgroundError: () => {},
       stepByAlarm: true,

@@ -8,10 +8,11 @@ import type { RepoRef } from "./repo.ts";
 import type { Metrics } from "./metrics.ts";
 import type { UrlSigner } from "./signing.ts";
 import type { AuthMemo } from "../origin/auth_memo.ts";
-import type { ResponseCache } from "./response_cache.ts";
+import type { CacheFills } from "./response_cache.ts";
 import type { ParseBudget } from "./parse_budget.ts";
 import type { Pkt, PktLineReader } from "../../git/pktline.ts";
 import type { RepoRegistry } from "../ops/repo_registry.ts";
+import type { RequestRecord } from "./request_record.ts";
 
 export interface ProxyContext {
   /** As given to `createApp`, the config with its defaults filled in. */
@@ -21,7 +22,7 @@ export interface ProxyContext {
   /** Credentials the origin recently accepted, per repository (hashes, in memory). */
   authMemo: AuthMemo;
   /** Fills under way of the response cache (its entries live in the store). */
-  responseCache: ResponseCache;
+  cacheFills: CacheFills;
   /** What origins advertised, as last seen by this instance (absent: nothing is known). */
   originFeatures?: OriginFeatures;
   /** Bytes of client requests being parsed at once. */
@@ -30,6 +31,8 @@ export interface ProxyContext {
   registry?: RepoRegistry;
   /** `ls-refs` sent to the origin alongside `info/refs` (absent: never). */
   lsRefsAhead?: LsRefsAheadHooks;
+  /** What this request's handling did (absent outside a request: builds, background work). */
+  record?: RequestRecord;
   /** The tags each credential's newest `ls-refs` answer listed (absent: never used). */
   tagListings?: TagListingHooks;
 }

@@ -92,3 +92,19 @@ export interface EdgeDeps {
    */
   packSeeds?: PackSeeds;
 }
+
+/**
+ * Runs `work` off the client's critical path: kept alive by the runtime's `waitUntil` where there
+ * is one. A failure is logged (`background.failed`, or on the console without a logger), since no
+ * client waits for it.
+ */
+export function inBackground(
+  deps: Pick<EdgeDeps, "waitUntil" | "log">,
+  work: Promise<unknown>,
+): void {
+  const logged = work.catch((error) => {
+    if (deps.log) deps.log.log("error", "background.failed", { error });
+    else console.error("gitedge: background work failed:", error);
+  });
+  deps.waitUntil?.(logged);
+}

@@ -3,6 +3,7 @@
  * status the client gets and writing its own response. `app.ts` answers any of them with
  * `err.response()`; anything else is an internal error (500, details in the edge's log).
  */
+import { publicMessage } from "../../redact.ts";
 import { GitFormatError } from "../../git/errors.ts";
 
 /** Statuses an {@link EdgeHttpError} answers with. */
@@ -66,20 +67,4 @@ export function edgeHttpError(err: unknown): EdgeHttpError | null {
   if (err instanceof EdgeHttpError) return err;
   if (err instanceof GitFormatError) return new MalformedGitDataError(err);
   return null;
-}
-
-/** `text` with every URL in it (and any credentials it carries) replaced by `by`. */
-export function replaceUrls(text: string, by: string): string {
-  return text.replace(/\b[a-z][a-z0-9+.-]*:\/\/[^\s'"`)\]]*/gi, () => by);
-}
-
-/**
- * `error`'s message as it may be shown to clients (response bodies, `lastError` in status): URLs
- * (the origin's address and paths, credentials in them) and absolute filesystem paths of the
- * server removed. Origin errors name the endpoint instead (`origin.ts`); this is the net.
- */
-export function publicMessage(error: unknown): string {
-  const message = error instanceof Error ? error.message : String(error);
-  return replaceUrls(message, "<url>")
-    .replace(/(^|[\s'"`(\[=])\/(?!\/)[^\s'"`)\]]*/g, "$1<path>");
 }

@@ -8,11 +8,7 @@
  * (`authorization`, `token`, `key`, `secret`, `password`, `cookie`) are dropped to `***`, and the
  * `user:password@` of every URL in a string is masked.
  */
-
-/** `text` with the `user:password@` of every URL in it replaced by `***@`, for messages and logs. */
-export function redactCredentials(text: string): string {
-  return text.replace(/(\b[a-z][a-z0-9+.-]*:\/\/)[^\/\s@]*@/gi, "$1***@");
-}
+import { redactCredentials } from "../../redact.ts";
 
 export const LOG_LEVELS = ["debug", "info", "warn", "error"] as const;
 export type LogLevel = typeof LOG_LEVELS[number];

@@ -6,6 +6,7 @@
 import type { RepoRef } from "./repo.ts";
 import { getBytes, type PackStore, type StoreVersion } from "../../storage/store.ts";
 import { isObjectId } from "../../git/object_id.ts";
+import { manifestKey } from "./store_layout.ts";
 
 /** One self-contained pack of a snapshot. */
 export interface SnapshotPack {
@@ -68,40 +69,41 @@ export interface LayerMeta {
   builtAt: number;
 }
 
-export function manifestKey(repo: RepoRef): string {
-  return `repos/${repo.id}/manifest.json`;
-}
-
-/** Where pack `file` of the repository with id `repoId` lives in the store. */
-export function packKey(repoId: string, file: string): string {
-  return `repos/${repoId}/packs/${file}`;
-}
-
-/** Where the `.idx` of the pack stored under `packKey` lives: `.pack` replaced by `.idx`. */
-export function indexKeyOf(packKey: string): string {
-  return packKey.replace(/\.pack$/, ".idx");
-}
-
 /** Every pack of a manifest, oldest layer first. */
 export function manifestPacks(m: Manifest): SnapshotPack[] {
   return m.layers.flat();
 }
 
 /**
- * The manifest the builder left in the store, or null when there is none or it is damaged
- * (truncated, not JSON, not a manifest of this repository): then the edge acts as if there were
- * no snapshot, and the next build writes a good one.
+ * The manifest the builder left in the store for the repository with id `repoId`: null when there
+ * is none, `"damaged"` when it is truncated, not JSON, not a manifest, or (with `originUrl`) not
+ * one of that origin's repository.
  */
-export async function readManifest(store: PackStore, repo: RepoRef): Promise<Manifest | null> {
-  const bytes = await getBytes(store, manifestKey(repo));
+export async function storedManifest(
+  store: PackStore,
+  repoId: string,
+  originUrl?: string,
+): Promise<Manifest | "damaged" | null> {
+  const bytes = await getBytes(store, manifestKey(repoId));
   if (!bytes) return null;
   let m: unknown;
   try {
     m = JSON.parse(new TextDecoder().decode(bytes));
   } catch {
-    m = null;
+    return "damaged";
   }
-  if (!isManifest(m) || m.originUrl !== repo.originUrl) {
+  if (!isManifest(m) || (originUrl !== undefined && m.originUrl !== originUrl)) return "damaged";
+  return m;
+}
+
+/**
+ * The manifest of `repo` the builder left in the store, or null when there is none or it is
+ * damaged (see {@link storedManifest}): then the edge acts as if there were no snapshot, and the
+ * next build writes a good one.
+ */
+export async function readManifest(store: PackStore, repo: RepoRef): Promise<Manifest | null> {
+  const m = await storedManifest(store, repo.id, repo.originUrl);
+  if (m === "damaged") {
     console.error(`gitedge: the stored manifest of ${repo.path} is damaged; it will be rebuilt`);
     return null;
   }

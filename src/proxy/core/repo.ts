@@ -5,6 +5,7 @@
 import type { EdgeConfig } from "./config.ts";
 import { sha256 } from "@noble/hashes/sha2.js";
 import { EdgeHttpError } from "./errors.ts";
+import { toHex } from "../../git/object_id.ts";
 
 /** A repository behind the edge. */
 export interface RepoRef {
@@ -65,7 +66,7 @@ export function splitGitPath(
 /** Stable storage id of an origin repository URL. */
 export function repoId(originUrl: string): string {
   const digest = sha256(new TextEncoder().encode(originUrl));
-  return Array.from(digest.subarray(0, 16), (b) => b.toString(16).padStart(2, "0")).join("");
+  return toHex(digest.subarray(0, 16));
 }
 
 /**

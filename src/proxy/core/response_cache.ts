@@ -28,8 +28,8 @@ import type { PackStore } from "../../storage/store.ts";
 import type { CommandRequest } from "../../git/command_request.ts";
 import type { FetchArgs } from "../../git/fetch_request.ts";
 import { sha256 } from "@noble/hashes/sha2.js";
-
-export const CACHE_PREFIX = "cache/";
+import { toHex } from "../../git/object_id.ts";
+import { CACHE_PREFIX } from "./store_layout.ts";
 
 /** Why a fetch cannot be cached, or null. */
 export function uncacheable(args: FetchArgs): string | null {
@@ -79,17 +79,10 @@ export function cacheKey(
     `filter ${args.filter}`,
     `tags ${tagDigest}`,
   ];
-  return hex(sha256(new TextEncoder().encode(parts.join("\n"))));
+  return toHex(sha256(new TextEncoder().encode(parts.join("\n"))));
 }
 
 /** Store key of an entry. */
-export function entryKey(repoId: string, key: string): string {
-  return `${CACHE_PREFIX}${repoId}/${key}.resp`;
-}
-
-export function hex(bytes: Uint8Array): string {
-  return Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
-}
 
 /**
  * A pass-through that errors unless the bytes are a complete, successful fetch response (see
@@ -173,7 +166,7 @@ export interface ResponseCacheOptions {
  * Entries in the store plus the single-flight of fills. One per process (or Worker isolate):
  * the store and metrics come with each call, since Workers build them per request.
  */
-export class ResponseCache {
+export class CacheFills {
   readonly #fills = new Map<string, Promise<boolean>>();
   #evicting: Promise<void> | null = null;
 

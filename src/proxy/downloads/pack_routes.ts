@@ -4,42 +4,10 @@
  * `packIndexes` on, `<name>.idx` serves the pack's index the same way, under the pack's signature.
  */
 import type { ProxyContext } from "../core/context.ts";
-import { packKey } from "../core/manifest.ts";
+import { recordOutcome } from "../core/request_record.ts";
+import { packKey } from "../core/store_layout.ts";
 import { isIndexFile, verifyPackUrl } from "./pack_urls.ts";
-
-export interface ParsedRange {
-  offset: number;
-  length: number;
-}
-
-/**
- * Parses a single `bytes=` range against an object of `size` bytes: the range, `"unsatisfiable"`,
- * or `undefined` when the header is absent or not a single byte range (serve the whole object).
- */
-export function parseRange(
-  header: string | null,
-  size: number,
-): ParsedRange | "unsatisfiable" | undefined {
-  if (!header) return undefined;
-  const m = /^bytes=(\d*)-(\d*)$/.exec(header.trim());
-  if (!m || (m[1] === "" && m[2] === "")) return undefined;
-  if (m[1] === "") {
-    const suffix = Number(m[2]);
-    if (suffix === 0) return "unsatisfiable";
-    const offset = Math.max(0, size - suffix);
-    return { offset, length: size - offset };
-  }
-  const start = Number(m[1]);
-  const end = m[2] === "" ? size - 1 : Math.min(Number(m[2]), size - 1);
-  if (start >= size || end < start) return "unsatisfiable";
-  return { offset: start, length: end - start + 1 };
-}
-
-/** Whether `header` is `bytes=<size>-` for an object of `size` (> 0) bytes: a resume at the end. */
-export function resumesAtEnd(header: string | null, size: number): boolean {
-  const m = /^bytes=(\d+)-$/.exec(header?.trim() ?? "");
-  return m !== null && size > 0 && Number(m[1]) === size;
-}
+import { rangedResponse } from "./ranged.ts";
 
 /** A signed URL's check: servable (`ok`), or refused with `status` and a `message`. */
 type UrlVerdict = { ok: true } | { ok: false; status: 403 | 404; message: string };
@@ -83,46 +51,23 @@ export async function handlePackGet(
   const key = packKey(id, file);
   const info = await ctx.deps.store.head(key);
   if (!info) return text(404, index ? "no index for this pack" : "pack not found");
-  const headers = new Headers({
-    "content-type": index ? "application/octet-stream" : "application/x-git-packfile",
-    "accept-ranges": "bytes",
-    "etag": index ? `"${file}"` : `"${file.replace(/\.pack$/, "")}"`,
-    "cache-control": `private, max-age=${Math.max(0, exp - now)}, immutable`,
+  return rangedResponse(request, {
+    size: info.size,
+    contentType: index ? "application/octet-stream" : "application/x-git-packfile",
+    etag: index ? `"${file}"` : `"${file.replace(/\.pack$/, "")}"`,
+    maxAgeSeconds: exp - now,
+    ranges: true,
+    emptyResumeAtEnd: true,
+    open: async (range) => (await ctx.deps.store.get(key, range))?.body ?? null,
+    gone: "pack not found",
+    // Counted as handed out, not per chunk: the store's own stream goes to the response
+    // untouched, so the runtime can send it without JavaScript on every chunk (a counting
+    // transform cost the Deno server ~20% of its CPU per pack byte).
+    served: (length) => {
+      recordOutcome(ctx, { action: "pack", bytes: length });
+      ctx.registry?.notePackBytes(id, length);
+    },
   });
-  const range = parseRange(request.headers.get("range"), info.size);
-  if (resumesAtEnd(request.headers.get("range"), info.size)) {
-    // git http-fetch resumes from the length of its `.temp` file, so a download cut off right
-    // after the last byte comes back as `bytes=<size>-`. git >= 2.45 goes on after a 416 and
-    // indexes the file it has; git 2.39 dies on it. Nothing remains to send: an empty 204 lets
-    // every git index its complete file. Not cacheable: it is an answer to this range only.
-    headers.set("content-range", `bytes */${info.size}`);
-    headers.set("cache-control", "no-store");
-    return new Response(null, { status: 204, headers });
-  }
-  if (range === "unsatisfiable") {
-    headers.set("content-range", `bytes */${info.size}`);
-    return new Response(null, { status: 416, headers });
-  }
-  const ifRange = request.headers.get("if-range");
-  const useRange = range && (!ifRange || ifRange === headers.get("etag")) ? range : undefined;
-  const status = useRange ? 206 : 200;
-  const length = useRange ? useRange.length : info.size;
-  headers.set("content-length", String(length));
-  if (useRange) {
-    headers.set(
-      "content-range",
-      `bytes ${useRange.offset}-${useRange.offset + useRange.length - 1}/${info.size}`,
-    );
-  }
-  if (request.method === "HEAD") return new Response(null, { status, headers });
-  const obj = await ctx.deps.store.get(key, useRange);
-  if (!obj) return text(404, "pack not found");
-  // Counted as handed out, not per chunk: the store's own stream goes to the response untouched,
-  // so the runtime can send it without JavaScript on every chunk (a counting transform cost the
-  // Deno server ~20% of its CPU per pack byte).
-  ctx.metrics.inc("gitedge_cache_bytes_total", length);
-  ctx.registry?.notePackBytes(id, length);
-  return new Response(obj.body, { status, headers });
 }
 
 /** A plain-text answer `gitedge: <message>` with `status`. */

@@ -5,27 +5,27 @@
 import { type Manifest, manifestPacks } from "../core/manifest.ts";
 import type { RepoRef } from "../core/repo.ts";
 import type { ProxyContext } from "../core/context.ts";
+import { recordOutcome } from "../core/request_record.ts";
 import type { FetchCall, PlanOf } from "./fetch_call.ts";
 import { publicBase } from "../core/context.ts";
 import { signedPackUrl } from "../downloads/pack_urls.ts";
 import { concat, encodePkt, FLUSH_PKT } from "../../git/pktline.ts";
 import { sha1 } from "@noble/hashes/legacy.js";
+import { sha256 } from "@noble/hashes/sha2.js";
+import type { ObjectFormat } from "../../git/object_id.ts";
 import { encodeFetchSection } from "../../git/fetch_response.ts";
 import { formatPackfileUriLine } from "../../git/packfile_uris.ts";
 import { UPLOAD_PACK_RESULT_TYPE } from "../../git/media_types.ts";
 
-/** SHA-1 of the 12-byte header of an empty version-2 pack, i.e. an empty pack's trailer. */
-const EMPTY_PACK = (() => {
+/** An empty version-2 pack in `format`: its 12-byte header, and that header's hash as trailer. */
+function emptyPack(format: ObjectFormat): Uint8Array {
   const header = new Uint8Array([0x50, 0x41, 0x43, 0x4b, 0, 0, 0, 2, 0, 0, 0, 0]);
-  const pack = new Uint8Array(32);
-  pack.set(header);
-  pack.set(sha1(header), 12);
-  return pack;
-})();
+  return concat([header, format === "sha256" ? sha256(header) : sha1(header)]);
+}
 
 /**
  * The edge's own answer to a fetch whose wants are all snapshot tips: the `packfile-uris` section
- * and an empty pack (band 1), in the order upload-pack writes a response to `done`; section
+ * and an empty pack in the snapshot's object format (band 1), in the order upload-pack writes a response to `done`; section
  * headers are banded too under `sideband-all`. The origin does no pack work at all.
  */
 export async function answerFromSnapshot(
@@ -37,17 +37,17 @@ export async function answerFromSnapshot(
   const { sidebandAll } = call.args;
   ctx.registry?.noteFetch(repo, "answered", true, call.seen);
   const section = await packfileUrisSection(ctx, repo, manifest, url, sidebandAll);
-  const banded = new Uint8Array(EMPTY_PACK.length + 1);
+  const empty = emptyPack(manifest.objectFormat ?? "sha1");
+  const banded = new Uint8Array(empty.length + 1);
   banded[0] = 1;
-  banded.set(EMPTY_PACK, 1);
+  banded.set(empty, 1);
   const body = concat([
     section,
     encodeFetchSection("packfile", [], sidebandAll),
     encodePkt(banded),
     FLUSH_PKT,
   ]);
-  ctx.metrics.inc("gitedge_fetch_answered_total");
-  ctx.metrics.inc("gitedge_packfile_uris_total", manifestPacks(manifest).length);
+  recordOutcome(ctx, { action: "answered", packUris: manifestPacks(manifest).length });
   return new Response(body as Uint8Array<ArrayBuffer>, {
     status: 200,
     headers: {

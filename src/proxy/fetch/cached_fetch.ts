@@ -6,19 +6,17 @@ import type { ScheduleBasis } from "../core/deps.ts";
 import type { RepoRef } from "../core/repo.ts";
 import type { ProxyContext } from "../core/context.ts";
 import { countingStream } from "../core/metrics.ts";
-import { cacheKey, entryKey, keyedByTags } from "../core/response_cache.ts";
+import { cacheKey, keyedByTags } from "../core/response_cache.ts";
+import { entryKey } from "../core/store_layout.ts";
 import { TagDigest } from "../origin/tag_listings.ts";
 import { OriginAnswerError } from "../origin/origin.ts";
-import {
-  forwardUploadPack,
-  inBackground,
-  recentlyAuthorised,
-  relay,
-} from "../origin/forwarding.ts";
+import { forwardUploadPack, recentlyAuthorised, relay } from "../origin/forwarding.ts";
 import { type FetchCall, type PlanOf, scheduleBuild, servedAnswer } from "./fetch_call.ts";
 import { type CommandRequest, serializeCommandRequest } from "../../git/command_request.ts";
 import { type FetchArgs, serializeFetchArgs } from "../../git/fetch_request.ts";
 import { UPLOAD_PACK_RESULT_TYPE } from "../../git/media_types.ts";
+import { recordOutcome } from "../core/request_record.ts";
+import { inBackground } from "../core/deps.ts";
 
 export function responseCacheBytes(ctx: ProxyContext): number {
   return ctx.deps.config.responseCacheBytes;
@@ -64,7 +62,7 @@ async function throughCache(
     authorised = recentlyAuthorised(ctx, request, repo);
   }
   const storeKey = entryKey(repo.id, cacheKey(repo.id, req, args, tags));
-  if (!authorised && (ctx.responseCache.pending(storeKey) || await ctx.deps.store.head(storeKey))) {
+  if (!authorised && (ctx.cacheFills.pending(storeKey) || await ctx.deps.store.head(storeKey))) {
     // An answer is there (or coming) but the memo has lapsed: ask the origin the cheap way (a
     // tag listing, no pack) rather than have it compute the pack again.
     if (await originTagDigest(ctx, request, repo, req) === null) {
@@ -82,13 +80,13 @@ async function throughCache(
   if (authorised) {
     const hit = await cachedAnswer(ctx, storeKey);
     if (hit) return stored(hit);
-    const pending = ctx.responseCache.pending(storeKey);
+    const pending = ctx.cacheFills.pending(storeKey);
     if (pending && await pending) {
       const filled = await cachedAnswer(ctx, storeKey);
       if (filled) return stored(filled);
     }
   }
-  let claim = ctx.responseCache.claim(storeKey);
+  let claim = ctx.cacheFills.claim(storeKey);
   if (!claim) {
     // Another request is filling this entry (it claimed while this one looked): wait for it
     // rather than have the origin compute the pack again, once the origin vouched for this one.
@@ -98,10 +96,10 @@ async function throughCache(
       }
       authorised = true;
     }
-    await ctx.responseCache.pending(storeKey);
+    await ctx.cacheFills.pending(storeKey);
     const filled = await cachedAnswer(ctx, storeKey);
     if (filled) return stored(filled);
-    claim = ctx.responseCache.claim(storeKey);
+    claim = ctx.cacheFills.claim(storeKey);
   }
   if (claim && authorised) {
     // A fill may have landed between this request's lookup and its claim.
@@ -111,7 +109,7 @@ async function throughCache(
       return stored(landed);
     }
   }
-  ctx.metrics.inc("gitedge_response_cache_total", 1, { result: "miss" });
+  recordOutcome(ctx, { action: "cache-miss" });
   const body = serializeCommandRequest({
     ...req,
     args: serializeFetchArgs({ ...args, noProgress: true }),
@@ -133,7 +131,7 @@ async function throughCache(
   }
   const [toClient, toStore] = answer.body.tee();
   inBackground(
-    ctx,
+    ctx.deps,
     claim.fill(ctx.deps.store, ctx.metrics, toStore, { maxBytes: responseCacheBytes(ctx) }),
   );
   return relay(origin, toClient);
@@ -143,7 +141,7 @@ async function throughCache(
 async function cachedAnswer(ctx: ProxyContext, storeKey: string): Promise<Response | null> {
   const obj = await ctx.deps.store.get(storeKey);
   if (!obj) return null;
-  ctx.metrics.inc("gitedge_response_cache_total", 1, { result: "hit" });
+  recordOutcome(ctx, { action: "cache-hit" });
   const body = obj.body.pipeThrough(
     countingStream(ctx.metrics, "gitedge_response_cache_bytes_total"),
   );

@@ -10,6 +10,7 @@
  * handed the whole snapshot ends up with tags a direct clone lacks, and `--no-tags` or one-commit
  * fetches get objects they never asked for.
  */
+import type { CommandRequest } from "../../git/command_request.ts";
 import type { FetchArgs } from "../../git/fetch_request.ts";
 
 /** The snapshot as the decision sees it. */
@@ -31,11 +32,45 @@ export interface RewriteDecision {
 }
 
 /**
- * Why the request alone rules URIs out, or null when it may get them: the client must have asked
- * for `scheme`, and the fetch must be a plain full one (no haves, not shallow, not partial).
+ * What a fetch request is, decided once from its arguments and capabilities: everything the plan
+ * needs to know about the request itself (the snapshot comes apart).
  */
-export function requestIneligible(args: FetchArgs, scheme: string): string | null {
-  if (!args.packfileUris?.includes(scheme)) return "client did not ask for packfile-uris";
+export interface FetchClass {
+  /** Why the request alone rules out the snapshot's packs by URI, or null when it may get them. */
+  uriIneligible: string | null;
+  /**
+   * A plain full clone: no URIs it could get from the edge (those go by
+   * {@link FetchClass.uriIneligible}), no haves, not shallow or partial, no `want-ref`, and what
+   * {@link FetchClass.complete} and `ofs-delta` say (snapshot packs hold OFS_DELTA entries, which a
+   * client that did not ask for them cannot read).
+   */
+  plainClone: boolean;
+  /** The client sent `done` (no negotiation round) and no argument the edge does not know. */
+  complete: boolean;
+  /** The object format the client asked for (`object-format=` capability), `sha1` by default. */
+  objectFormat: string;
+}
+
+/**
+ * The class of a fetch `req` with arguments `args`, for an edge whose public URL has `scheme`:
+ * URIs need the client to have asked for `scheme`, and a plain full fetch (no haves, not shallow,
+ * not partial).
+ */
+export function classifyFetch(req: CommandRequest, args: FetchArgs, scheme: string): FetchClass {
+  const asksUris = args.packfileUris?.includes(scheme) ?? false;
+  const shape = notFull(args);
+  const complete = args.done && args.other.length === 0;
+  return {
+    uriIneligible: asksUris ? shape : "client did not ask for packfile-uris",
+    plainClone: !asksUris && shape === null && complete && args.ofsDelta,
+    complete,
+    objectFormat: req.capabilities.find((c) => c.startsWith("object-format="))?.slice(14) ??
+      "sha1",
+  };
+}
+
+/** Why `args` is not a plain full fetch of some wants, or null when it is. */
+function notFull(args: FetchArgs): string | null {
   if (args.haves.length > 0) return "incremental fetch";
   if (args.shallow.length || args.deepen !== null || args.deepenSince !== null) return "shallow";
   if (args.deepenNot.length) return "shallow";
@@ -46,22 +81,25 @@ export function requestIneligible(args: FetchArgs, scheme: string): string | nul
   return null;
 }
 
-/** The decision for a fetch with `args`, the public URL `scheme`, and the snapshot (or null). */
+/** Whether the snapshot `manifest` is in the object format the fetch of class `fetch` asks for. */
+export function sameObjectFormat(fetch: FetchClass, manifest: { objectFormat?: string }): boolean {
+  return fetch.objectFormat === (manifest.objectFormat ?? "sha1");
+}
+
+/** The decision for a fetch of class `fetch` wanting `wants`, and the snapshot (or null). */
 export function rewriteDecision(
-  args: FetchArgs,
-  scheme: string,
+  fetch: FetchClass,
+  wants: readonly string[],
   snapshot: SnapshotView | null,
 ): RewriteDecision {
-  const request = requestIneligible(args, scheme);
-  if (request !== null) return { reason: request, refresh: false };
+  if (fetch.uriIneligible !== null) return { reason: fetch.uriIneligible, refresh: false };
   const tips = new Set(Object.values(snapshot?.tips ?? {}));
-  const refresh = snapshot === null || snapshot.missingPack ||
-    args.wants.some((w) => !tips.has(w));
+  const refresh = snapshot === null || snapshot.missingPack || wants.some((w) => !tips.has(w));
   let reason: string | null = null;
   if (snapshot === null) reason = "no snapshot";
   else if (snapshot.missingPack) reason = "snapshot pack missing";
   else if (snapshot.packs === 0) reason = "empty snapshot";
-  else if (!coversSnapshot(args.wants, snapshot.tips)) reason = "wants part of the snapshot";
+  else if (!coversSnapshot(wants, snapshot.tips)) reason = "wants part of the snapshot";
   return { reason, refresh };
 }
 

@@ -9,10 +9,11 @@ import type { RepoRef } from "../core/repo.ts";
 import type { ProxyContext } from "../core/context.ts";
 import type { FetchPlan } from "./fetch_plan.ts";
 import { authOf } from "../origin/origin.ts";
-import { inBackground, peekAnswer } from "../origin/forwarding.ts";
+import { peekAnswer } from "../origin/forwarding.ts";
 import { seedingBody } from "../snapshots/pack_seeds.ts";
 import type { CommandRequest } from "../../git/command_request.ts";
 import type { FetchArgs } from "../../git/fetch_request.ts";
+import { inBackground } from "../core/deps.ts";
 
 /** The fetch being answered. */
 export interface FetchCall {
@@ -37,7 +38,7 @@ export type PlanOf<A extends FetchPlan["action"]> = Extract<FetchPlan, { action:
 export function scheduleBuild(call: FetchCall, build: ScheduleBasis | null): void {
   if (!build) return;
   const { ctx, repo, request } = call;
-  inBackground(ctx, ctx.deps.coordinator.schedule(repo, authOf(request.headers), build));
+  inBackground(ctx.deps, ctx.deps.coordinator.schedule(repo, authOf(request.headers), build));
 }
 
 /**

@@ -5,11 +5,11 @@
  * {@link planFetch} and does the I/O the plan says; {@link rewriteDecision} (eligibility.ts) is
  * the part that decides whether the snapshot's packs may go by URI at all.
  */
-import type { CommandRequest } from "../../git/command_request.ts";
+import { type CommandRequest, withoutArgLines } from "../../git/command_request.ts";
 import type { FetchArgs } from "../../git/fetch_request.ts";
 import type { ScheduleBasis } from "../core/deps.ts";
 import { type Manifest, manifestPacks } from "../core/manifest.ts";
-import { requestIneligible, rewriteDecision } from "./eligibility.ts";
+import { type FetchClass, rewriteDecision, sameObjectFormat } from "./eligibility.ts";
 import { uncacheable } from "../core/response_cache.ts";
 import { NO_SNAPSHOT, type SnapshotLookup } from "../snapshots/current_snapshot.ts";
 
@@ -21,8 +21,8 @@ export interface FetchInputs {
   req: CommandRequest;
   /** Its arguments, parsed. */
   args: FetchArgs;
-  /** The scheme of the edge's public URL (`https`, `http`): URIs only for a client asking it. */
-  scheme: string;
+  /** What the request is (eligibility.ts `classifyFetch`), decided once. */
+  fetch: FetchClass;
   /** The snapshot, looked up when {@link wantsSnapshot} says so, else {@link NO_SNAPSHOT}. */
   snapshot: SnapshotLookup;
   /** The repository's origin advertised `packfile-uris` itself (it may then see the argument). */
@@ -70,26 +70,26 @@ export type FetchPlan =
  * `plainClones`, a plain full clone that may be streamed from it (so other fetches cost no store
  * lookups).
  */
-export function wantsSnapshot(args: FetchArgs, scheme: string, plainClones = false): boolean {
-  return requestIneligible(args, scheme) === null || (plainClones && plainClone(args, scheme));
+export function wantsSnapshot(fetch: FetchClass, plainClones = false): boolean {
+  return fetch.uriIneligible === null || (plainClones && fetch.plainClone);
 }
 
 /** The plan for a fetch. */
 export function planFetch(input: FetchInputs): FetchPlan {
-  const { req, args, scheme, snapshot } = input;
-  let passthrough = requestIneligible(args, scheme);
+  const { req, args, fetch, snapshot } = input;
+  let passthrough = fetch.uriIneligible;
   let inject: Manifest | null = null;
   let build: ScheduleBasis | null = null;
   if (passthrough === null) {
     const { manifest, missingPack } = snapshot;
     const view = manifest &&
       { tips: manifest.tips, packs: manifestPacks(manifest).length, missingPack };
-    const decision = rewriteDecision(args, scheme, view);
+    const decision = rewriteDecision(fetch, args.wants, view);
     passthrough = decision.reason;
     if (passthrough === null && manifest) inject = manifest;
     if (decision.refresh) build = { builtAt: manifest?.builtAt ?? null, rebuild: missingPack };
   }
-  if (inject && answerable(req, args, inject) && input.recentlyAuthorised) {
+  if (inject && answerable(fetch, args, inject) && input.recentlyAuthorised) {
     return { passthrough, build: null, action: "answer-from-snapshot", manifest: inject };
   }
   if (inject) {
@@ -106,7 +106,7 @@ export function planFetch(input: FetchInputs): FetchPlan {
   const streamFrom = snapshot.missingPack ? null : snapshot.manifest;
   if (
     input.snapshotPlainClones && input.recentlyAuthorised && streamFrom &&
-    plainClone(args, scheme) && streamable(req, args, streamFrom)
+    fetch.plainClone && streamable(fetch, args, streamFrom)
   ) {
     return { passthrough: null, build, action: "stream-snapshot", manifest: streamFrom };
   }
@@ -137,32 +137,15 @@ function rewritten(args: FetchArgs, manifest: Manifest): FetchArgs {
 }
 
 /**
- * Whether the edge can answer an eligible fetch alone: every want is a snapshot tip (so the
- * snapshot packs hold everything it asks for and the origin's remainder would be empty), the
- * client sent `done` (no negotiation round), and nothing asks for a section the edge does not
- * write (`want-ref` → wanted-refs) or for arguments or an object format it does not know.
+ * Whether the edge can answer a fetch eligible for URIs (so no `want-ref`) alone: every want is a
+ * snapshot tip (so the snapshot packs hold everything it asks for and the origin's remainder would
+ * be empty), the request is complete (`done`, no argument the edge does not know), in the
+ * snapshot's object format.
  */
-function answerable(req: CommandRequest, args: FetchArgs, manifest: Manifest): boolean {
+function answerable(fetch: FetchClass, args: FetchArgs, manifest: Manifest): boolean {
+  if (!fetch.complete || !sameObjectFormat(fetch, manifest)) return false;
   const tips = new Set(Object.values(manifest.tips));
-  if (!args.done || args.wantRefs.length > 0 || args.other.length > 0) return false;
-  if (req.capabilities.some((c) => c.startsWith("object-format=") && c !== "object-format=sha1")) {
-    return false;
-  }
   return args.wants.every((w) => tips.has(w));
-}
-
-/**
- * Whether `args` is a plain full clone: no URIs it could get from the edge (those go by
- * {@link rewriteDecision}), no haves, not shallow or partial, no `want-ref`, no argument the edge
- * does not know, `done` (no negotiation), and `ofs-delta` (snapshot packs hold OFS_DELTA
- * entries, which a client that did not ask for them cannot read).
- */
-function plainClone(args: FetchArgs, scheme: string): boolean {
-  return !args.packfileUris?.includes(scheme) && args.haves.length === 0 && args.done &&
-    args.ofsDelta && args.wants.length > 0 && args.wantRefs.length === 0 &&
-    args.shallow.length === 0 && args.deepen === null && args.deepenSince === null &&
-    args.deepenNot.length === 0 && args.filter === null && !args.waitForDone &&
-    args.other.length === 0;
 }
 
 /**
@@ -175,17 +158,10 @@ function plainClone(args: FetchArgs, scheme: string): boolean {
  * `index-pack --strict` (`transfer.fsckObjects`) refuses a pack holding an object twice. The
  * parts of one layer are disjoint (pack_split.ts).
  */
-function streamable(req: CommandRequest, args: FetchArgs, manifest: Manifest): boolean {
-  const format = req.capabilities.find((c) => c.startsWith("object-format="))?.slice(14) ??
-    "sha1";
-  if (format !== (manifest.objectFormat ?? "sha1")) return false;
+function streamable(fetch: FetchClass, args: FetchArgs, manifest: Manifest): boolean {
+  if (!sameObjectFormat(fetch, manifest)) return false;
   if (manifest.layers.length !== 1 || manifest.layers[0].length === 0) return false;
   const tips = new Set(Object.values(manifest.tips));
   const wants = new Set(args.wants);
   return wants.size === tips.size && [...wants].every((w) => tips.has(w));
-}
-
-/** Argument lines less those with `keyword`. */
-function withoutArgLines(args: readonly string[], keyword: string): string[] {
-  return args.filter((line) => line !== keyword && !line.startsWith(`${keyword} `));
 }

@@ -6,10 +6,12 @@
  */
 import type { RepoRef } from "../core/repo.ts";
 import type { ProxyContext } from "../core/context.ts";
+import { recordOutcome } from "../core/request_record.ts";
 import { forwardHeaders, readingOrigin } from "../origin/origin.ts";
 import { prefixed } from "../core/streams.ts";
 import { expiryFor } from "../core/signing.ts";
 import { NO_SNAPSHOT, planFetch, wantsSnapshot } from "./fetch_plan.ts";
+import { classifyFetch } from "./eligibility.ts";
 import { ClientRequestError, RequestTooLargeError } from "../core/errors.ts";
 import {
   fromOrigin,
@@ -210,34 +212,36 @@ async function uploadPack(
   const args = parseFetchArgs(req.args);
   const scheme = new URL(publicBase(ctx, url)).protocol.replace(":", "");
   const plainClones = ctx.deps.config.snapshotPlainClones;
-  const eligible = wantsSnapshot(args, scheme, plainClones);
-  // Evictions of the store that begin from here on are noticed when the packs are pinned.
+  const fetch = classifyFetch(req, args, scheme);
+  const eligible = wantsSnapshot(fetch, plainClones);
+  // Evictions of the store that begin from here on are noticed before the packs are pinned.
   const epoch = ctx.registry?.evictionEpoch(repo.id) ?? 0;
-  const inputs = {
+  const looked = eligible ? await currentSnapshot(ctx, repo) : NO_SNAPSHOT;
+  // A snapshot being evicted, or evicted since it was looked up, is not handed out: the fetch
+  // plans as with none. Nothing is awaited from here to the pin below, so no eviction begins in
+  // between and the pin holds.
+  const pinnable = !ctx.registry || ctx.registry.pinnable(repo.id, epoch);
+  const plan = planFetch({
     req,
     args,
-    scheme,
-    snapshot: eligible ? await currentSnapshot(ctx, repo) : NO_SNAPSHOT,
+    fetch,
+    snapshot: pinnable ? looked : NO_SNAPSHOT,
     originAdvertisesUris: ctx.originFeatures?.advertises(repo, "packfile-uris") ?? false,
     recentlyAuthorised: eligible && recentlyAuthorised(ctx, request, repo),
     responseCacheOn: responseCacheBytes(ctx) > 0,
     snapshotPlainClones: plainClones,
-  };
-  let plan = planFetch(inputs);
-  // Packs handed out are pinned (store eviction spares them until their URLs expire); a snapshot
-  // being evicted, or evicted since it was looked up, is not handed out: the fetch passes through.
+  });
+  // Packs handed out are pinned: store eviction spares them until their URLs expire.
   if (
-    (plan.action === "answer-from-snapshot" || plan.action === "rewrite" ||
-      plan.action === "stream-snapshot") &&
-    !pinSnapshot(ctx, repo, epoch)
+    plan.action === "answer-from-snapshot" || plan.action === "rewrite" ||
+    plan.action === "stream-snapshot"
   ) {
-    plan = planFetch({ ...inputs, snapshot: NO_SNAPSHOT });
+    pinSnapshot(ctx, repo, epoch);
   }
   if (plan.passthrough !== null) {
-    ctx.metrics.inc("gitedge_fetch_passthrough_total", 1, { reason: plan.passthrough });
+    recordOutcome(ctx, { action: "passthrough", reason: plan.passthrough });
   }
-  const { snapshot } = inputs;
-  const seen = snapshot.manifest && !snapshot.missingPack ? snapshot.manifest : undefined;
+  const seen = looked.manifest && !looked.missingPack ? looked.manifest : undefined;
   const call: FetchCall = { ctx, request, repo, url, req, args, sent, seen };
   // One function carries out each outcome of the plan.
   switch (plan.action) {
@@ -255,13 +259,13 @@ async function uploadPack(
 }
 
 /**
- * Pins `repo`'s snapshot for the lifetime of URLs handed out now; false when an eviction of it
- * began since `epoch` (its packs may be gone).
+ * Pins `repo`'s snapshot for the lifetime of URLs handed out now (looked up at eviction `epoch`,
+ * checked `pinnable` just before).
  */
-function pinSnapshot(ctx: ProxyContext, repo: RepoRef, epoch: number): boolean {
-  if (!ctx.registry) return true;
+function pinSnapshot(ctx: ProxyContext, repo: RepoRef, epoch: number): void {
+  if (!ctx.registry) return;
   const now = Math.floor(ctx.deps.clock.now() / 1000);
-  return ctx.registry.pin(repo, expiryFor(now, ctx.deps.config.urlTtlSeconds) * 1000, epoch);
+  ctx.registry.pin(repo, expiryFor(now, ctx.deps.config.urlTtlSeconds) * 1000, epoch);
 }
 
 /**

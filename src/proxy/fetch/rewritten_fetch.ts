@@ -11,6 +11,7 @@ import { injectBeforePackfile } from "./rewrite.ts";
 import { packfileUrisSection } from "./answered_fetch.ts";
 import { serializeCommandRequest } from "../../git/command_request.ts";
 import { serializeFetchArgs } from "../../git/fetch_request.ts";
+import { recordOutcome } from "../core/request_record.ts";
 
 export async function rewrittenFetch(call: FetchCall, plan: PlanOf<"rewrite">): Promise<Response> {
   const { ctx, request, repo, url, req, args } = call;
@@ -21,8 +22,7 @@ export async function rewrittenFetch(call: FetchCall, plan: PlanOf<"rewrite">): 
   ctx.registry?.noteFetch(repo, rewrite ? "rewritten" : "passthrough", answer.served, call.seen);
   if (!rewrite || !answer.body) return relay(origin, answer.body);
   const section = await packfileUrisSection(ctx, repo, plan.manifest, url, args.sidebandAll);
-  ctx.metrics.inc("gitedge_fetch_rewrites_total");
-  ctx.metrics.inc("gitedge_packfile_uris_total", manifestPacks(plan.manifest).length);
+  recordOutcome(ctx, { action: "rewrote", packUris: manifestPacks(plan.manifest).length });
   return relay(
     origin,
     injectBeforePackfile(answer.body, section, { sidebandAll: args.sidebandAll }),

@@ -16,8 +16,8 @@ import { type Manifest, manifestPacks } from "../core/manifest.ts";
 import type { RepoRef } from "../core/repo.ts";
 import type { Clock } from "../core/deps.ts";
 import { getBytes, type PackStore, putBytes } from "../../storage/store.ts";
+import { REGISTRY_PREFIX, registryKey } from "../core/store_layout.ts";
 
-export const REGISTRY_PREFIX = "registry/";
 /** Counts of one process are added to the stored record at most this often. */
 export const FLUSH_INTERVAL_MS = 10_000;
 /** Repositories the registry holds at most (in memory and in the store). */
@@ -96,10 +96,6 @@ function newRecord(repo: Pick<RepoRef, "id" | "path" | "originUrl">, now: number
     evictedAt: null,
     evictions: 0,
   };
-}
-
-export function registryKey(id: string): string {
-  return `${REGISTRY_PREFIX}${id}.json`;
 }
 
 /** A stored record, or null when it is missing or not a record (then it is written afresh). */
@@ -222,12 +218,19 @@ export class RepoRegistry {
   }
 
   /**
+   * Whether `id`'s snapshot, looked up at eviction `epoch` ({@link evictionEpoch} then), may be
+   * handed out: not while it is being evicted, nor when an eviction of it began since.
+   */
+  pinnable(id: string, epoch: number): boolean {
+    return !this.#evicting.has(id) && this.evictionEpoch(id) === epoch;
+  }
+
+  /**
    * Pins `repo`'s packs until `untilMs` (the expiry of the URLs about to be handed out): eviction
-   * spares them until then. False when its snapshot is being evicted, or an eviction of it began
-   * since `epoch` ({@link evictionEpoch} when the snapshot was looked up): hand out nothing.
+   * spares them until then. False when it is not {@link pinnable} at `epoch`: hand out nothing.
    */
   pin(repo: RepoRef, untilMs: number, epoch = this.evictionEpoch(repo.id)): boolean {
-    if (this.#evicting.has(repo.id) || this.evictionEpoch(repo.id) !== epoch) return false;
+    if (!this.pinnable(repo.id, epoch)) return false;
     const e = this.#entry(repo, true);
     if (e && e.view.pinnedUntil < untilMs) {
       e.view.pinnedUntil = untilMs;

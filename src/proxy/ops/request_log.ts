@@ -5,10 +5,9 @@
  * each origin call that fails or answers 5xx. Records of health probes and metrics scrapes are
  * `debug`, of 5xx answers `warn`, the others `info`.
  *
- * What the edge did comes from what the request's handling counted: each request gets its own view
- * of the shared metrics ({@link requestContext}) that notes the counters that tell (`answered`,
- * `rewrote`, a response-cache `hit`/`miss`, `passthrough` with its reason, a served `pack`), and
- * its own origin `fetch` that times the origin's answers.
+ * What the edge did comes from the request's record (core/request_record.ts): each request gets
+ * its own context ({@link RequestScope}, in Hono's `c.var`) whose record the handlers write their
+ * outcomes into, and whose origin `fetch` times the origin's answers.
  *
  * A `request` record: `method`, `route` (`info/refs`, `git-upload-pack`, `pack`, `status`, ...),
  * `repo` (the path as the client gave it, when the route names one), `status`, `bytes`,
@@ -21,70 +20,36 @@
 import type { MiddlewareHandler } from "hono";
 import { loggedOriginFetch } from "../origin/origin_log.ts";
 import type { ProxyContext } from "../core/context.ts";
-import type { Metrics } from "../core/metrics.ts";
+import type { RequestRecord } from "../core/request_record.ts";
 import type { Logger } from "../core/log.ts";
 import { splitGitPath } from "../core/repo.ts";
 
-/** What one request's handling did, as far as the log tells. */
-interface Notes {
-  action?: string;
-  reason?: string;
-  cache?: string;
-  packUris?: number;
-  originMs?: number;
-  originStatus?: number;
-}
+/** The edge's own routes under `/_edge/` by their first segment, and their labels. */
+const EDGE_ROUTES: Record<string, string> = {
+  packs: "pack",
+  bundles: "bundle",
+  "bundle-list": "bundle-list",
+  metrics: "metrics",
+  repos: "repos",
+  status: "status",
+  warm: "warm",
+};
 
-/** The counters that say what the edge did with a request. */
-function note(notes: Notes, name: string, by: number, labels: Record<string, string>): void {
-  switch (name) {
-    case "gitedge_fetch_answered_total":
-      notes.action = "answered";
-      break;
-    case "gitedge_fetch_rewrites_total":
-      notes.action = "rewrote";
-      break;
-    case "gitedge_fetch_passthrough_total":
-      notes.action = "passthrough";
-      notes.reason = labels.reason;
-      break;
-    case "gitedge_response_cache_total":
-      // A hit is the answer; a miss names it only if nothing else does (a passthrough counts first).
-      notes.cache = labels.result;
-      if (labels.result === "hit") notes.action = "cache-hit";
-      else notes.action ??= `cache-${labels.result}`;
-      break;
-    case "gitedge_packfile_uris_total":
-      notes.packUris = (notes.packUris ?? 0) + by;
-      break;
-    case "gitedge_cache_bytes_total":
-      notes.action = "pack";
-      break;
-  }
-}
-
-/** `metrics` as one request sees it: every call goes through, the telling counters are noted. */
-function notingMetrics(metrics: Metrics, notes: Notes): Metrics {
-  return new Proxy(metrics, {
-    get(target, prop) {
-      if (prop === "inc") {
-        return (name: string, by = 1, labels: Record<string, string> = {}) => {
-          note(notes, name, by, labels);
-          target.inc(name, by, labels);
-        };
-      }
-      const value = Reflect.get(target, prop, target);
-      return typeof value === "function" ? value.bind(target) : value;
-    },
-  });
-}
-
-/** The route and repository a request's path names. */
+/**
+ * The route label (a bounded set: the log's `route`, the metrics' `route`) and the repository a
+ * request's path names: a Git endpoint (`info/refs`, `git-upload-pack`, ...), `pack`, `bundle`,
+ * `bundle-list`, `page`, `repos`, `status`, `warm`, `metrics`, `health/live`, `health/ready`, or
+ * `other`.
+ */
 export function routeOf(pathname: string): { route: string; repo?: string } {
+  if (pathname === "/_edge" || pathname === "/_edge/") return { route: "page" };
   const edge = /^\/_edge\/([^/]+)(?:\/(.*))?$/.exec(pathname);
   if (edge) {
-    const [, route, rest] = edge;
-    if (route === "health" && rest) return { route: `health/${rest}` };
+    const [, first, rest] = edge;
+    if (first === "health" && (rest === "live" || rest === "ready")) {
+      return { route: `health/${rest}` };
+    }
+    const route = EDGE_ROUTES[first] ?? "other";
     const named = route === "status" || route === "warm";
     return named && rest ? { route, repo: rest.replace(/\/+$/, "") } : { route };
   }
@@ -130,53 +95,60 @@ function counted(
   }, { highWaterMark: 0 });
 }
 
-const CONTEXTS = new WeakMap<Request, ProxyContext>();
-const NOTED = new WeakMap<Response, Notes>();
+/** A request's own context, in Hono's `c.var.scope`. */
+export interface RequestScope {
+  /** The shared context with this request's record and timed origin fetch. */
+  ctx: ProxyContext;
+  /** Its route label and repository ({@link routeOf}). */
+  route: string;
+  repo?: string;
+}
 
 /**
- * How many packfile URIs `response` (as the app returned it) handed out: a client given some is
- * in the middle of a clone and will download them next (the Deno server's drain waits for it).
+ * The app's Hono environment: `c.var.scope` the request's context; `c.env.record`, when the caller
+ * passes one, the record the request's handling writes (createApp's `handle` reads it back).
  */
-export function handedPackUris(response: Response): number {
-  return NOTED.get(response)?.packUris ?? 0;
+export interface EdgeEnv {
+  Bindings: { record?: RequestRecord } | undefined;
+  Variables: { scope: RequestScope };
 }
 
-/** The context the request's handlers use: its own noting metrics and timed origin fetch. */
-export function requestContext(request: Request, fallback: ProxyContext): ProxyContext {
-  return CONTEXTS.get(request) ?? fallback;
-}
-
-/** The middleware writing the `request` records (and giving each request its context). */
-export function requestLog(ctx: ProxyContext, log: Logger): MiddlewareHandler {
+/**
+ * The middleware giving each request its context ({@link RequestScope}) and writing its `request`
+ * record, and the request duration histogram, by route.
+ */
+export function requestLog(ctx: ProxyContext, log: Logger): MiddlewareHandler<EdgeEnv> {
   const { clock } = ctx.deps;
   return async (c, next) => {
     const start = clock.now();
+    const started = performance.now();
     const request = c.req.raw;
     const pathname = new URL(request.url).pathname;
     const { route, repo } = routeOf(pathname);
-    const notes: Notes = {};
+    const record: RequestRecord = c.env?.record ?? {};
     const originFetch = loggedOriginFetch(
       ctx.deps.originFetch,
       log,
       clock,
       { repo, for: "request" },
       (ms, status) => {
-        notes.originMs = (notes.originMs ?? 0) + ms;
-        notes.originStatus = status;
+        record.originMs = (record.originMs ?? 0) + ms;
+        record.originStatus = status;
       },
     );
-    CONTEXTS.set(request, {
-      ...ctx,
-      metrics: notingMetrics(ctx.metrics, notes),
-      deps: { ...ctx.deps, originFetch },
-    });
-    await next();
+    c.set("scope", { ctx: { ...ctx, record, deps: { ...ctx.deps, originFetch } }, route, repo });
+    try {
+      await next();
+    } finally {
+      // Each request is timed to its response's headers.
+      const seconds = (performance.now() - started) / 1000;
+      ctx.metrics.observe("gitedge_request_duration_seconds", seconds, { route });
+    }
     const res = c.res;
-    NOTED.set(res, notes);
     const emit = (bytes: number | undefined, outcome?: string) => {
-      // Nothing telling counted: the origin answered it as is, or the edge itself did.
-      const proxied = notes.originStatus !== undefined && !pathname.startsWith("/_edge/");
-      const action = notes.action ?? (proxied ? "proxied" : "edge");
+      // No outcome recorded: the origin answered it as is, or the edge itself did.
+      const proxied = record.originStatus !== undefined && !pathname.startsWith("/_edge/");
+      const action = record.action ?? (proxied ? "proxied" : "edge");
       log.log(level, "request", {
         method: request.method,
         route,
@@ -185,11 +157,11 @@ export function requestLog(ctx: ProxyContext, log: Logger): MiddlewareHandler {
         bytes,
         durationMs: clock.now() - start,
         action,
-        reason: notes.reason,
-        cache: notes.cache,
-        packUris: notes.packUris,
-        originMs: notes.originMs,
-        originStatus: notes.originStatus,
+        reason: record.reason,
+        cache: record.cache,
+        packUris: record.packUris,
+        originMs: record.originMs,
+        originStatus: record.originStatus,
         outcome,
       });
     };
@@ -206,6 +178,5 @@ export function requestLog(ctx: ProxyContext, log: Logger): MiddlewareHandler {
       return;
     }
     c.res = new Response(counted(res.body, emit), res);
-    NOTED.set(c.res, notes);
   };
 }

@@ -17,11 +17,8 @@ import type { RepoRef } from "../core/repo.ts";
 import type { Metrics } from "../core/metrics.ts";
 import type { PackStore } from "../../storage/store.ts";
 import type { RepoRecord, RepoRegistry } from "./repo_registry.ts";
-import { CACHE_PREFIX } from "../core/response_cache.ts";
+import { cachePrefix, REPOS_PREFIX as PREFIX, STATE_FILE as KEPT } from "../core/store_layout.ts";
 
-const PREFIX = "repos/";
-/** What eviction keeps of a repository: its build counters. */
-const KEPT = "state.json";
 /** A measurement of the store's use is reused for this long (metrics, the operator's page). */
 export const USAGE_TTL_MS = 30_000;
 /** Sweeps started by traffic (not by a build publishing) run at most this often. */
@@ -174,7 +171,7 @@ export class StoreEvictor {
           }
           // Its stored answers go too (cold as well): its next clone reaches the origin, which
           // starts the rebuild (an answer from the response cache starts none).
-          for (const obj of await store.list(`${CACHE_PREFIX}${id}/`)) await store.delete(obj.key);
+          for (const obj of await store.list(cachePrefix(id))) await store.delete(obj.key);
         } finally {
           registry.endEviction(record, id, freed > 0);
         }

@@ -14,6 +14,7 @@
  * credential fails there at once.
  */
 import { sha256 } from "@noble/hashes/sha2.js";
+import { toHex } from "../../git/object_id.ts";
 
 export class AuthMemo {
   readonly #maxEntries: number;
@@ -35,7 +36,7 @@ export class AuthMemo {
     input.set(salt);
     input.set(text, salt.length);
     const digest = sha256(input);
-    return Array.from(digest, (b) => b.toString(16).padStart(2, "0")).join("");
+    return toHex(digest);
   }
 
   /** Records that the origin accepted the credential behind `key` at `now` (ms). */

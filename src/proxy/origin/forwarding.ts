@@ -104,15 +104,6 @@ export async function forwardUploadPack(
 }
 
 /**
- * Runs `work` off the client's critical path: kept alive by the runtime's `waitUntil` where there
- * is one; a failure is logged, since no client waits for it.
- */
-export function inBackground(ctx: ProxyContext, work: Promise<unknown>): void {
-  const logged = work.catch((err) => console.error("gitedge: background work failed:", err));
-  ctx.deps.waitUntil?.(logged);
-}
-
-/**
  * Looks at the start of an upload-pack answer: `served` when the origin said 200 and began with
  * something other than an `ERR` packet (or nothing at all). `body` is the whole answer still.
  */

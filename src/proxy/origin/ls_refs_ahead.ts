@@ -15,14 +15,16 @@
  * Credentials stay in memory, keyed by the credential memo's salted hash. Bounded: at most
  * {@link MAX_ENTRIES} answers of at most {@link MAX_ANSWER_BYTES} each.
  */
+import { AGENT } from "../../version.ts";
 import type { RepoRef } from "../core/repo.ts";
 import type { LsRefsAheadHooks, ProxyContext } from "../core/context.ts";
 import { forwardHeaders } from "./origin.ts";
-import { fromOrigin, inBackground, noteOriginVerdict } from "./forwarding.ts";
+import { fromOrigin, noteOriginVerdict } from "./forwarding.ts";
 import type { Pkt, PktLineReader } from "../../git/pktline.ts";
 import { parseCommandRequest, serializeCommandRequest } from "../../git/command_request.ts";
 import { readPkts } from "./request_body.ts";
 import { UPLOAD_PACK_REQUEST_TYPE, UPLOAD_PACK_RESULT_TYPE } from "../../git/media_types.ts";
+import { inBackground } from "../core/deps.ts";
 
 /** An `info/refs` this soon after its client's `ls-refs` sends nothing ahead (ms). */
 const EARLY_MS = 500;
@@ -122,7 +124,7 @@ export class LsRefsAhead implements LsRefsAheadHooks {
       }
       return { status: res.status, contentType: res.headers.get("content-type"), bytes };
     })().catch(() => null);
-    inBackground(ctx, answer);
+    inBackground(ctx.deps, answer);
     this.#ahead.set(key, { at: now, request: learned.key, answer, clones: carried + 1 });
     while (this.#ahead.size > MAX_ENTRIES) this.#ahead.delete(this.#ahead.keys().next().value!);
   }
@@ -223,7 +225,7 @@ function withAgent(pkts: Pkt[]): Uint8Array {
   const req = parseCommandRequest(pkts);
   return serializeCommandRequest({
     command: req.command,
-    capabilities: ["agent=gitedge/0.1", ...req.capabilities.filter((c) => !c.startsWith("agent="))],
+    capabilities: [AGENT, ...req.capabilities.filter((c) => !c.startsWith("agent="))],
     args: req.args,
   });
 }

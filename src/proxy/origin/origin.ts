@@ -4,13 +4,15 @@
  */
 import type { OriginFetch } from "../core/deps.ts";
 import type { OriginAuth, RepoRef } from "../core/repo.ts";
-import { EdgeHttpError, replaceUrls } from "../core/errors.ts";
+import { EdgeHttpError } from "../core/errors.ts";
+import { replaceUrls } from "../../redact.ts";
 import { GitFormatError } from "../../git/errors.ts";
 import { PktLineReader } from "../../git/pktline.ts";
 import { capabilityValue, readCapabilityAdvertisement } from "../../git/capabilities.ts";
 import { serializeCommandRequest } from "../../git/command_request.ts";
 import { parseLsRefsLine } from "../../git/ls_refs.ts";
-import type { ObjectFormat } from "../../git/object_id.ts";
+import { hashLength, type ObjectFormat } from "../../git/object_id.ts";
+import { AGENT } from "../../version.ts";
 import { UPLOAD_PACK_REQUEST_TYPE, UPLOAD_PACK_RESULT_TYPE } from "../../git/media_types.ts";
 
 /**
@@ -253,8 +255,6 @@ async function headOfBody(res: Response, max: number): Promise<string> {
   }
 }
 
-const AGENT = "agent=gitedge/0.1";
-
 /** The origin's object format and the capability lines that say so. */
 export interface OriginFormat {
   format: ObjectFormat;
@@ -314,7 +314,7 @@ export async function listTips(
         if (pkt.type === "flush" || pkt.type === "response-end") break;
         if (pkt.type !== "data") continue;
         const line = parseLsRefsLine(new TextDecoder().decode(pkt.data).replace(/\n$/, ""));
-        if (line.oid && line.oid.length === (origin.format === "sha256" ? 64 : 40)) {
+        if (line.oid && line.oid.length === hashLength(origin.format) * 2) {
           tips[line.name] = line.oid;
         }
       }

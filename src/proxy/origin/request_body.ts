@@ -5,6 +5,7 @@
 import type { ProxyContext } from "../core/context.ts";
 import { ClientRequestError, RequestTooLargeError } from "../core/errors.ts";
 import { concat, type Pkt, PktLineReader, pktSpans, pktText } from "../../git/pktline.ts";
+import { isArg } from "../../git/command_request.ts";
 
 /** A request body being read for parsing. */
 export interface GuardedBody {
@@ -124,7 +125,10 @@ export async function readPkts(
   }
 }
 
-/** A request's bytes less its argument lines (after the delimiter) with `keyword`. */
+/**
+ * A request's bytes less its argument lines (after the delimiter) of argument `keyword`, the rest
+ * as sent (command_request.ts `withoutArgLines`: the same on parsed lines).
+ */
 export function withoutArg(request: Uint8Array, keyword: string): Uint8Array {
   const kept: Uint8Array[] = [];
   let args = false;
@@ -133,7 +137,7 @@ export function withoutArg(request: Uint8Array, keyword: string): Uint8Array {
     if (pkt.type === "delim") args = true;
     if (!args || pkt.type !== "data") continue;
     const line = pktText(pkt);
-    if (line === keyword || line.startsWith(`${keyword} `)) {
+    if (isArg(line, keyword)) {
       kept.push(request.subarray(from, start));
       from = end;
     }

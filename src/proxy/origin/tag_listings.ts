@@ -19,11 +19,11 @@
  */
 import type { RepoRef } from "../core/repo.ts";
 import type { ProxyContext, TagListingHooks } from "../core/context.ts";
-import { hex } from "../core/response_cache.ts";
 import { sha256 } from "@noble/hashes/sha2.js";
 import { parseCommandRequest } from "../../git/command_request.ts";
 import { type LsRefsArgs, parseLsRefsArgs } from "../../git/ls_refs.ts";
 import { parsePktLength, type Pkt } from "../../git/pktline.ts";
+import { toHex } from "../../git/object_id.ts";
 
 /** Credentials whose newest listing is kept (oldest dropped first). */
 export const MAX_ENTRIES = 256;
@@ -189,6 +189,6 @@ export class TagDigest {
     if (this.failed || !this.#done) return null;
     const hash = sha256.create();
     hash.update(new TextEncoder().encode([...this.#lines].sort().join("\n")));
-    return hex(hash.digest());
+    return toHex(hash.digest());
   }
 }

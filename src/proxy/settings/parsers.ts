@@ -2,7 +2,7 @@
  * The value parsers of settings: each turns a setting's text into its value or throws
  * {@link ConfigValueError} saying what it expected (never quoting the text: keys are secret).
  */
-import { redactCredentials } from "../core/log.ts";
+import { redactCredentials } from "../../redact.ts";
 /** A setting's text is not what the parser expected (the message never quotes it: keys are secret). */
 export class ConfigValueError extends Error {
   override name = "ConfigValueError";

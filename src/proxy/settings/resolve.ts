@@ -5,7 +5,7 @@
  * setting as it was given (never quoting a secret).
  */
 import type { EdgeConfig } from "../core/config.ts";
-import { redactCredentials } from "../core/log.ts";
+import { redactCredentials } from "../../redact.ts";
 import { ConfigValueError } from "./parsers.ts";
 import {
   appliesTo,

@@ -18,7 +18,7 @@ import {
   type SnapshotBuilderDeps,
 } from "./snapshot.ts";
 import type { Logger } from "../core/log.ts";
-import { publicMessage } from "../core/errors.ts";
+import { publicMessage } from "../../redact.ts";
 
 export class LoggingSnapshotBuilder extends SnapshotBuilder {
   readonly #log: Logger;

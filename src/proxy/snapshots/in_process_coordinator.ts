@@ -44,7 +44,7 @@ export class InProcessCoordinator implements SnapshotCoordinator {
         storage: new StoreSnapshotStorage(store, repo.id),
         builder,
         clock,
-        seedManifest: (r) => readManifest(store, r),
+        manifestInStore: (r) => readManifest(store, r),
         refreshMs: null,
         backoffMs: this.#deps.backoffMs,
         onBackgroundError: (r, err) => onError?.(r, err),

@@ -24,6 +24,7 @@ import { PktLineReader } from "../../git/pktline.ts";
 import { readFetchResponse } from "../../git/fetch_response.ts";
 import { packScanner, type PackSummary } from "../../git/pack_reader.ts";
 import { DEFAULT_SEGMENT_BYTES, segmentSink } from "../../storage/segments.ts";
+import { seedsPrefix } from "../core/store_layout.ts";
 
 /** The copy is dropped when the store is this far behind the client. */
 export const MAX_QUEUED_BYTES = 8 * 1024 * 1024;
@@ -36,11 +37,6 @@ export interface SeededPack {
   segmentBytes: number;
   /** Where the segments are (the adopting build deletes them when it ends). */
   prefix: string;
-}
-
-/** Where the seeds of the repository with id `repoId` are kept. */
-export function seedsPrefix(repoId: string): string {
-  return `repos/${repoId}/seeds/`;
 }
 
 /**

@@ -8,7 +8,7 @@ import type { Clock, ScheduleBasis, SnapshotStatus } from "../core/deps.ts";
 import type { Manifest } from "../core/manifest.ts";
 import type { OriginAuth, RepoRef } from "../core/repo.ts";
 import type { Metrics } from "../core/metrics.ts";
-import { publicMessage } from "../core/errors.ts";
+import { publicMessage } from "../../redact.ts";
 import type { BuildProgress, BuildState } from "./snapshot.ts";
 
 /** The storage this needs: a subset of Durable Object storage's API. */
@@ -72,7 +72,7 @@ export interface RepoSnapshotsOptions {
   storage: SnapshotStorage;
   clock: Clock;
   /** The manifest to start from when storage has none (the copy the builder left in the store). */
-  seedManifest: (repo: RepoRef) => Promise<Manifest | null>;
+  manifestInStore: (repo: RepoRef) => Promise<Manifest | null>;
   /** Refresh period for snapshots built without credentials; null disables refreshes. */
   refreshMs: number | null;
   /** Where failures of builds nobody awaits are reported. */
@@ -127,7 +127,8 @@ export interface SnapshotMeta {
   failedAt?: number | null;
 }
 
-interface Snapshot {
+/** A repository's state here: its build counters and the manifest of its published snapshot. */
+interface RepoState {
   meta: SnapshotMeta;
   manifest: Manifest | null;
 }
@@ -147,7 +148,7 @@ export class RepoMismatchError extends Error {
 /** Single-flight snapshot builds and durable snapshot state for one repository. */
 export class RepoSnapshots {
   readonly #deps: RepoSnapshotsDeps;
-  #snapshot: Promise<Snapshot> | null = null;
+  #state: Promise<RepoState> | null = null;
   #building: Promise<Manifest> | null = null;
   /** The builder when builds are carried across invocations (stepByAlarm), else null. */
   readonly #steps: StepBuilder | null;
@@ -287,23 +288,23 @@ export class RepoSnapshots {
   }
 
   async #runBuild(repo: RepoRef, auth: OriginAuth, fresh: boolean): Promise<Manifest> {
-    const snapshot = await this.#begun(repo);
+    const state = await this.#begun(repo);
     const before = this.#deps.subrequests?.() ?? 0;
     const startedAt = this.#deps.clock.now();
     let manifest: Manifest;
     try {
-      manifest = await this.#deps.builder.build(repo, auth, fresh ? null : snapshot.manifest);
+      manifest = await this.#deps.builder.build(repo, auth, fresh ? null : state.manifest);
     } catch (error) {
-      await this.#failed(snapshot, error);
+      await this.#failed(state, error);
       throw error;
     }
-    snapshot.meta.lastBuild = {
+    state.meta.lastBuild = {
       invocations: 1,
       maxSubrequests: (this.#deps.subrequests?.() ?? 0) - before,
       startedAt,
       finishedAt: this.#deps.clock.now(),
     };
-    await this.#publish(snapshot, manifest, Object.keys(auth.headers).length > 0);
+    await this.#publish(state, manifest, Object.keys(auth.headers).length > 0);
     return manifest;
   }
 
@@ -320,24 +321,24 @@ export class RepoSnapshots {
     first: PromiseWithResolvers<void>,
   ): Promise<Manifest> {
     const { storage, clock } = this.#deps;
-    const snapshot = await this.#begun(repo);
+    const state = await this.#begun(repo);
     const credentialed = Object.keys(auth.headers).length > 0;
     const before = this.#deps.subrequests?.() ?? 0;
     let progress: BuildProgress | undefined;
     let started: BuildState | undefined;
     try {
-      progress = await builder.begin(repo, auth, fresh ? null : snapshot.manifest);
+      progress = await builder.begin(repo, auth, fresh ? null : state.manifest);
       if ("state" in progress) {
         started = progress.state;
         progress = await builder.step(started, auth);
       }
     } catch (error) {
       if (started) await builder.abandon(started).catch(() => {});
-      await this.#failed(snapshot, error);
+      await this.#failed(state, error);
       throw error;
     }
     if ("done" in progress) {
-      await this.#publish(snapshot, progress.done, credentialed);
+      await this.#publish(state, progress.done, credentialed);
       first.resolve();
       return progress.done;
     }
@@ -375,7 +376,7 @@ export class RepoSnapshots {
   /** Runs one step of `pending` (in an alarm); arms the alarm for the next one. */
   async #runStep(builder: StepBuilder, pending: PendingBuild): Promise<void> {
     const { storage, clock } = this.#deps;
-    const snapshot = await this.#load(pending.state.repo);
+    const state = await this.#load(pending.state.repo);
     const before = this.#deps.subrequests?.() ?? 0;
     let progress: BuildProgress;
     try {
@@ -390,7 +391,7 @@ export class RepoSnapshots {
       }
       await builder.abandon(pending.state).catch(() => {});
       await storage.delete(BUILD_KEY);
-      await this.#failed(snapshot, error);
+      await this.#failed(state, error);
       this.#deps.onBackgroundError(pending.state.repo, error);
       this.#settle({ error });
       return;
@@ -403,9 +404,9 @@ export class RepoSnapshots {
     );
     if ("done" in progress) {
       stats.finishedAt = clock.now();
-      snapshot.meta.lastBuild = stats;
+      state.meta.lastBuild = stats;
       await storage.delete(BUILD_KEY);
-      await this.#publish(snapshot, progress.done, pending.credentialed);
+      await this.#publish(state, progress.done, pending.credentialed);
       this.#settle({ manifest: progress.done });
       return;
     }
@@ -414,41 +415,41 @@ export class RepoSnapshots {
   }
 
   /** Counts a build that starts. */
-  async #begun(repo: RepoRef): Promise<Snapshot> {
-    const snapshot = await this.#load(repo);
-    snapshot.meta.builds++;
+  async #begun(repo: RepoRef): Promise<RepoState> {
+    const state = await this.#load(repo);
+    state.meta.builds++;
     this.#deps.metrics?.inc("gitedge_snapshot_builds_total");
-    await this.#deps.storage.put(META_KEY, snapshot.meta);
-    return snapshot;
+    await this.#deps.storage.put(META_KEY, state.meta);
+    return state;
   }
 
-  async #failed(snapshot: Snapshot, error: unknown): Promise<void> {
+  async #failed(state: RepoState, error: unknown): Promise<void> {
     this.#deps.metrics?.inc("gitedge_snapshot_build_failures_total");
-    snapshot.meta.lastError = publicMessage(error);
-    snapshot.meta.failures = (snapshot.meta.failures ?? 0) + 1;
-    snapshot.meta.failedAt = this.#deps.clock.now();
-    await this.#deps.storage.put(META_KEY, snapshot.meta);
+    state.meta.lastError = publicMessage(error);
+    state.meta.failures = (state.meta.failures ?? 0) + 1;
+    state.meta.failedAt = this.#deps.clock.now();
+    await this.#deps.storage.put(META_KEY, state.meta);
   }
 
-  async #publish(snapshot: Snapshot, manifest: Manifest, credentialed: boolean): Promise<void> {
+  async #publish(state: RepoState, manifest: Manifest, credentialed: boolean): Promise<void> {
     const { storage, clock, refreshMs } = this.#deps;
-    snapshot.manifest = manifest;
-    snapshot.meta.lastError = null;
-    snapshot.meta.failures = 0;
-    snapshot.meta.failedAt = null;
+    state.manifest = manifest;
+    state.meta.lastError = null;
+    state.meta.failures = 0;
+    state.meta.failedAt = null;
     await storage.put<SnapshotMeta | Manifest>({
-      [META_KEY]: snapshot.meta,
+      [META_KEY]: state.meta,
       [MANIFEST_KEY]: manifest,
     });
     if (refreshMs !== null && !credentialed) await storage.setAlarm(clock.now() + refreshMs);
-    const last = snapshot.meta.lastBuild;
+    const last = state.meta.lastBuild;
     if (last?.finishedAt !== undefined) {
       this.#deps.metrics?.observe(
         "gitedge_snapshot_build_duration_seconds",
         (last.finishedAt - last.startedAt) / 1000,
       );
     }
-    this.#deps.onPublished?.(snapshot.meta.repo, manifest);
+    this.#deps.onPublished?.(state.meta.repo, manifest);
   }
 
   /**
@@ -463,22 +464,22 @@ export class RepoSnapshots {
   }
 
   /** The state, read from storage once per instance and cached; checks the repository. */
-  async #load(repo: RepoRef): Promise<Snapshot> {
-    this.#snapshot ??= this.#read(repo).catch((error) => {
-      this.#snapshot = null;
+  async #load(repo: RepoRef): Promise<RepoState> {
+    this.#state ??= this.#read(repo).catch((error) => {
+      this.#state = null;
       throw error;
     });
-    const snapshot = await this.#snapshot;
-    if (snapshot.meta.repo.id !== repo.id) {
-      throw new RepoMismatchError(snapshot.meta.repo.id, repo.id);
+    const state = await this.#state;
+    if (state.meta.repo.id !== repo.id) {
+      throw new RepoMismatchError(state.meta.repo.id, repo.id);
     }
-    return snapshot;
+    return state;
   }
 
-  async #read(repo: RepoRef): Promise<Snapshot> {
-    const { storage, seedManifest } = this.#deps;
+  async #read(repo: RepoRef): Promise<RepoState> {
+    const { storage, manifestInStore } = this.#deps;
     const meta = await storage.get<SnapshotMeta>(META_KEY) ?? { repo, builds: 0, lastError: null };
-    const manifest = await storage.get<Manifest>(MANIFEST_KEY) ?? await seedManifest(repo);
+    const manifest = await storage.get<Manifest>(MANIFEST_KEY) ?? await manifestInStore(repo);
     return { meta, manifest };
   }
 }

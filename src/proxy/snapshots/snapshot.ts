@@ -10,13 +10,10 @@
  */
 import type { Clock, OriginFetch } from "../core/deps.ts";
 import {
-  indexKeyOf,
   type LayerMeta,
   type Manifest,
-  manifestKey,
   manifestPacks,
   type PackIndexRef,
-  packKey,
   type SnapshotPack,
 } from "../core/manifest.ts";
 import type { OriginAuth, RepoRef } from "../core/repo.ts";
@@ -37,7 +34,15 @@ import {
   readingOrigin,
 } from "../origin/origin.ts";
 import type { ObjectFormat } from "../../git/object_id.ts";
-import { type PackSeeds, seedsPrefix } from "./pack_seeds.ts";
+import type { PackSeeds } from "./pack_seeds.ts";
+import {
+  indexKeyOf,
+  manifestKey,
+  packKey,
+  repoPrefix,
+  seedsPrefix,
+  tmpPrefix,
+} from "../core/store_layout.ts";
 import { DEFAULT_SEGMENT_BYTES, segmentSink, segmentSource } from "../../storage/segments.ts";
 
 export interface SnapshotBuilderDeps {
@@ -139,11 +144,6 @@ function packPrefix(repo: RepoRef): string {
   return packKey(repo.id, "");
 }
 
-/** Temporary objects of unfinished builds (any build when `buildId` is absent). */
-function tmpPrefix(repo: RepoRef, buildId?: string): string {
-  return buildId === undefined ? `repos/${repo.id}/tmp/` : `repos/${repo.id}/tmp/${buildId}/`;
-}
-
 export class SnapshotBuilder {
   readonly #deps: Required<Omit<SnapshotBuilderDeps, "buildIndex" | "seeds">>;
   readonly #buildIndex: PackIndexBuilder | undefined;
@@ -205,7 +205,7 @@ export class SnapshotBuilder {
       await this.#seeds?.discard(repo.id);
       return { done: previous };
     }
-    await this.#deleteUnder(tmpPrefix(repo));
+    await this.#deleteUnder(tmpPrefix(repo.id));
     // An empty repository (no branches or tags) gets an empty snapshot: nothing to hand out.
     const wants = unique(Object.values(tips));
     const incremental = previous !== null && previous.layers.length < this.#deps.maxLayers &&
@@ -246,7 +246,7 @@ export class SnapshotBuilder {
 
   /** Removes everything an unfinished build wrote (its temporary objects and packs). */
   async abandon(state: BuildState): Promise<void> {
-    await this.#deleteUnder(tmpPrefix(state.repo, state.id));
+    await this.#deleteUnder(tmpPrefix(state.repo.id, state.id));
     if (state.pack?.segmentPrefix) await this.#deleteUnder(state.pack.segmentPrefix);
     await this.#deleteUnder(`${packPrefix(state.repo)}${state.id}-`);
   }
@@ -298,7 +298,7 @@ export class SnapshotBuilder {
     );
     const cutoff = this.#deps.clock.now() - this.#deps.graceMs;
     const { store } = this.#deps;
-    let deleted = await store.sweepIncomplete?.(`repos/${repo.id}/`, cutoff) ?? 0;
+    let deleted = await store.sweepIncomplete?.(repoPrefix(repo.id), cutoff) ?? 0;
     for (const obj of await store.list(packPrefix(repo))) {
       if (!keep.has(obj.key) && obj.modified < cutoff) {
         await store.delete(obj.key);
@@ -308,7 +308,10 @@ export class SnapshotBuilder {
     // Temporary objects of builds that never finished (the process died): builds are
     // single-flight, so at publication every other build's are orphans; and old seeds.
     for (
-      const obj of [...await store.list(tmpPrefix(repo)), ...await store.list(seedsPrefix(repo.id))]
+      const obj of [
+        ...await store.list(tmpPrefix(repo.id)),
+        ...await store.list(seedsPrefix(repo.id)),
+      ]
     ) {
       if (obj.modified < cutoff) {
         await store.delete(obj.key);
@@ -353,7 +356,7 @@ export class SnapshotBuilder {
     const res = await postUploadPack(this.#deps.originFetch, repo, auth, body);
     const reader = new PktLineReader(res.body!);
     const { store, segmentBytes } = this.#deps;
-    const tmp = tmpPrefix(repo, state.id);
+    const tmp = tmpPrefix(repo.id, state.id);
     const url = `${repo.originUrl}/git-upload-pack`;
     let received;
     try {
@@ -387,7 +390,7 @@ export class SnapshotBuilder {
     where: { segmentBytes: number; segmentPrefix?: string },
   ): Promise<BuildState> {
     const { store } = this.#deps;
-    const tmp = tmpPrefix(state.repo, state.id);
+    const tmp = tmpPrefix(state.repo.id, state.id);
     const { segmentBytes, segmentPrefix } = where;
     if (summary.objects === 0) {
       if (segmentPrefix) await this.#deleteUnder(segmentPrefix);
@@ -430,7 +433,7 @@ export class SnapshotBuilder {
     const whole = opts.allParts === true && first === 0;
     const parts = whole ? pack.parts.map((_, i) => i) : [first];
     const { store } = this.#deps;
-    const tmp = tmpPrefix(state.repo, state.id);
+    const tmp = tmpPrefix(state.repo.id, state.id);
     const load = async (name: string, bytesPer: number) => {
       const bytes = await getBytes(store, `${tmp}${name}`);
       if (!bytes || bytes.byteLength !== pack.objects * bytesPer) {
@@ -529,10 +532,10 @@ export class SnapshotBuilder {
     };
     await putBytes(
       this.#deps.store,
-      manifestKey(state.repo),
+      manifestKey(state.repo.id),
       new TextEncoder().encode(JSON.stringify(manifest)),
     );
-    await this.#deleteUnder(tmpPrefix(state.repo, state.id));
+    await this.#deleteUnder(tmpPrefix(state.repo.id, state.id));
     if (state.pack?.segmentPrefix) await this.#deleteUnder(state.pack.segmentPrefix);
     // A seed no build took (it came while this one ran) is of no use now.
     await this.#seeds?.discard(state.repo.id);

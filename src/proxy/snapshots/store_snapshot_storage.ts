@@ -6,11 +6,7 @@
  */
 import { getBytes, type PackStore, putBytes } from "../../storage/store.ts";
 import { MemorySnapshotStorage, META_KEY, type SnapshotStorage } from "./repo_snapshots.ts";
-
-/** Where the snapshot counters of the repository with id `repoId` live in the store. */
-export function stateKey(repoId: string): string {
-  return `repos/${repoId}/state.json`;
-}
+import { stateKey } from "../core/store_layout.ts";
 
 export class StoreSnapshotStorage implements SnapshotStorage {
   readonly #memory = new MemorySnapshotStorage();

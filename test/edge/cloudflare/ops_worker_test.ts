@@ -81,7 +81,7 @@ Deno.test({ name: "Worker: health and the log", ...MINIFLARE_LEAKS }, async (t) 
     assert(typeof fetchRecord.durationMs === "number" && typeof fetchRecord.bytes === "number");
     assert(typeof fetchRecord.time === "string" && !isNaN(Date.parse(fetchRecord.time as string)));
     assert((fetchRecord.packUris as number) > 0, JSON.stringify(fetchRecord));
-    await eventually(lines, (r) => r.event === "request" && r.route === "packs", "pack download");
+    await eventually(lines, (r) => r.event === "request" && r.route === "pack", "pack download");
     await eventually(lines, (r) => r.event === "build.start" && r.repo === "r.git", "build.start");
     await eventually(lines, (r) => r.event === "build.step" && r.step === "fetch", "fetch step");
     const finish = await eventually(lines, (r) => r.event === "build.finish", "build.finish");

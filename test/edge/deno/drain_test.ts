@@ -133,7 +133,7 @@ Deno.test("SIGTERM mid-clone: a stock git clone fetching its packs by URI comple
   // each by a new connection.
   await logged(
     edge,
-    (r) => r.event === "request" && r.route === "packs",
+    (r) => r.event === "request" && r.route === "pack",
     "the clone's first pack download",
     seen,
   );
@@ -150,7 +150,7 @@ Deno.test("SIGTERM mid-clone: a stock git clone fetching its packs by URI comple
   assert(drainAt >= 0, "the drain started");
   const pending = all[drainAt].cloning as number;
   assert(pending >= 1 && pending <= 3, `its packs still to come: ${JSON.stringify(all[drainAt])}`);
-  const packsAfter = all.slice(drainAt).filter((r) => r.event === "request" && r.route === "packs");
+  const packsAfter = all.slice(drainAt).filter((r) => r.event === "request" && r.route === "pack");
   assert(packsAfter.length >= 1, "packs were downloaded during the drain");
   assert(packsAfter.every((r) => r.status === 200), JSON.stringify(packsAfter));
 });

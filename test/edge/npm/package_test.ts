@@ -14,7 +14,7 @@ import { startServeProcess } from "../../support/serve_process.ts";
 import { startDenoEdge } from "../../../edge/deno/server.ts";
 import { URI_CLONE, warm } from "../../proxy/edge_suite.ts";
 import { buildNpmPackage } from "../../../edge/npm/build.ts";
-import { VERSION } from "../../../src/client/version.ts";
+import { VERSION } from "../../../src/version.ts";
 
 const CI = new URL("../../../edge/ci/", import.meta.url).pathname;
 

@@ -1,8 +1,8 @@
 import {
+  CacheFills,
   cacheKey,
   completeResponseCheck,
   keyedByTags,
-  ResponseCache,
   uncacheable,
 } from "../../../src/proxy/core/response_cache.ts";
 import { emptyFetchArgs, type FetchArgs } from "../../../src/git/fetch_request.ts";
@@ -145,11 +145,11 @@ Deno.test("completeResponseCheck: only complete, successful fetch answers pass",
   assert(/larger than/.test(await checks(complete, 40)), "size limit");
 });
 
-Deno.test("ResponseCache: single-flight claims, incomplete answers stored nowhere, eviction", async () => {
+Deno.test("CacheFills: single-flight claims, incomplete answers stored nowhere, eviction", async () => {
   await using dir = await tempDir();
   const store = new FsPackStore(dir.path);
   const metrics = new Metrics();
-  const cache = new ResponseCache();
+  const cache = new CacheFills();
   const opts = { maxBytes: complete.length * 4 + 10 };
 
   const claim = cache.claim("cache/r/a.resp");

@@ -1,5 +1,10 @@
 import { emptyFetchArgs, type FetchArgs } from "../../../src/git/fetch_request.ts";
-import { coversSnapshot, rewriteDecision } from "../../../src/proxy/fetch/eligibility.ts";
+import {
+  classifyFetch,
+  coversSnapshot,
+  rewriteDecision,
+  type SnapshotView,
+} from "../../../src/proxy/fetch/eligibility.ts";
 import { assertEquals } from "../../support/assert.ts";
 
 const oid = (c: string) => c.repeat(40);
@@ -8,6 +13,12 @@ const tips = {
   "refs/heads/feature": oid("b"),
   "refs/tags/v1": oid("c"),
 };
+
+/** The decision for a fetch with `args` on an edge whose public URL has `scheme`. */
+function decide(args: FetchArgs, scheme: string, view: SnapshotView | null) {
+  const req = { command: "fetch", capabilities: [], args: [] };
+  return rewriteDecision(classifyFetch(req, args, scheme), args.wants, view);
+}
 
 function fetchOf(wants: string[], more: Partial<FetchArgs> = {}): FetchArgs {
   return { ...emptyFetchArgs(), wants, packfileUris: ["https"], ...more };
@@ -37,9 +48,9 @@ Deno.test("eligibility: the snapshot must hold nothing the fetch did not ask for
 Deno.test("eligibility: request checks, then the snapshot; refresh when wants are unknown", () => {
   const all = [oid("a"), oid("b"), oid("c")];
   const view = { tips, packs: 2, missingPack: false };
-  assertEquals(rewriteDecision(fetchOf(all), "https", view), { reason: null, refresh: false });
+  assertEquals(decide(fetchOf(all), "https", view), { reason: null, refresh: false });
   assertEquals(
-    rewriteDecision(fetchOf(all), "http", view).reason,
+    decide(fetchOf(all), "http", view).reason,
     "client did not ask for packfile-uris",
   );
   const shallow: Partial<FetchArgs>[] = [
@@ -50,32 +61,32 @@ Deno.test("eligibility: request checks, then the snapshot; refresh when wants ar
   ];
   for (const more of shallow) {
     assertEquals(
-      rewriteDecision(fetchOf(all, more), "https", view).reason,
+      decide(fetchOf(all, more), "https", view).reason,
       "shallow",
       JSON.stringify(more),
     );
   }
   assertEquals(
-    rewriteDecision(fetchOf(all, { filter: "blob:none" }), "https", view).reason,
+    decide(fetchOf(all, { filter: "blob:none" }), "https", view).reason,
     "partial clone",
   );
   assertEquals(
-    rewriteDecision(fetchOf(all, { haves: [oid("e")] }), "https", view).reason,
+    decide(fetchOf(all, { haves: [oid("e")] }), "https", view).reason,
     "incremental fetch",
   );
-  assertEquals(rewriteDecision(fetchOf([oid("a")]), "https", view), {
+  assertEquals(decide(fetchOf([oid("a")]), "https", view), {
     reason: "wants part of the snapshot",
     refresh: false,
   });
-  assertEquals(rewriteDecision(fetchOf(all), "https", null), {
+  assertEquals(decide(fetchOf(all), "https", null), {
     reason: "no snapshot",
     refresh: true,
   });
-  assertEquals(rewriteDecision(fetchOf(all), "https", { ...view, missingPack: true }), {
+  assertEquals(decide(fetchOf(all), "https", { ...view, missingPack: true }), {
     reason: "snapshot pack missing",
     refresh: true,
   });
-  assertEquals(rewriteDecision(fetchOf([oid("d"), oid("b"), oid("c")]), "https", view), {
+  assertEquals(decide(fetchOf([oid("d"), oid("b"), oid("c")]), "https", view), {
     reason: null,
     refresh: true,
   });

@@ -13,6 +13,7 @@ import {
   type SnapshotLookup,
   wantsSnapshot,
 } from "../../../src/proxy/fetch/fetch_plan.ts";
+import { classifyFetch } from "../../../src/proxy/fetch/eligibility.ts";
 import { assertEquals } from "../../support/assert.ts";
 
 const oid = (c: string) => c.repeat(40);
@@ -32,6 +33,7 @@ const MANIFEST: Manifest = {
   layers: [[pack("1")], [pack("2")]],
   builtAt: BUILT,
 };
+const SHA256_MANIFEST: Manifest = { ...MANIFEST, objectFormat: "sha256" };
 const ALL = [oid("a"), oid("b"), oid("c")];
 const READY: SnapshotLookup = { manifest: MANIFEST, missingPack: false };
 const BROKEN: SnapshotLookup = { manifest: MANIFEST, missingPack: true };
@@ -56,7 +58,7 @@ function clone(more: Partial<FetchArgs> = {}): FetchArgs {
 
 function inputs(
   args: FetchArgs,
-  more: Partial<FetchInputs> = {},
+  { scheme = "https", ...more }: Partial<FetchInputs> & { scheme?: string } = {},
   caps: string[] = [],
 ): FetchInputs {
   const req: CommandRequest = {
@@ -64,13 +66,12 @@ function inputs(
     capabilities: ["agent=git/2.39.5", ...caps],
     args: serializeFetchArgs(args),
   };
+  const fetch = classifyFetch(req, args, scheme);
   return {
     req,
     args,
-    scheme: "https",
-    snapshot: wantsSnapshot(args, more.scheme ?? "https", more.snapshotPlainClones)
-      ? READY
-      : NO_SNAPSHOT,
+    fetch,
+    snapshot: wantsSnapshot(fetch, more.snapshotPlainClones) ? READY : NO_SNAPSHOT,
     originAdvertisesUris: false,
     recentlyAuthorised: false,
     responseCacheOn: false,
@@ -213,6 +214,19 @@ const TABLE: [string, FetchInputs, FetchPlan][] = [
       action: "rewrite",
       manifest: MANIFEST,
       originArgs: REWRITTEN(clone()),
+    },
+  ],
+  [
+    "sha256 request of a SHA-256 snapshot: answered (in its object format)",
+    inputs(clone(), {
+      recentlyAuthorised: true,
+      snapshot: { manifest: SHA256_MANIFEST, missingPack: false },
+    }, ["object-format=sha256"]),
+    {
+      passthrough: null,
+      build: null,
+      action: "answer-from-snapshot",
+      manifest: SHA256_MANIFEST,
     },
   ],
   [
@@ -392,13 +406,15 @@ Deno.test("fetch plan: every branch of the decision, by table", () => {
 });
 
 Deno.test("fetch plan: the snapshot is looked up only for requests that may get URIs", () => {
-  assertEquals(wantsSnapshot(clone(), "https"), true);
-  assertEquals(wantsSnapshot(clone(), "http"), false);
-  assertEquals(wantsSnapshot(clone({ filter: "tree:0" }), "https"), false);
+  const looksUp = (args: FetchArgs, scheme: string, plainClones?: boolean) =>
+    wantsSnapshot(inputs(args, { scheme }).fetch, plainClones);
+  assertEquals(looksUp(clone(), "https"), true);
+  assertEquals(looksUp(clone(), "http"), false);
+  assertEquals(looksUp(clone({ filter: "tree:0" }), "https"), false);
   // A plain full clone is looked up only with streaming from the snapshot on.
-  assertEquals(wantsSnapshot(clone({ packfileUris: null }), "https"), false);
-  assertEquals(wantsSnapshot(clone({ packfileUris: null }), "https", true), true);
-  assertEquals(wantsSnapshot(clone({ packfileUris: null, deepen: 1 }), "https", true), false);
+  assertEquals(looksUp(clone({ packfileUris: null }), "https"), false);
+  assertEquals(looksUp(clone({ packfileUris: null }), "https", true), true);
+  assertEquals(looksUp(clone({ packfileUris: null, deepen: 1 }), "https", true), false);
   // Not looked up means no snapshot, and nothing is built for such a request.
   const plan = planFetch(inputs(clone({ filter: "tree:0" }), { snapshot: NO_SNAPSHOT }));
   assertEquals(plan.build, null);

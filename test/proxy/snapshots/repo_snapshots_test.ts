@@ -55,7 +55,7 @@ function setup(storage = new AlarmStorage(), refreshMs: number | null = null) {
     storage,
     builder,
     clock: { now: () => 5_000 },
-    seedManifest: () => Promise.resolve(null),
+    manifestInStore: () => Promise.resolve(null),
     refreshMs,
     onBackgroundError: (_repo, error) => backgroundErrors.push(error),
   });

@@ -61,7 +61,7 @@ Deno.test("gitedge serve's log: settings, a record per request, the build's life
     assertEquals(passed?.reason, "no snapshot", JSON.stringify(passed));
     const answered = requests.find((r) => r.action === "answered" || r.action === "rewrote");
     assert(answered && answered.packUris > 0 && answered.bytes > 0, JSON.stringify(answered));
-    const packs = requests.filter((r) => r.route === "packs");
+    const packs = requests.filter((r) => r.route === "pack");
     assert(packs.length > 0 && packs.every((r) => r.status === 200 && r.bytes > 0));
     const steps = records().filter((r) => r.event === "build.step").map((r) => r.step);
     for (const step of ["begin", "fetch", "split", "publish"]) {

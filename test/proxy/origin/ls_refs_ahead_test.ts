@@ -10,7 +10,7 @@ import { startOrigin } from "../../support/origin.ts";
 import { addCommits, assertSameClone, makeRepo, refsOf } from "../../support/fixtures.ts";
 import { denoEdgeFactory } from "../../support/edge.ts";
 import { modernGit } from "../../support/git_builds.ts";
-import { URI_CLONE, warm } from "../../proxy/edge_suite.ts";
+import { URI_CLONE, warm } from "../edge_suite.ts";
 import { encodePkts } from "../../../src/git/pktline.ts";
 
 const REPO = "r.git";

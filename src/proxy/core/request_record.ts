@@ -1,0 +1,78 @@
+/**
+ * What the edge did with one request, recorded where it was done: each outcome of a request's
+ * handling ({@link Outcome}) is written once, by {@link recordOutcome}, into the counters and into
+ * the request's {@link RequestRecord}, from which the access log writes its line and the Deno
+ * server's drain learns that a client was handed pack URIs.
+ */
+import type { Metrics } from "./metrics.ts";
+
+/** One request's record (the access log's `action`, `reason`, `cache`, `packUris`, origin time). */
+export interface RequestRecord {
+  /** What the edge did: `answered`, `rewrote`, `cache-hit`, `cache-miss`, `passthrough`, `pack`. */
+  action?: string;
+  /** Why a fetch got no packfile URIs. */
+  reason?: string;
+  /** The response cache's answer: `hit` or `miss`. */
+  cache?: string;
+  /** Packfile URIs handed out (a client given some downloads them next). */
+  packUris?: number;
+  /** Until the origin's headers, summed over the request's origin calls. */
+  originMs?: number;
+  /** The last origin call's status. */
+  originStatus?: number;
+}
+
+/** An outcome of a request's handling. */
+export type Outcome =
+  /** A fetch got no packfile URIs, for `reason`. */
+  | { action: "passthrough"; reason: string }
+  /** A fetch answered by the edge alone, or rewritten: `packUris` handed out. */
+  | { action: "answered" | "rewrote"; packUris: number }
+  /** A fetch answered from the response cache, or sent to the origin through it. */
+  | { action: "cache-hit" | "cache-miss" }
+  /** `bytes` of stored snapshot packs handed out (a pack or bundle download, a streamed clone). */
+  | { action: "pack"; bytes: number };
+
+/**
+ * Writes `outcome` into the counters and into the request's `record` (absent outside a request).
+ * An outcome later in a request names its action, but for a cache miss after a passthrough (the
+ * passthrough tells more).
+ */
+export function recordOutcome(
+  ctx: { metrics: Metrics; record?: RequestRecord },
+  outcome: Outcome,
+): void {
+  const { metrics } = ctx;
+  const record = ctx.record ?? {};
+  switch (outcome.action) {
+    case "passthrough":
+      metrics.inc("gitedge_fetch_passthrough_total", 1, { reason: outcome.reason });
+      record.action = "passthrough";
+      record.reason = outcome.reason;
+      return;
+    case "answered":
+    case "rewrote":
+      metrics.inc(
+        outcome.action === "answered"
+          ? "gitedge_fetch_answered_total"
+          : "gitedge_fetch_rewrites_total",
+      );
+      metrics.inc("gitedge_packfile_uris_total", outcome.packUris);
+      record.action = outcome.action;
+      record.packUris = (record.packUris ?? 0) + outcome.packUris;
+      return;
+    case "cache-hit":
+    case "cache-miss":
+      metrics.inc("gitedge_response_cache_total", 1, {
+        result: outcome.action === "cache-hit" ? "hit" : "miss",
+      });
+      record.cache = outcome.action === "cache-hit" ? "hit" : "miss";
+      if (outcome.action === "cache-hit") record.action = outcome.action;
+      else record.action ??= outcome.action;
+      return;
+    case "pack":
+      metrics.inc("gitedge_cache_bytes_total", outcome.bytes);
+      record.action = "pack";
+      return;
+  }
+}
