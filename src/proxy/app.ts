@@ -32,6 +32,10 @@ import { RepoRegistry } from "./ops/repo_registry.ts";
 import { StoreEvictor } from "./ops/store_eviction.ts";
 import { overview, renderPage, statusJson } from "./ops/operator_page.ts";
 import { repoFamilies, storeFamilies } from "./ops/repo_metrics.ts";
+import { LFS_OBJECT_ROUTE, splitLfsPath } from "./lfs/lfs_urls.ts";
+import { handleLfsObjectGet, LfsState } from "./lfs/lfs_objects.ts";
+import { handleLfsBatch, handleLfsPassThrough } from "./lfs/lfs_api.ts";
+import { lfsError } from "./lfs/lfs_origin.ts";
 
 export interface EdgeApp {
   app: Hono;
@@ -41,6 +45,8 @@ export interface EdgeApp {
   registry: RepoRegistry;
   /** Keeps the store under `storeMaxBytes` (sweep it after a build publishes). */
   evictor: StoreEvictor;
+  /** LFS grants, fills and pins of this process or isolate. */
+  lfs: LfsState;
 }
 
 /** Repositories the operator's page checks with the origin for a caller without admin token. */
@@ -63,6 +69,8 @@ export function createApp(
     tagListings?: TagListings;
     registry?: RepoRegistry;
     evictor?: StoreEvictor;
+    /** LFS grants, fills and pins (per process or isolate). */
+    lfs?: LfsState;
   } = {},
 ): EdgeApp {
   // Defaults are filled in once, here: the routes read the config as resolved.
@@ -100,6 +108,7 @@ export function createApp(
   const app = new Hono();
   const log = deps.log ?? SILENT_LOGGER;
   const storeProbe = opts.storeProbe ?? new StoreProbe();
+  const lfs = opts.lfs ?? new LfsState();
   const background = (work: Promise<unknown>) => {
     const logged = work.catch((err) => log.log("error", "background.failed", { error: err }));
     deps.waitUntil?.(logged);
@@ -140,6 +149,12 @@ export function createApp(
     metrics.inc("gitedge_requests_total", 1, { route: "pack" });
     const rctx = requestContext(c.req.raw, ctx);
     return handlePackGet(rctx, c.req.raw, c.req.param("id"), c.req.param("file"));
+  });
+
+  app.on(["GET", "HEAD"], LFS_OBJECT_ROUTE, (c) => {
+    metrics.inc("gitedge_requests_total", 1, { route: "lfs-object" });
+    const rctx = requestContext(c.req.raw, ctx);
+    return handleLfsObjectGet(rctx, lfs, c.req.raw, c.req.param("id"), c.req.param("oid"));
   });
 
   // Status names a repository's tips, warm spends origin work. With an admin token configured,
@@ -241,6 +256,19 @@ export function createApp(
 
   app.all("*", async (c) => {
     const url = new URL(c.req.url);
+    const lfsPath = splitLfsPath(url.pathname);
+    if (lfsPath) {
+      const repo = resolveRepo(lfsPath.path, deps.config);
+      metrics.inc("gitedge_requests_total", 1, { route: "lfs" });
+      const rctx = requestContext(c.req.raw, ctx);
+      if (!LFS_REST.test(lfsPath.rest) || lfsPath.rest.split("/").some((s) => /^\.+$/.test(s))) {
+        return lfsError(404, "not a Git LFS API path");
+      }
+      if (lfsPath.rest === "objects/batch" && c.req.method === "POST") {
+        return await handleLfsBatch(rctx, lfs, c.req.raw, repo, url);
+      }
+      return await handleLfsPassThrough(rctx, c.req.raw, repo, lfsPath.rest, url);
+    }
     const split = splitGitPath(url.pathname);
     if (!split) return c.text("gitedge: not a Git smart-HTTP path\n", 404);
     const repo = resolveRepo(split.path, deps.config);
@@ -275,12 +303,17 @@ export function createApp(
       if (sweep) background(sweep);
     }
   };
-  return { app, fetch, metrics, registry, evictor };
+  return { app, fetch, metrics, registry, evictor, lfs };
 }
+
+/** What may follow `info/lfs/` (the LFS API's paths: `objects/batch`, `locks/<id>/unlock`). */
+const LFS_REST = /^([A-Za-z0-9._-]+(\/[A-Za-z0-9._-]+)*)?$/;
 
 /** The route label of a request path (a bounded set). */
 function routeOf(pathname: string): string {
   if (pathname.startsWith("/_edge/packs/")) return "pack";
+  if (pathname.startsWith("/_edge/lfs/")) return "lfs-object";
+  if (splitLfsPath(pathname)) return "lfs";
   if (pathname === "/_edge" || pathname === "/_edge/") return "page";
   const edge = /^\/_edge\/(metrics|status|warm|repos)(\/|$)/.exec(pathname);
   if (edge) return edge[1];

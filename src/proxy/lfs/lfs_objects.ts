@@ -1,0 +1,267 @@
+/**
+ * Serving LFS objects: `GET|HEAD /_edge/lfs/<repo id>/<oid>?r=…&size=…&c=…&exp=…&sig=…`, the URLs
+ * the batch answers hand out (`lfs_api.ts`). Only signed, unexpired URLs are served.
+ *
+ * An object in the store is served from it (Range, immutable caching). One that is not is fetched
+ * from the origin's download href once (single-flight in this process: concurrent requests wait
+ * for the fill and are served from the store), streamed to the client as it arrives while its
+ * SHA-256 and size are checked, and stored only if both match: the store's `put` publishes only a
+ * body that ended cleanly, and the check errors the body before its end otherwise, so neither the
+ * store nor the client is left with a wrong object under its name (the client's answer breaks off).
+ *
+ * Across processes (the Worker's isolates) fills are not joined: two isolates missing the same
+ * object at once both fetch it from the origin, and both writes are the same verified bytes (the
+ * later one replaces the earlier atomically). The bound is one origin download per isolate that
+ * misses during a fill.
+ */
+import { sha256 } from "@noble/hashes/sha2.js";
+import type { ProxyContext } from "../core/context.ts";
+import { resolveRepo } from "../core/repo.ts";
+import { edgeHttpError } from "../core/errors.ts";
+import { callOrigin } from "../origin/origin.ts";
+import { rangedFromStore, signedRequest, text } from "../downloads/pack_routes.ts";
+import { LfsGrants, type OriginAction } from "./lfs_grants.ts";
+import {
+  BatchAnswerError,
+  grantedObjects,
+  lfsForwardHeaders,
+  MAX_BATCH_ANSWER_BYTES,
+  originBatch,
+  readBounded,
+} from "./lfs_origin.ts";
+import { callerTag, lfsObjectKey, type LfsUrlVerdict, verifyLfsUrl } from "./lfs_urls.ts";
+
+type Granted = Extract<LfsUrlVerdict, { ok: true }>;
+
+/** Per process (or Worker isolate): grants, fills under way, and the objects URLs pin. */
+export class LfsState {
+  readonly grants: LfsGrants;
+  /** Fills under way, by oid: resolve to whether the object was stored. */
+  readonly fills = new Map<string, Promise<boolean>>();
+  readonly #pins = new Map<string, number>();
+
+  constructor(readonly maxEntries = 20_000) {
+    this.grants = new LfsGrants(maxEntries);
+  }
+
+  /** A URL for `oid` valid until `until` (ms) was handed out: eviction spares it until then. */
+  pin(oid: string, until: number): void {
+    const was = this.#pins.get(oid) ?? 0;
+    this.#pins.delete(oid);
+    this.#pins.set(oid, Math.max(was, until));
+    while (this.#pins.size > this.maxEntries) this.#pins.delete(this.#pins.keys().next().value!);
+  }
+
+  /** Until when (ms) a handed-out URL pins `oid` in this process; 0: none. */
+  pinnedUntil(oid: string): number {
+    return this.#pins.get(oid) ?? 0;
+  }
+}
+
+/** How long a request waits for another's fill of the same object before filling itself. */
+const JOIN_MS = 120_000;
+
+export async function handleLfsObjectGet(
+  ctx: ProxyContext,
+  lfs: LfsState,
+  request: Request,
+  id: string,
+  oid: string,
+): Promise<Response> {
+  const checked = await signedRequest(ctx, request, id, oid, verifyLfsUrl);
+  if (checked instanceof Response) return checked;
+  const { verdict, now } = checked;
+  const key = lfsObjectKey(oid);
+  let info = await ctx.deps.store.head(key);
+  const running = info ? undefined : lfs.fills.get(oid);
+  if (running) {
+    await withTimeout(running, JOIN_MS);
+    info = await ctx.deps.store.head(key);
+  }
+  const headers = new Headers({
+    "content-type": "application/octet-stream",
+    "accept-ranges": "bytes",
+    "etag": `"${oid}"`,
+    "cache-control": `private, max-age=${Math.max(0, verdict.expires - now)}, immutable`,
+  });
+  if (info) {
+    if (info.size !== verdict.size) {
+      return text(502, `the origin gave object ${oid} a size its content does not have`);
+    }
+    ctx.metrics.inc("gitedge_lfs_objects_total", 1, { result: "hit" });
+    return await rangedFromStore(
+      ctx,
+      request,
+      key,
+      info.size,
+      headers,
+      "LFS object not found",
+      (n) => {
+        ctx.metrics.inc("gitedge_lfs_bytes_total", n, { source: "store" });
+      },
+    );
+  }
+  if (request.method === "HEAD") {
+    headers.set("content-length", String(verdict.size));
+    return new Response(null, { status: 200, headers });
+  }
+  return await fill(ctx, lfs, request, verdict, headers);
+}
+
+async function withTimeout(p: Promise<unknown>, ms: number): Promise<void> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  await Promise.race([
+    p.catch(() => {}),
+    new Promise<void>((resolve) => timer = setTimeout(resolve, ms)),
+  ]);
+  clearTimeout(timer);
+}
+
+/** Fetches the object from the origin, streams it to the client and stores it if it checks out. */
+async function fill(
+  ctx: ProxyContext,
+  lfs: LfsState,
+  request: Request,
+  verdict: Granted,
+  headers: Headers,
+): Promise<Response> {
+  const { oid, size } = verdict;
+  const action = lfs.grants.get(
+    LfsGrants.key(verdict.repoId, oid, verdict.tag),
+    ctx.deps.clock.now(),
+  ) ?? await askAgain(ctx, request, verdict);
+  if (action instanceof Response) return action;
+  let res: Response;
+  try {
+    res = await callOrigin(ctx.deps.originFetch, action.href, {
+      method: "GET",
+      headers: action.header,
+    });
+  } catch (error) {
+    const known = edgeHttpError(error);
+    if (!known) throw error;
+    ctx.deps.log?.log("warn", "lfs.fill.failed", { oid, detail: known.message });
+    return text(502, `the origin's LFS download of ${oid} failed`);
+  }
+  if (res.status !== 200 || !res.body) {
+    await res.body?.cancel().catch(() => {});
+    ctx.metrics.inc("gitedge_lfs_objects_total", 1, { result: "origin-error" });
+    const status = res.status >= 400 && res.status < 600 ? res.status : 502;
+    return text(status, `the origin answered ${res.status} to the download of LFS object ${oid}`);
+  }
+  const declared = res.headers.get("content-length");
+  if (declared !== null && Number(declared) !== size) {
+    await res.body.cancel().catch(() => {});
+    ctx.metrics.inc("gitedge_lfs_objects_total", 1, { result: "origin-error" });
+    return text(502, `the origin's download of ${oid} has ${declared} bytes, not ${size}`);
+  }
+  ctx.metrics.inc("gitedge_lfs_objects_total", 1, { result: "miss" });
+  const checkedBody = res.body.pipeThrough(verifying(ctx, oid, size));
+  const [toClient, toStore] = checkedBody.tee();
+  const stored = ctx.deps.store.put(lfsObjectKey(oid), toStore).then(
+    () => true,
+    (error) => {
+      ctx.deps.log?.log("warn", "lfs.fill.refused", {
+        oid,
+        detail: error instanceof Error ? error.message : String(error),
+      });
+      return false;
+    },
+  );
+  lfs.fills.set(oid, stored);
+  const done = stored.finally(() => {
+    if (lfs.fills.get(oid) === stored) lfs.fills.delete(oid);
+  });
+  ctx.deps.waitUntil?.(done);
+  headers.set("content-length", String(size));
+  return new Response(toClient, { status: 200, headers });
+}
+
+/** The origin's object did not match its oid or size. */
+export class LfsContentError extends Error {
+  override name = "LfsContentError";
+}
+
+/**
+ * Passes bytes on while hashing and counting them; errors the stream (so nothing is published
+ * and the client's answer breaks off) if it runs past `size`, or ends short of it or with another
+ * SHA-256 than `oid`.
+ */
+function verifying(
+  ctx: ProxyContext,
+  oid: string,
+  size: number,
+): TransformStream<Uint8Array, Uint8Array> {
+  const hash = sha256.create();
+  let seen = 0;
+  return new TransformStream({
+    transform(chunk, controller) {
+      seen += chunk.byteLength;
+      if (seen > size) throw new LfsContentError(`LFS object ${oid} is longer than ${size} bytes`);
+      hash.update(chunk);
+      ctx.metrics.inc("gitedge_lfs_bytes_total", chunk.byteLength, { source: "origin" });
+      controller.enqueue(chunk);
+    },
+    flush() {
+      if (seen !== size) {
+        throw new LfsContentError(`LFS object ${oid} ended after ${seen} of ${size} bytes`);
+      }
+      const digest = Array.from(hash.digest(), (b) => b.toString(16).padStart(2, "0")).join("");
+      if (digest !== oid) throw new LfsContentError(`LFS object ${oid} has SHA-256 ${digest}`);
+    },
+  });
+}
+
+/**
+ * No grant in memory (another process handed out the URL, or it was forgotten): ask the origin's
+ * batch API again for this one object with the credential the request carries, which must be the
+ * one the URL was granted to. The origin's refusal reaches the caller as it is.
+ */
+async function askAgain(
+  ctx: ProxyContext,
+  request: Request,
+  verdict: Granted,
+): Promise<OriginAction | Response> {
+  const authorization = request.headers.get("authorization");
+  if (await callerTag(ctx.signer, authorization) !== verdict.tag) {
+    return text(403, "this LFS URL was granted to another caller");
+  }
+  const repo = resolveRepo(verdict.repoPath, ctx.deps.config);
+  if (repo.id !== verdict.repoId) return text(403, "LFS URL names another repository");
+  const asked = [{ oid: verdict.oid, size: verdict.size }];
+  const body = new TextEncoder().encode(
+    JSON.stringify({ operation: "download", transfers: ["basic"], objects: asked }),
+  );
+  const headers = lfsForwardHeaders(new Headers());
+  if (authorization !== null) headers.set("authorization", authorization);
+  ctx.metrics.inc("gitedge_lfs_batches_total", 1, { op: "refill" });
+  const res = await originBatch(ctx, repo, headers, body);
+  if (res.status !== 200) {
+    await res.body?.cancel().catch(() => {});
+    return text(
+      res.status >= 400 && res.status < 600 ? res.status : 502,
+      `the origin answered ${res.status} to the LFS batch`,
+    );
+  }
+  const bytes = await readBounded(res.body, MAX_BATCH_ANSWER_BYTES);
+  try {
+    if (!bytes) throw new BatchAnswerError("its batch answer is too large");
+    const { granted, answer } = grantedObjects(
+      JSON.parse(new TextDecoder().decode(bytes)),
+      asked,
+    );
+    if (granted.length === 0) {
+      const error = (answer.objects as Record<string, unknown>[])[0]?.error as
+        | { code?: unknown }
+        | undefined;
+      const code = typeof error?.code === "number" && error.code >= 400 && error.code < 600
+        ? error.code
+        : 404;
+      return text(code, `the origin no longer grants LFS object ${verdict.oid}`);
+    }
+    return granted[0].object;
+  } catch (error) {
+    if (!(error instanceof BatchAnswerError) && !(error instanceof SyntaxError)) throw error;
+    return text(502, "the origin's LFS server answered garbage");
+  }
+}
