@@ -72,9 +72,12 @@ export async function handleLfsObjectGet(
   if (checked instanceof Response) return checked;
   const { verdict, now } = checked;
   const key = lfsObjectKey(oid);
+  // A fill under way in this process is joined: wait for it, then serve from the store. Between
+  // finding none and claiming the fill below nothing awaits, so one request per process fills.
   let info = await ctx.deps.store.head(key);
-  const running = info ? undefined : lfs.fills.get(oid);
-  if (running) {
+  for (let joined = 0; !info && request.method !== "HEAD" && joined < 2; joined++) {
+    const running = lfs.fills.get(oid);
+    if (!running) break;
     await withTimeout(running, JOIN_MS);
     info = await ctx.deps.store.head(key);
   }
@@ -105,7 +108,19 @@ export async function handleLfsObjectGet(
     headers.set("content-length", String(verdict.size));
     return new Response(null, { status: 200, headers });
   }
-  return await fill(ctx, lfs, request, verdict, headers);
+  let settle!: (stored: boolean) => void;
+  const flight = new Promise<boolean>((resolve) => settle = resolve);
+  lfs.fills.set(oid, flight);
+  const done = (stored: boolean) => {
+    settle(stored);
+    if (lfs.fills.get(oid) === flight) lfs.fills.delete(oid);
+  };
+  try {
+    return await fill(ctx, lfs, request, verdict, headers, done);
+  } catch (error) {
+    done(false);
+    throw error;
+  }
 }
 
 async function withTimeout(p: Promise<unknown>, ms: number): Promise<void> {
@@ -124,13 +139,19 @@ async function fill(
   request: Request,
   verdict: Granted,
   headers: Headers,
+  /** Called once with whether the object was stored (the fill's end, failed or not). */
+  done: (stored: boolean) => void,
 ): Promise<Response> {
   const { oid, size } = verdict;
+  const failed = (response: Response) => {
+    done(false);
+    return response;
+  };
   const action = lfs.grants.get(
     LfsGrants.key(verdict.repoId, oid, verdict.tag),
     ctx.deps.clock.now(),
   ) ?? await askAgain(ctx, request, verdict);
-  if (action instanceof Response) return action;
+  if (action instanceof Response) return failed(action);
   let res: Response;
   try {
     res = await callOrigin(ctx.deps.originFetch, action.href, {
@@ -141,19 +162,21 @@ async function fill(
     const known = edgeHttpError(error);
     if (!known) throw error;
     ctx.deps.log?.log("warn", "lfs.fill.failed", { oid, detail: known.message });
-    return text(502, `the origin's LFS download of ${oid} failed`);
+    return failed(text(502, `the origin's LFS download of ${oid} failed`));
   }
   if (res.status !== 200 || !res.body) {
     await res.body?.cancel().catch(() => {});
     ctx.metrics.inc("gitedge_lfs_objects_total", 1, { result: "origin-error" });
     const status = res.status >= 400 && res.status < 600 ? res.status : 502;
-    return text(status, `the origin answered ${res.status} to the download of LFS object ${oid}`);
+    return failed(
+      text(status, `the origin answered ${res.status} to the download of LFS object ${oid}`),
+    );
   }
   const declared = res.headers.get("content-length");
   if (declared !== null && Number(declared) !== size) {
     await res.body.cancel().catch(() => {});
     ctx.metrics.inc("gitedge_lfs_objects_total", 1, { result: "origin-error" });
-    return text(502, `the origin's download of ${oid} has ${declared} bytes, not ${size}`);
+    return failed(text(502, `the origin's download of ${oid} has ${declared} bytes, not ${size}`));
   }
   ctx.metrics.inc("gitedge_lfs_objects_total", 1, { result: "miss" });
   const checkedBody = res.body.pipeThrough(verifying(ctx, oid, size));
@@ -168,11 +191,8 @@ async function fill(
       return false;
     },
   );
-  lfs.fills.set(oid, stored);
-  const done = stored.finally(() => {
-    if (lfs.fills.get(oid) === stored) lfs.fills.delete(oid);
-  });
-  ctx.deps.waitUntil?.(done);
+  const finished = stored.then(done);
+  ctx.deps.waitUntil?.(finished);
   headers.set("content-length", String(size));
   return new Response(toClient, { status: 200, headers });
 }
