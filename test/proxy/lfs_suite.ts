@@ -416,6 +416,10 @@ export function lfsSuite(
           await res.body?.cancel();
           assert(res.status === 403 || res.status === 404, `${path}: ${res.status}`);
         }
+        // Only the LFS API's own paths pass (no encoded dots or slashes to the origin).
+        const escape = await fetch(`${edge.url}/bad.git/info/lfs/locks/%2e%2e%2f%2e%2e%2fx`);
+        assertEquals(escape.status, 404);
+        assert((await escape.text()).includes("not a Git LFS API path"));
         assertEquals(await edge.listStored("lfs/"), []);
       });
     },

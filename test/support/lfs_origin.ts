@@ -7,8 +7,9 @@
  * Objects are kept per repository (`<root>/<repo>/<oid>`), so one repository may lose an object
  * another keeps. Download hrefs point at `/_lfs/<repo>/<oid>` on this server and carry the
  * caller's own `Authorization` in the action's `header` (as real servers hand out short-lived
- * credentials there). Faults: `truncate` (oids whose downloads break off halfway), `garbage` (the
- * batch API answers 200 with something that is not JSON).
+ * credentials there). Faults: `truncate` (oids whose downloads break off halfway), `corrupt` (a
+ * byte of the download inverted), `garbage` (the batch API answers 200 with something that is not
+ * JSON).
  */
 import { sha256 } from "@noble/hashes/sha2.js";
 import { type Origin, startOrigin } from "./origin.ts";
@@ -44,6 +45,8 @@ export interface LfsOrigin extends AsyncDisposable {
   resetStats(): void;
   /** Oids whose downloads break off after half their bytes. */
   truncate: Set<string>;
+  /** Oids whose downloads have their first byte inverted (right length, wrong content). */
+  corrupt: Set<string>;
   /** When true, the batch API answers 200 with garbage. */
   garbage: { on: boolean };
   /** Removes object `oid` of repository `repo`. */
@@ -89,6 +92,7 @@ export async function startLfsOrigin(opts: LfsOriginOptions = {}): Promise<LfsOr
   });
   const stats = fresh();
   const truncate = new Set<string>();
+  const corrupt = new Set<string>();
   const garbage = { on: false };
   const locks = new Map<string, { id: string; path: string; owner: string }>();
   let nextLock = 1;
@@ -162,7 +166,8 @@ export async function startLfsOrigin(opts: LfsOriginOptions = {}): Promise<LfsOr
       }
       stats.objectGets++;
       const cut = truncate.has(oid);
-      const sent = cut ? bytes.subarray(0, bytes.byteLength >> 1) : bytes;
+      const sent = cut ? bytes.subarray(0, bytes.byteLength >> 1) : bytes.slice();
+      if (corrupt.has(oid)) sent[0] ^= 0xff;
       const body = new ReadableStream<Uint8Array>({
         start(controller) {
           stats.objectBytes += sent.byteLength;
@@ -294,6 +299,7 @@ export async function startLfsOrigin(opts: LfsOriginOptions = {}): Promise<LfsOr
     stats,
     resetStats: () => Object.assign(stats, fresh()),
     truncate,
+    corrupt,
     garbage,
     deleteObject: (repo, oid) => Deno.remove(objectPath(repo, oid)),
     hasObject: async (repo, oid) => (await sizeOf(repo, oid)) !== null,

@@ -205,7 +205,8 @@ export class LfsContentError extends Error {
 /**
  * Passes bytes on while hashing and counting them; errors the stream (so nothing is published
  * and the client's answer breaks off) if it runs past `size`, or ends short of it or with another
- * SHA-256 than `oid`.
+ * SHA-256 than `oid`. The last chunk is held back until the check passes, so a client reading an
+ * answer of declared length never gets all of a wrong object.
  */
 function verifying(
   ctx: ProxyContext,
@@ -214,20 +215,23 @@ function verifying(
 ): TransformStream<Uint8Array, Uint8Array> {
   const hash = sha256.create();
   let seen = 0;
+  let held: Uint8Array | null = null;
   return new TransformStream({
     transform(chunk, controller) {
       seen += chunk.byteLength;
       if (seen > size) throw new LfsContentError(`LFS object ${oid} is longer than ${size} bytes`);
       hash.update(chunk);
       ctx.metrics.inc("gitedge_lfs_bytes_total", chunk.byteLength, { source: "origin" });
-      controller.enqueue(chunk);
+      if (held) controller.enqueue(held);
+      held = chunk;
     },
-    flush() {
+    flush(controller) {
       if (seen !== size) {
         throw new LfsContentError(`LFS object ${oid} ended after ${seen} of ${size} bytes`);
       }
       const digest = Array.from(hash.digest(), (b) => b.toString(16).padStart(2, "0")).join("");
       if (digest !== oid) throw new LfsContentError(`LFS object ${oid} has SHA-256 ${digest}`);
+      if (held) controller.enqueue(held);
     },
   });
 }

@@ -196,3 +196,29 @@ Deno.test("lfs: lfsOrigin sends the LFS API to a host apart from the Git origin;
     assert(!line.includes("/_lfs/"), `the origin's href is logged: ${line}`);
   }
 });
+
+Deno.test("lfs: an origin download whose content is not its oid breaks off at the client and is not stored", async () => {
+  await using origin = await startLfsOrigin({ users: USERS });
+  const bytes = new SeededRandom(24).bytes(50_000);
+  const oids = await makeLfsRepo(origin, "r.git", { "a.bin": bytes }, "alice:alice-pw");
+  const oid = oids["a.bin"];
+  await using dir = await tempDir();
+  await using edge = edgeProcess(dir.path, crypto.getRandomValues(new Uint8Array(32)), {
+    origin: origin.url,
+  });
+  const { json } = await batch(edge.url, "r.git", [{ oid, size: 50_000 }]);
+  const { href } = download(json);
+  origin.corrupt.add(oid);
+  const res = await fetch(href);
+  assertEquals(res.status, 200, "the answer starts before the content is checked");
+  const read = await res.arrayBuffer().then(() => "whole", () => "broken off");
+  assertEquals(read, "broken off");
+  await edge.settle();
+  const stored = await Deno.stat(`${dir.path}/${lfsObjectKey(oid)}`).then(() => true, () => false);
+  assert(!stored, "a corrupt object is not stored");
+  origin.corrupt.clear();
+  const good = await get(href);
+  assert(same(good.bytes, bytes));
+  await edge.settle();
+  assert(await Deno.stat(`${dir.path}/${lfsObjectKey(oid)}`).then(() => true, () => false));
+});
