@@ -81,6 +81,7 @@ export function createApp(
   const responseCache = opts.responseCache ?? new ResponseCache();
   const parseBudget = opts.parseBudget ?? ParseBudget.forCap(deps.config.maxRequestBytes);
   const registry = opts.registry ?? new RepoRegistry(deps.store, deps.clock);
+  const lfs = opts.lfs ?? new LfsState();
   const evictor = opts.evictor ?? new StoreEvictor({
     store: deps.store,
     registry,
@@ -89,6 +90,7 @@ export function createApp(
     metrics,
     maxBytes: deps.config.storeMaxBytes,
     log: deps.log,
+    lfs,
   });
   metrics.collect("repos", () => Promise.resolve(repoFamilies(registry, deps.clock)));
   metrics.collect("store", () => storeFamilies(evictor));
@@ -108,7 +110,6 @@ export function createApp(
   const app = new Hono();
   const log = deps.log ?? SILENT_LOGGER;
   const storeProbe = opts.storeProbe ?? new StoreProbe();
-  const lfs = opts.lfs ?? new LfsState();
   const background = (work: Promise<unknown>) => {
     const logged = work.catch((err) => log.log("error", "background.failed", { error: err }));
     deps.waitUntil?.(logged);
@@ -197,6 +198,7 @@ export function createApp(
       ? undefined
       : async (repo: RepoRef) => await originVerdict(c, repo).catch(() => 0) === 200;
     return await overview(records, deps.coordinator, usage, deps.clock.now(), {
+      lfs: { hits: lfs.hits, misses: lfs.misses },
       visible,
       limit: token ? undefined : MAX_CHECKED_WITHOUT_TOKEN,
     });

@@ -21,6 +21,7 @@ import { edgeHttpError } from "../core/errors.ts";
 import { callOrigin } from "../origin/origin.ts";
 import { rangedFromStore, signedRequest, text } from "../downloads/pack_routes.ts";
 import { LfsGrants, type OriginAction } from "./lfs_grants.ts";
+import type { LfsEvictionHooks } from "../ops/store_eviction.ts";
 import {
   BatchAnswerError,
   grantedObjects,
@@ -33,12 +34,19 @@ import { callerTag, lfsObjectKey, type LfsUrlVerdict, verifyLfsUrl } from "./lfs
 
 type Granted = Extract<LfsUrlVerdict, { ok: true }>;
 
-/** Per process (or Worker isolate): grants, fills under way, and the objects URLs pin. */
-export class LfsState {
+/**
+ * Per process (or Worker isolate): grants, fills under way, the objects URLs pin and when each
+ * object was last used (for eviction), and the hit counts of the operator's page.
+ */
+export class LfsState implements LfsEvictionHooks {
   readonly grants: LfsGrants;
   /** Fills under way, by oid: resolve to whether the object was stored. */
   readonly fills = new Map<string, Promise<boolean>>();
   readonly #pins = new Map<string, number>();
+  readonly #used = new Map<string, number>();
+  /** Downloads served from the store, and filled from the origin, by this process. */
+  hits = 0;
+  misses = 0;
 
   constructor(readonly maxEntries = 20_000) {
     this.grants = new LfsGrants(maxEntries);
@@ -55,6 +63,17 @@ export class LfsState {
   /** Until when (ms) a handed-out URL pins `oid` in this process; 0: none. */
   pinnedUntil(oid: string): number {
     return this.#pins.get(oid) ?? 0;
+  }
+
+  /** `oid` was served or filled at `now` (ms). */
+  use(oid: string, now: number): void {
+    this.#used.delete(oid);
+    this.#used.set(oid, now);
+    while (this.#used.size > this.maxEntries) this.#used.delete(this.#used.keys().next().value!);
+  }
+
+  lastUsed(oid: string): number {
+    return this.#used.get(oid) ?? 0;
   }
 }
 
@@ -92,6 +111,8 @@ export async function handleLfsObjectGet(
       return text(502, `the origin gave object ${oid} a size its content does not have`);
     }
     ctx.metrics.inc("gitedge_lfs_objects_total", 1, { result: "hit" });
+    lfs.hits++;
+    lfs.use(oid, ctx.deps.clock.now());
     return await rangedFromStore(
       ctx,
       request,
@@ -179,6 +200,8 @@ async function fill(
     return failed(text(502, `the origin's download of ${oid} has ${declared} bytes, not ${size}`));
   }
   ctx.metrics.inc("gitedge_lfs_objects_total", 1, { result: "miss" });
+  lfs.misses++;
+  lfs.use(oid, ctx.deps.clock.now());
   const checkedBody = res.body.pipeThrough(verifying(ctx, oid, size));
   const [toClient, toStore] = checkedBody.tee();
   const stored = ctx.deps.store.put(lfsObjectKey(oid), toStore).then(
