@@ -13,7 +13,7 @@
  * A `request` record: `method`, `route` (`info/refs`, `git-upload-pack`, `pack`, `status`, ...),
  * `repo` (the path as the client gave it, when the route names one), `status`, `bytes`,
  * `durationMs`, `action` (`answered`, `rewrote`, `cache-hit`, `passthrough`, `pack`, `proxied`,
- * `edge`), `reason` (why a fetch passed through), `packUris`, `cache` (`hit`/`miss`), `originMs`
+ * `edge`; for LFS `lfs-rewrote`, `lfs-hit`, `lfs-miss`, `lfs-origin-error`), `reason` (why a fetch passed through), `packUris`, `cache` (`hit`/`miss`), `originMs`
  * (until the origin's headers, summed over its calls), `originStatus`, and `outcome` (`done`,
  * `cut`: the client went away, `error`: the body failed). Query strings (pack signatures) are
  * never logged, nor any header.
@@ -24,6 +24,7 @@ import type { ProxyContext } from "../core/context.ts";
 import type { Metrics } from "../core/metrics.ts";
 import type { Logger } from "../core/log.ts";
 import { splitGitPath } from "../core/repo.ts";
+import { splitLfsPath } from "../lfs/lfs_urls.ts";
 
 /** What one request's handling did, as far as the log tells. */
 interface Notes {
@@ -60,6 +61,12 @@ function note(notes: Notes, name: string, by: number, labels: Record<string, str
     case "gitedge_cache_bytes_total":
       notes.action = "pack";
       break;
+    case "gitedge_lfs_objects_total":
+      notes.action = `lfs-${labels.result}`;
+      break;
+    case "gitedge_lfs_urls_total":
+      notes.action = "lfs-rewrote";
+      break;
   }
 }
 
@@ -85,9 +92,12 @@ export function routeOf(pathname: string): { route: string; repo?: string } {
   if (edge) {
     const [, route, rest] = edge;
     if (route === "health" && rest) return { route: `health/${rest}` };
+    if (route === "lfs") return { route: "lfs-object" };
     const named = route === "status" || route === "warm";
     return named && rest ? { route, repo: rest.replace(/\/+$/, "") } : { route };
   }
+  const lfs = splitLfsPath(pathname);
+  if (lfs) return { route: "lfs", repo: lfs.path };
   const split = splitGitPath(pathname);
   return split ? { route: split.endpoint, repo: split.path } : { route: "other" };
 }

@@ -191,6 +191,10 @@ Deno.test("lfs: lfsOrigin sends the LFS API to a host apart from the Git origin;
   assert(same(got.bytes, bytes));
   await edge.settle();
   assert(logged.length > 0, "the request log wrote");
+  const wrote = (route: string, action: string) =>
+    logged.some((l) => l.includes(`"route":"${route}"`) && l.includes(`"action":"${action}"`));
+  assert(wrote("lfs", "lfs-rewrote"), `the batch logged: ${logged.join("\n")}`);
+  assert(wrote("lfs-object", "lfs-miss"), `the fill logged: ${logged.join("\n")}`);
   for (const line of logged) {
     assert(!line.includes("alice-pw") && !line.includes(ALICE.slice(6)), line);
     assert(!line.includes("/_lfs/"), `the origin's href is logged: ${line}`);
