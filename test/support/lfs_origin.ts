@@ -5,7 +5,8 @@
  * it sent. Test support: simple on purpose, correct where the client checks.
  *
  * Objects are kept per repository (`<root>/<repo>/<oid>`), so one repository may lose an object
- * another keeps. Download hrefs point at `/_lfs/<repo>/<oid>` on this server and carry the
+ * another keeps. Download hrefs point at `/_lfs/<repo>/<oid>` on this server (as the request's
+ * `Host` names it, so through a relay they go through the relay) and carry the
  * caller's own `Authorization` in the action's `header` (as real servers hand out short-lived
  * credentials there). Faults: `truncate` (oids whose downloads break off halfway), `corrupt` (a
  * byte of the download inverted), `garbage` (the batch API answers 200 with something that is not
@@ -135,9 +136,10 @@ export async function startLfsOrigin(opts: LfsOriginOptions = {}): Promise<LfsOr
     }
   };
 
-  let base = "";
   const server = serveLoopback(async (req) => {
     const url = new URL(req.url);
+    // Hrefs name this server as the client reached it (through a relay or WAN link: the link).
+    const base = url.origin;
     const auth = req.headers.get("authorization");
     const action = (href: string) => ({
       href,
@@ -285,7 +287,6 @@ export async function startLfsOrigin(opts: LfsOriginOptions = {}): Promise<LfsOr
       redirect: "manual",
     });
   });
-  base = server.url;
   let stopped: Promise<void> | undefined;
   const stop = () =>
     stopped ??= (async () => {
