@@ -147,4 +147,21 @@ export const LFS_MUTANTS: Mutant[] = [
     to: "",
     tests: [LFS_EVICTION],
   },
+
+  {
+    name: "lfs/stored-size-unchecked",
+    file: "src/proxy/lfs/lfs_objects.ts",
+    from: "    if (info.size !== verdict.size) {",
+    to: "    if (false) {",
+    tests: [LFS_OBJECTS],
+    filter: "fetch it from the origin once",
+  },
+  {
+    name: "lfs/origin-length-unchecked",
+    file: "src/proxy/lfs/lfs_objects.ts",
+    from: "if (declared !== null && Number(declared) !== size) {",
+    to: "if (false) {",
+    tests: [LFS_OBJECTS],
+    filter: "fetch it from the origin once",
+  },
 ];

@@ -50,6 +50,8 @@ export interface LfsOrigin extends AsyncDisposable {
   corrupt: Set<string>;
   /** When true, the batch API answers 200 with garbage. */
   garbage: { on: boolean };
+  /** When true, a download is granted whatever size the request names (the object exists). */
+  anySize: { on: boolean };
   /** Removes object `oid` of repository `repo`. */
   deleteObject(repo: string, oid: string): Promise<void>;
   /** Whether repository `repo` has object `oid`. */
@@ -95,6 +97,7 @@ export async function startLfsOrigin(opts: LfsOriginOptions = {}): Promise<LfsOr
   const truncate = new Set<string>();
   const corrupt = new Set<string>();
   const garbage = { on: false };
+  const anySize = { on: false };
   const locks = new Map<string, { id: string; path: string; owner: string }>();
   let nextLock = 1;
 
@@ -209,7 +212,7 @@ export async function startLfsOrigin(opts: LfsOriginOptions = {}): Promise<LfsOr
           const href = `${base}/_lfs/${repo}/${oid}`;
           if (!write) {
             objects.push(
-              have === size
+              have === size || (anySize.on && have !== null)
                 ? { oid, size, actions: { download: action(href) } }
                 : { oid, size, error: { code: 404, message: "Object does not exist" } },
             );
@@ -302,6 +305,7 @@ export async function startLfsOrigin(opts: LfsOriginOptions = {}): Promise<LfsOr
     truncate,
     corrupt,
     garbage,
+    anySize,
     deleteObject: (repo, oid) => Deno.remove(objectPath(repo, oid)),
     hasObject: async (repo, oid) => (await sizeOf(repo, oid)) !== null,
     stop,

@@ -166,6 +166,18 @@ Deno.test("lfs: concurrent requests for one object fetch it from the origin once
   assert(same(ranged.bytes, bytes.subarray(1000, 2000)));
   assertEquals(origin.stats.objectGets, 1);
   assert(/gitedge_lfs_objects_total\{result="hit"\} [1-9]/.test(edge.metrics.render()));
+  // An origin granting the object under another size: refused, stored or not.
+  origin.anySize.on = true;
+  const other = await batch(edge.url, "r.git", [{ oid: oids["big.bin"], size: 299_999 }]);
+  const wrong = await get(download(other.json).href);
+  assertEquals(wrong.status, 502, "stored, and the size disagrees");
+  await Deno.remove(`${dir.path}/${lfsObjectKey(oids["big.bin"])}`);
+  const missing = await get(download(other.json).href);
+  assertEquals(missing.status, 502, "not stored, and the origin's length disagrees");
+  await edge.settle();
+  assert(
+    !await Deno.stat(`${dir.path}/${lfsObjectKey(oids["big.bin"])}`).then(() => true, () => false),
+  );
 });
 
 Deno.test("lfs: lfsOrigin sends the LFS API to a host apart from the Git origin; no log line holds a credential", async () => {
