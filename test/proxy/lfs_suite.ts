@@ -23,6 +23,7 @@ export type LfsCase =
   | "private"
   | "deleted"
   | "truncated"
+  | "corrupt"
   | "shared"
   | "bad-input";
 
@@ -315,6 +316,35 @@ export function lfsSuite(
         await lfsGit(["clone", "-q", `${edge.url}/trunc.git`, `${dir}/b`]);
         await assertCheckedOut(`${dir}/b`, want);
         assertEquals(await edge.listStored("lfs/objects/"), [lfsObjectKey(oids["t.bin"])]);
+      });
+    },
+  );
+
+  test(
+    "corrupt",
+    "an origin download whose content is not its oid fails the client and stores nothing",
+    async () => {
+      await withWorld(factory, {}, async ({ origin, edge, dir }) => {
+        const want = files(11, { "k.bin": 150_000 });
+        const oids = await makeLfsRepo(origin, "corrupt.git", want, ALICE);
+        origin.corrupt.add(oids["k.bin"]);
+        await cloneFails([
+          "-c",
+          "lfs.transfer.maxretries=1",
+          "clone",
+          "-q",
+          `${edge.url}/corrupt.git`,
+          `${dir}/a`,
+        ]);
+        assertEquals(
+          await edge.listStored("lfs/objects/"),
+          [],
+          "nothing stored from a bad download",
+        );
+        origin.corrupt.clear();
+        await lfsGit(["clone", "-q", `${edge.url}/corrupt.git`, `${dir}/b`]);
+        await assertCheckedOut(`${dir}/b`, want);
+        assertEquals(await edge.listStored("lfs/objects/"), [lfsObjectKey(oids["k.bin"])]);
       });
     },
   );

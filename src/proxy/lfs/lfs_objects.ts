@@ -16,6 +16,7 @@
  */
 import { sha256 } from "@noble/hashes/sha2.js";
 import type { ProxyContext } from "../core/context.ts";
+import type { Sha256Stream } from "../core/deps.ts";
 import { resolveRepo } from "../core/repo.ts";
 import { edgeHttpError } from "../core/errors.ts";
 import { callOrigin } from "../origin/origin.ts";
@@ -236,7 +237,7 @@ function verifying(
   oid: string,
   size: number,
 ): TransformStream<Uint8Array, Uint8Array> {
-  const hash = sha256.create();
+  const hash = ctx.deps.sha256?.() ?? jsSha256();
   let seen = 0;
   let held: Uint8Array | null = null;
   return new TransformStream({
@@ -248,15 +249,25 @@ function verifying(
       if (held) controller.enqueue(held);
       held = chunk;
     },
-    flush(controller) {
+    async flush(controller) {
       if (seen !== size) {
         throw new LfsContentError(`LFS object ${oid} ended after ${seen} of ${size} bytes`);
       }
-      const digest = Array.from(hash.digest(), (b) => b.toString(16).padStart(2, "0")).join("");
+      const digest = Array.from(await hash.digest(), (b) => b.toString(16).padStart(2, "0"))
+        .join("");
       if (digest !== oid) throw new LfsContentError(`LFS object ${oid} has SHA-256 ${digest}`);
       if (held) controller.enqueue(held);
     },
   });
+}
+
+/** The pure-JavaScript SHA-256, where the runtime gave none. */
+function jsSha256(): Sha256Stream {
+  const hash = sha256.create();
+  return {
+    update: (chunk) => void hash.update(chunk),
+    digest: () => Promise.resolve(hash.digest()),
+  };
 }
 
 /**

@@ -6,4 +6,9 @@ import { lfsSuite } from "../../proxy/lfs_suite.ts";
 import { MINIFLARE_LEAKS, workerEdgeFactory } from "../../support/worker_harness.ts";
 
 // Miniflare itself leaks on dispose.
-lfsSuite(workerEdgeFactory, "worker", ["clone", "private", "truncated", "shared"], MINIFLARE_LEAKS);
+lfsSuite(
+  workerEdgeFactory,
+  "worker",
+  ["clone", "private", "truncated", "corrupt", "shared"],
+  MINIFLARE_LEAKS,
+);

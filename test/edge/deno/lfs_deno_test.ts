@@ -9,6 +9,7 @@ lfsSuite(denoEdgeFactory, "deno", [
   "private",
   "deleted",
   "truncated",
+  "corrupt",
   "shared",
   "bad-input",
 ]);
