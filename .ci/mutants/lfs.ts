@@ -164,4 +164,12 @@ export const LFS_MUTANTS: Mutant[] = [
     tests: [LFS_OBJECTS],
     filter: "fetch it from the origin once",
   },
+
+  {
+    name: "lfs/private-href-fetched",
+    file: "src/proxy/lfs/lfs_origin.ts",
+    from: "if (endpoint !== undefined && !hrefAllowed(url, endpoint)) {",
+    to: "if (false) {",
+    tests: [LFS_ORIGIN],
+  },
 ];

@@ -117,7 +117,7 @@ async function rewriteDownloads(
   } catch {
     throw new BatchAnswerError("its batch answer is not JSON");
   }
-  const { answer, granted } = grantedObjects(json, asked);
+  const { answer, granted } = grantedObjects(json, asked, lfsEndpoint(ctx, repo));
   const authorization = request.headers.get("authorization");
   const tag = await callerTag(ctx.signer, authorization);
   const nowMs = ctx.deps.clock.now();

@@ -26,6 +26,7 @@ import type { LfsEvictionHooks } from "../ops/store_eviction.ts";
 import {
   BatchAnswerError,
   grantedObjects,
+  lfsEndpoint,
   lfsForwardHeaders,
   MAX_BATCH_ANSWER_BYTES,
   originBatch,
@@ -307,6 +308,7 @@ async function askAgain(
     const { granted, answer } = grantedObjects(
       JSON.parse(new TextDecoder().decode(bytes)),
       asked,
+      lfsEndpoint(ctx, repo),
     );
     if (granted.length === 0) {
       const error = (answer.objects as Record<string, unknown>[])[0]?.error as

@@ -174,6 +174,8 @@ export class BatchAnswerError extends Error {
 export function grantedObjects(
   json: unknown,
   asked: BatchObject[],
+  /** The origin's LFS endpoint: a href to a private address is refused unless it is this host. */
+  endpoint?: string,
 ): { answer: Record<string, unknown>; granted: { index: number; object: GrantedObject }[] } {
   if (!isRecord(json) || !Array.isArray(json.objects)) {
     throw new BatchAnswerError("its batch answer has no objects list");
@@ -202,6 +204,9 @@ export function grantedObjects(
     if (url.protocol !== "https:" && url.protocol !== "http:") {
       throw new BatchAnswerError(`its download href for ${o.oid} is not http(s)`);
     }
+    if (endpoint !== undefined && !hrefAllowed(url, endpoint)) {
+      throw new BatchAnswerError(`its download href for ${o.oid} names a private address`);
+    }
     const header: Record<string, string> = {};
     if (download.header !== undefined) {
       if (!isRecord(download.header)) {
@@ -220,6 +225,39 @@ export function grantedObjects(
     });
   });
   return { answer: json, granted };
+}
+
+/**
+ * Whether the edge may fetch `href`, handed out by the LFS server at `endpoint`: any public host,
+ * and the endpoint's own host; never another loopback, private or link-local address (by name or
+ * literal), so an origin cannot point the edge at what only the edge can reach. Names are not
+ * resolved here: a public name resolving to a private address is the operator's network's to stop.
+ */
+export function hrefAllowed(href: URL, endpoint: string): boolean {
+  let own: string;
+  try {
+    own = new URL(endpoint).hostname;
+  } catch {
+    return false;
+  }
+  const host = href.hostname.toLowerCase();
+  if (host === own.toLowerCase()) return true;
+  if (host === "localhost" || host.endsWith(".localhost") || host.endsWith(".internal")) {
+    return false;
+  }
+  const v4 = /^(\d+)\.(\d+)\.(\d+)\.(\d+)$/.exec(host);
+  if (v4) {
+    const [a, b] = [Number(v4[1]), Number(v4[2])];
+    return !(a === 0 || a === 10 || a === 127 || (a === 169 && b === 254) ||
+      (a === 172 && b >= 16 && b <= 31) || (a === 192 && b === 168) ||
+      (a === 100 && b >= 64 && b <= 127));
+  }
+  if (host.startsWith("[")) {
+    const v6 = host.slice(1, -1);
+    return !(v6 === "::1" || v6 === "::" || /^f[cd]/.test(v6) || /^fe[89ab]/.test(v6) ||
+      v6.startsWith("::ffff:"));
+  }
+  return true;
 }
 
 /**

@@ -3,6 +3,7 @@ import {
   BatchAnswerError,
   BatchRequestError,
   grantedObjects,
+  hrefAllowed,
   parseBatchRequest,
 } from "../../../src/proxy/lfs/lfs_origin.ts";
 
@@ -82,4 +83,35 @@ Deno.test("lfs batch answers: granted downloads, and garbage refused", () => {
       JSON.stringify(bad),
     );
   }
+});
+
+Deno.test("lfs download hrefs: public hosts and the LFS server's own; no other private address", () => {
+  const endpoint = "https://git.example/x.git/info/lfs";
+  for (const ok of ["https://git.example/o", "https://s3.amazonaws.com/b/o", "http://8.8.8.8/o"]) {
+    assert(hrefAllowed(new URL(ok), endpoint), ok);
+  }
+  for (
+    const bad of [
+      "http://127.0.0.1:8080/o",
+      "http://localhost/o",
+      "http://169.254.169.254/latest/meta-data",
+      "http://10.1.2.3/o",
+      "http://172.20.0.1/o",
+      "http://192.168.1.1/o",
+      "http://[::1]/o",
+      "http://[fd00::1]/o",
+      "http://[::ffff:127.0.0.1]/o",
+      "http://metadata.google.internal/o",
+    ]
+  ) {
+    assert(!hrefAllowed(new URL(bad), endpoint), bad);
+  }
+  assert(hrefAllowed(new URL("http://127.0.0.1:9/o"), "http://127.0.0.1:9/x.git/info/lfs"));
+  const answer = {
+    objects: [{ oid: OID, size: 5, actions: { download: { href: "http://10.0.0.1/x" } } }],
+  };
+  assert(
+    refused(() => grantedObjects(answer, [{ oid: OID, size: 5 }], endpoint)) instanceof
+      BatchAnswerError,
+  );
 });
