@@ -31,7 +31,7 @@ Deno.test("[deno] lfs: LFS objects count against the store cap, least recently u
   const logs: string[] = [];
   const edge = await startDenoEdge({
     store: `${dir.path}/store`,
-    config: { origin: origin.url, urlTtlSeconds: TTL, storeMaxBytes: 150_000 },
+    config: { origin: origin.url, urlTtlSeconds: TTL, storeMaxBytes: 90_000 },
     clock: { now: () => Date.now() + offset },
     log: createLogger({ write: (line) => logs.push(line) }),
   });
@@ -54,16 +54,17 @@ Deno.test("[deno] lfs: LFS objects count against the store cap, least recently u
   try {
     await clone("x");
     offset += PAST_PINS_MS;
+    // Each clone begins with a sweep: the object before, unpinned now, is over the cap alone.
     await clone("y");
+    assertEquals(await held(), ["y"]);
     offset += PAST_PINS_MS;
     await clone("z");
-    // z's clone began with a sweep: x and y over the cap, x (least recently used) went.
-    assertEquals(await held(), ["y", "z"]);
-    // A sweep now: over the cap again, y (unpinned) goes; z stays while its URL is valid.
+    assertEquals(await held(), ["z"]);
+    // A sweep now: z alone is over the cap, but its URL is valid: it stays.
     offset += NEXT_SWEEP_MS;
     await (await fetch(`${edge.url}/_edge/metrics`)).body?.cancel();
     await withinDeadline(edge.idle(), "the sweep");
-    assertEquals(await held(), ["z"]);
+    assertEquals(await held(), ["z"], "a pinned object stays over the cap");
     assert(logs.some((l) => l.includes("store.evict") && l.includes(oids.x)), "eviction logged");
     const metrics = await (await fetch(`${edge.url}/_edge/metrics`)).text();
     assert(/gitedge_store_lfs_objects 1\b/.test(metrics), metrics);
