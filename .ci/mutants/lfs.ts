@@ -172,4 +172,13 @@ export const LFS_MUTANTS: Mutant[] = [
     to: "if (false) {",
     tests: [LFS_ORIGIN],
   },
+
+  {
+    name: "lfs/claims-ignored",
+    file: "src/proxy/lfs/lfs_objects.ts",
+    from: "    if (lfs.claims) {",
+    to: "    if (false) {",
+    tests: [LFS_OBJECTS],
+    filter: "with claims",
+  },
 ];

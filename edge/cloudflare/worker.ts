@@ -48,7 +48,8 @@ function createFetchHandler(): FetchHandler {
   let registry: RepoRegistry | undefined;
   let evictor: StoreEvictor | undefined;
   // LFS grants (origin hrefs, in memory only), fills under way and pins of this isolate.
-  const lfs = new LfsState();
+  // Fills are announced in R2 so that other isolates missing the same object wait for them.
+  const lfs = new LfsState(undefined, true);
   return async (request, env, ctx) => {
     let deps: EdgeDeps;
     try {

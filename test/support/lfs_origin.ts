@@ -52,6 +52,8 @@ export interface LfsOrigin extends AsyncDisposable {
   garbage: { on: boolean };
   /** When true, a download is granted whatever size the request names (the object exists). */
   anySize: { on: boolean };
+  /** Milliseconds each object download waits before it answers. */
+  delay: { ms: number };
   /** Removes object `oid` of repository `repo`. */
   deleteObject(repo: string, oid: string): Promise<void>;
   /** Whether repository `repo` has object `oid`. */
@@ -98,6 +100,7 @@ export async function startLfsOrigin(opts: LfsOriginOptions = {}): Promise<LfsOr
   const corrupt = new Set<string>();
   const garbage = { on: false };
   const anySize = { on: false };
+  const delay = { ms: 0 };
   const locks = new Map<string, { id: string; path: string; owner: string }>();
   let nextLock = 1;
 
@@ -170,6 +173,7 @@ export async function startLfsOrigin(opts: LfsOriginOptions = {}): Promise<LfsOr
         return json(404, { message: "Object does not exist" });
       }
       stats.objectGets++;
+      if (delay.ms > 0) await new Promise((resolve) => setTimeout(resolve, delay.ms));
       const cut = truncate.has(oid);
       const sent = cut ? bytes.subarray(0, bytes.byteLength >> 1) : bytes.slice();
       if (corrupt.has(oid)) sent[0] ^= 0xff;
@@ -306,6 +310,7 @@ export async function startLfsOrigin(opts: LfsOriginOptions = {}): Promise<LfsOr
     corrupt,
     garbage,
     anySize,
+    delay,
     deleteObject: (repo, oid) => Deno.remove(objectPath(repo, oid)),
     hasObject: async (repo, oid) => (await sizeOf(repo, oid)) !== null,
     stop,

@@ -9,13 +9,14 @@
  * body that ended cleanly, and the check errors the body before its end otherwise, so neither the
  * store nor the client is left with a wrong object under its name (the client's answer breaks off).
  *
- * Across processes (the Worker's isolates) fills are not joined: two isolates missing the same
- * object at once both fetch it from the origin, and both writes are the same verified bytes (the
- * later one replaces the earlier atomically). The bound is one origin download per isolate that
- * misses during a fill.
+ * Across processes (the Worker's isolates: `LfsState.claims`) a fill is announced in the store; a
+ * process that misses an object another is filling waits for it to be published. The store has
+ * no conditional create, so two that miss at the same moment both fetch it; both writes are the
+ * same verified bytes (the later replaces the earlier atomically).
  */
 import { sha256 } from "@noble/hashes/sha2.js";
 import type { ProxyContext } from "../core/context.ts";
+import { type ObjectInfo, putBytes } from "../../storage/store.ts";
 import type { Sha256Stream } from "../core/deps.ts";
 import { resolveRepo } from "../core/repo.ts";
 import { edgeHttpError } from "../core/errors.ts";
@@ -50,7 +51,11 @@ export class LfsState implements LfsEvictionHooks {
   hits = 0;
   misses = 0;
 
-  constructor(readonly maxEntries = 20_000) {
+  /**
+   * `claims`: fills are also announced in the store (`lfs/claims/<oid>`), so other processes (the
+   * Worker's isolates) missing the same object wait for it instead of fetching it again.
+   */
+  constructor(readonly maxEntries = 20_000, readonly claims = false) {
     this.grants = new LfsGrants(maxEntries);
   }
 
@@ -139,10 +144,69 @@ export async function handleLfsObjectGet(
     if (lfs.fills.get(oid) === flight) lfs.fills.delete(oid);
   };
   try {
+    if (lfs.claims) {
+      const filled = await otherProcessFill(ctx, oid, key);
+      if (filled) {
+        done(true);
+        if (filled.size !== verdict.size) {
+          return text(502, `the origin gave object ${oid} a size its content does not have`);
+        }
+        ctx.metrics.inc("gitedge_lfs_objects_total", 1, { result: "hit" });
+        lfs.hits++;
+        return await rangedFromStore(
+          ctx,
+          request,
+          key,
+          filled.size,
+          headers,
+          "LFS object not found",
+        );
+      }
+      const claim = `${CLAIM_PREFIX}${oid}`;
+      const claimed = putBytes(ctx.deps.store, claim, new TextEncoder().encode("{}")).catch(
+        () => {},
+      );
+      const released = lfs.fills.get(oid)!.then(() => claimed).then(() =>
+        ctx.deps.store.delete(claim)
+      )
+        .catch(() => {});
+      ctx.deps.waitUntil?.(released);
+    }
     return await fill(ctx, lfs, request, verdict, headers, done);
   } catch (error) {
     done(false);
     throw error;
+  }
+}
+
+/** Where fills under way are announced across processes (`LfsState.claims`). */
+export const CLAIM_PREFIX = "lfs/claims/";
+/** A claim older than this is taken for one whose process died. */
+const CLAIM_FRESH_MS = 60_000;
+/** The longest a request waits on another process's fill before filling itself. */
+const CLAIM_WAIT_MS = 30_000;
+
+/**
+ * Waits for another process's fill of `oid` if one is announced: the stored object once it is
+ * published, or null when there is no fresh claim, the claimant gave up, or it takes too long.
+ * Not atomic (the store has no conditional create): two processes that look at once both fill,
+ * as without claims.
+ */
+async function otherProcessFill(
+  ctx: ProxyContext,
+  oid: string,
+  key: string,
+): Promise<ObjectInfo | null> {
+  const store = ctx.deps.store;
+  const claim = await store.head(`${CLAIM_PREFIX}${oid}`);
+  if (!claim || Date.now() - claim.modified > CLAIM_FRESH_MS) return null;
+  const started = Date.now();
+  for (let wait = 25;; wait = Math.min(wait * 2, 400)) {
+    await new Promise((resolve) => setTimeout(resolve, wait));
+    const info = await store.head(key);
+    if (info) return info;
+    if (Date.now() - started > CLAIM_WAIT_MS) return null;
+    if (!await store.head(`${CLAIM_PREFIX}${oid}`)) return await store.head(key);
   }
 }
 

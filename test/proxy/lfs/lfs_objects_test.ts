@@ -15,6 +15,7 @@ import { DEFAULT_EDGE_CONFIG, type EdgeConfig } from "../../../src/proxy/core/co
 import type { Logger } from "../../../src/proxy/core/log.ts";
 import { Metrics } from "../../../src/proxy/core/metrics.ts";
 import { lfsObjectKey } from "../../../src/proxy/lfs/lfs_urls.ts";
+import { LfsState } from "../../../src/proxy/lfs/lfs_objects.ts";
 
 const USERS = { alice: "alice-pw", bob: "bob-pw" };
 const ALICE = `Basic ${btoa("alice:alice-pw")}`;
@@ -33,6 +34,7 @@ function edgeProcess(
   key: Uint8Array,
   config: Partial<EdgeConfig>,
   logged: string[] = [],
+  lfs?: LfsState,
 ) {
   const background: Promise<unknown>[] = [];
   const log: Logger = {
@@ -49,7 +51,7 @@ function edgeProcess(
     config: { ...DEFAULT_EDGE_CONFIG, ...config },
     waitUntil: (p) => void background.push(p.catch(() => {})),
     log,
-  }, { metrics });
+  }, { metrics, lfs });
   const server = serveLoopback((req) => app.fetch(req));
   return {
     url: server.url,
@@ -237,4 +239,31 @@ Deno.test("lfs: an origin download whose content is not its oid breaks off at th
   assert(same(good.bytes, bytes));
   await edge.settle();
   assert(await Deno.stat(`${dir.path}/${lfsObjectKey(oid)}`).then(() => true, () => false));
+});
+
+Deno.test("lfs: with claims (the Worker's isolates), a process missing an object another is filling waits for it", async () => {
+  await using origin = await startLfsOrigin({ users: USERS });
+  const bytes = new SeededRandom(25).bytes(80_000);
+  const oids = await makeLfsRepo(origin, "r.git", { "a.bin": bytes }, "alice:alice-pw");
+  const oid = oids["a.bin"];
+  await using dir = await tempDir();
+  const key = crypto.getRandomValues(new Uint8Array(32));
+  const config = { origin: origin.url };
+  await using one = edgeProcess(dir.path, key, config, [], new LfsState(undefined, true));
+  await using two = edgeProcess(dir.path, key, config, [], new LfsState(undefined, true));
+  const { json } = await batch(one.url, "r.git", [{ oid, size: 80_000 }]);
+  const { href } = download(json);
+  origin.resetStats();
+  origin.delay.ms = 600;
+  const first = get(href);
+  await new Promise((resolve) => setTimeout(resolve, 250));
+  const second = get(href.replace(one.url, two.url));
+  for (const r of await Promise.all([first, second])) {
+    assertEquals(r.status, 200);
+    assert(same(r.bytes, bytes));
+  }
+  assertEquals(origin.stats.objectGets, 1, "one origin download for both processes");
+  await one.settle();
+  await two.settle();
+  assertEquals(await Array.fromAsync(Deno.readDir(`${dir.path}/lfs/claims`)), [], "claim released");
 });
