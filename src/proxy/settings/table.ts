@@ -179,7 +179,7 @@ export const SETTINGS: readonly Setting[] = withEnvNames([
     flag: "--lfs-origin",
     arg: "URL",
     workerVar: "LFS_ORIGIN",
-    defaultText: "`<origin repository URL>/info/lfs`",
+    defaultText: "`<repo URL>/info/lfs`",
     help:
       "Base URL of the origin's Git LFS server when it is not the Git origin (single-origin mode): `/x.git/info/lfs` goes to `URL/x.git/info/lfs`.",
     parse: parseHttpUrl,
