@@ -20,6 +20,7 @@ const BENCHES = [
   "ci_burst.ts",
   "deno_front.ts",
   "wan.ts",
+  "lfs.ts",
   "bundles.ts",
 ];
 

@@ -21,6 +21,10 @@
  *          after 20 new commits (half with `fetch.uriProtocols`); also prints the packs the origin
  *          computed (its `fetch` commands) for each side; "no WAN" fetches from the origin over
  *          loopback (the clients' and the origin's own work: the floor of both).
+ *   lfs    (only when named) a repository of LFS objects (50 of 2 MB; `--quick` 10 of 512 KiB)
+ *          cloned directly, through the edge the first and the second time, and with no WAN,
+ *          over the same link settings: bench/lfs.ts, with its own origin (git-lfs needs an LFS
+ *          server) and edge.
  * Per competitor: wall (median), origin requests, origin bytes, origin packs (`fetch` commands the
  * origin answered), WAN round trips on the critical path (the longest chain of non-overlapping
  * handshakes and request/response turns the WAN saw) and new WAN connections; ratios are edge /
@@ -42,6 +46,7 @@ import { repoId } from "../src/proxy/core/repo.ts";
 import type { Manifest } from "../src/proxy/core/manifest.ts";
 import { flags, median, settleDisk, spawnOrigin, startEdgeProcess, timed } from "./harness/mod.ts";
 import { type Link, startLink } from "./wan_link.ts";
+import { lfsBench } from "./lfs.ts";
 
 const flag = (name: string, fallback: string) => flags.string(name, fallback);
 const QUICK = Deno.args.includes("--quick");
@@ -369,7 +374,17 @@ try {
     else if (s === "burst") await depth("burst", N);
     else if (s === "fetch") await fetchAfterCommits();
     else if (s === "fetchn") await fetchBurst();
-    else throw new Error(`unknown scenario ${s}`);
+    else if (s === "lfs") {
+      await lfsBench({
+        objects: QUICK ? 10 : 50,
+        bytesEach: QUICK ? 2 ** 19 : 2 * 2 ** 20,
+        runs: RUNS,
+        rttMs: RTT,
+        mbit: MBIT,
+        lanRttMs: LAN_RTT,
+        lanMbit: LAN_MBIT,
+      });
+    } else throw new Error(`unknown scenario ${s}`);
   }
   console.log(
     `\nOver a WAN (${RTT} ms RTT, ${MBIT} Mbit/s), ${RUNS} run(s), medians; load ${await loadavg()}`,

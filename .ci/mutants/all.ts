@@ -13,6 +13,7 @@ import { REQUEST_BOUNDS_MUTANTS } from "./request_bounds.ts";
 import { PLAIN_CLONES_MUTANTS } from "./plain_clones.ts";
 import { SELF_MUTANTS } from "./self.ts";
 import { HOUSE_MUTANTS } from "./house.ts";
+import { LFS_MUTANTS } from "./lfs.ts";
 
 export const MUTANTS: Mutant[] = [
   ...SIGNED_URLS_MUTANTS,
@@ -28,4 +29,5 @@ export const MUTANTS: Mutant[] = [
   ...PLAIN_CLONES_MUTANTS,
   ...SELF_MUTANTS,
   ...HOUSE_MUTANTS,
+  ...LFS_MUTANTS,
 ];

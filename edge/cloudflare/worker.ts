@@ -5,6 +5,7 @@
  * `RepoSnapshotsObject` Durable Object, exported here so the runtime can instantiate it.
  */
 import { createApp } from "../../src/proxy/app.ts";
+import { LfsState } from "../../src/proxy/lfs/lfs_objects.ts";
 import type { EdgeDeps } from "../../src/proxy/core/deps.ts";
 import { Metrics } from "../../src/proxy/core/metrics.ts";
 import { ParseBudget } from "../../src/proxy/core/parse_budget.ts";
@@ -46,6 +47,9 @@ function createFetchHandler(): FetchHandler {
   // request's bindings, which are the same for every request of the isolate).
   let registry: RepoRegistry | undefined;
   let evictor: StoreEvictor | undefined;
+  // LFS grants (origin hrefs, in memory only), fills under way and pins of this isolate.
+  // Fills are announced in R2 so that other isolates missing the same object wait for them.
+  const lfs = new LfsState(undefined, true);
   return async (request, env, ctx) => {
     let deps: EdgeDeps;
     try {
@@ -75,6 +79,7 @@ function createFetchHandler(): FetchHandler {
       tagListings,
       registry,
       evictor,
+      lfs,
     });
     registry ??= app.registry;
     evictor ??= app.evictor;

@@ -1,5 +1,5 @@
 /** The edge app's dependencies for one Worker request, built from the Worker's bindings. */
-import type { EdgeDeps } from "../../src/proxy/core/deps.ts";
+import type { EdgeDeps, Sha256Stream } from "../../src/proxy/core/deps.ts";
 import type { Metrics } from "../../src/proxy/core/metrics.ts";
 import { DurableObjectCoordinator } from "./durable_object_coordinator.ts";
 import { type Env, workerSettings } from "./env.ts";
@@ -23,5 +23,30 @@ export function edgeDepsFromEnv(env: Env, ctx: ExecutionContext, metrics?: Metri
     config: settings.config,
     waitUntil: (promise) => ctx.waitUntil(promise),
     log: workerLogger(settings.logLevel),
+    sha256: digestStreamSha256,
   };
 }
+
+/** Workers' native streaming digest (`crypto.DigestStream`). */
+function digestStreamSha256(): Sha256Stream {
+  const stream = new (crypto as unknown as { DigestStream: DigestStreamClass }).DigestStream(
+    "SHA-256",
+  );
+  const writer = stream.getWriter();
+  let failed: unknown = null;
+  return {
+    update: (chunk) => {
+      writer.write(chunk.slice()).catch((error) => failed ??= error);
+    },
+    digest: async () => {
+      await writer.close();
+      if (failed) throw failed;
+      return new Uint8Array(await stream.digest);
+    },
+  };
+}
+
+/** `crypto.DigestStream` of the Workers runtime: a WritableStream whose `digest` resolves at close. */
+type DigestStreamClass = new (algorithm: string) => WritableStream<Uint8Array> & {
+  digest: Promise<ArrayBuffer>;
+};

@@ -3,6 +3,8 @@
  * in-process coordinator. `gitedge serve` (edge/deno/cli.ts) and the tests start it through here.
  */
 import { createApp } from "../../src/proxy/app.ts";
+import { createHash } from "node:crypto";
+import type { Sha256Stream } from "../../src/proxy/core/deps.ts";
 import type { Clock } from "../../src/proxy/core/deps.ts";
 import type { Manifest } from "../../src/proxy/core/manifest.ts";
 import { type EdgeConfig, withDefaults } from "../../src/proxy/core/config.ts";
@@ -115,6 +117,7 @@ export async function startDenoEdge(opts: DenoEdgeOptions): Promise<RunningEdge>
       log,
       draining: () => draining,
       packSeeds,
+      sha256: nodeSha256,
     },
     { metrics },
   );
@@ -257,4 +260,13 @@ function drainingRefusal(): Response {
     status: 503,
     headers: { "content-type": "text/plain", "connection": "close", "retry-after": "1" },
   });
+}
+
+/** `node:crypto`'s SHA-256: native, about ten times the pure-JavaScript one's speed. */
+function nodeSha256(): Sha256Stream {
+  const hash = createHash("sha256");
+  return {
+    update: (chunk) => void hash.update(chunk),
+    digest: () => Promise.resolve(new Uint8Array(hash.digest())),
+  };
 }

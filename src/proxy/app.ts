@@ -33,6 +33,10 @@ import { RepoRegistry } from "./ops/repo_registry.ts";
 import { StoreEvictor } from "./ops/store_eviction.ts";
 import { overview, renderPage, statusJson } from "./ops/operator_page.ts";
 import { repoFamilies, storeFamilies } from "./ops/repo_metrics.ts";
+import { LFS_OBJECT_ROUTE, splitLfsPath } from "./lfs/lfs_urls.ts";
+import { handleLfsObjectGet, LfsState } from "./lfs/lfs_objects.ts";
+import { handleLfsBatch, handleLfsPassThrough } from "./lfs/lfs_api.ts";
+import { lfsError } from "./lfs/lfs_origin.ts";
 
 export interface EdgeApp {
   app: Hono<EdgeEnv>;
@@ -44,6 +48,8 @@ export interface EdgeApp {
   registry: RepoRegistry;
   /** Keeps the store under `storeMaxBytes` (sweep it after a build publishes). */
   evictor: StoreEvictor;
+  /** LFS grants, fills and pins of this process or isolate. */
+  lfs: LfsState;
 }
 
 /** Repositories the operator's page checks with the origin for a caller without admin token. */
@@ -66,6 +72,8 @@ export function createApp(
     tagListings?: TagListings;
     registry?: RepoRegistry;
     evictor?: StoreEvictor;
+    /** LFS grants, fills and pins (per process or isolate). */
+    lfs?: LfsState;
   } = {},
 ): EdgeApp {
   // Defaults are filled in once, here: the routes read the config as resolved.
@@ -76,6 +84,7 @@ export function createApp(
   const cacheFills = opts.cacheFills ?? new CacheFills();
   const parseBudget = opts.parseBudget ?? ParseBudget.forCap(deps.config.maxRequestBytes);
   const registry = opts.registry ?? new RepoRegistry(deps.store, deps.clock);
+  const lfs = opts.lfs ?? new LfsState();
   const evictor = opts.evictor ?? new StoreEvictor({
     store: deps.store,
     registry,
@@ -84,6 +93,7 @@ export function createApp(
     metrics,
     maxBytes: deps.config.storeMaxBytes,
     log: deps.log,
+    lfs,
   });
   metrics.collect("repos", () => Promise.resolve(repoFamilies(registry, deps.clock)));
   metrics.collect("store", () => storeFamilies(evictor));
@@ -143,6 +153,12 @@ export function createApp(
     return handlePackGet(c.var.scope.ctx, c.req.raw, c.req.param("id"), c.req.param("file"));
   });
 
+  app.on(["GET", "HEAD"], LFS_OBJECT_ROUTE, (c) => {
+    count(c);
+    const rctx = c.var.scope.ctx;
+    return handleLfsObjectGet(rctx, lfs, c.req.raw, c.req.param("id"), c.req.param("oid"));
+  });
+
   // Status names a repository's tips, warm spends origin work. With an admin token configured,
   // both need it. Without one, they are private by default: the caller must be someone the
   // origin lets read the repository (its credentials in `X-Origin-Authorization`, or in
@@ -183,6 +199,7 @@ export function createApp(
       ? undefined
       : async (repo: RepoRef) => await originVerdict(c, repo).catch(() => 0) === 200;
     return await overview(records, deps.coordinator, usage, deps.clock.now(), {
+      lfs: { hits: lfs.hits, misses: lfs.misses },
       visible,
       limit: token ? undefined : MAX_CHECKED_WITHOUT_TOKEN,
     });
@@ -242,6 +259,19 @@ export function createApp(
 
   app.all("*", async (c) => {
     const url = new URL(c.req.url);
+    const lfsPath = splitLfsPath(url.pathname);
+    if (lfsPath) {
+      const repo = resolveRepo(lfsPath.path, deps.config);
+      count(c);
+      const rctx = c.var.scope.ctx;
+      if (!LFS_REST.test(lfsPath.rest) || lfsPath.rest.split("/").some((s) => /^\.+$/.test(s))) {
+        return lfsError(404, "not a Git LFS API path");
+      }
+      if (lfsPath.rest === "objects/batch" && c.req.method === "POST") {
+        return await handleLfsBatch(rctx, lfs, c.req.raw, repo, url);
+      }
+      return await handleLfsPassThrough(rctx, c.req.raw, repo, lfsPath.rest, url);
+    }
     const split = splitGitPath(url.pathname);
     if (!split) return c.text("gitedge: not a Git smart-HTTP path\n", 404);
     const repo = resolveRepo(split.path, deps.config);
@@ -272,8 +302,11 @@ export function createApp(
     }
   };
   const fetch = async (request: Request) => (await handle(request)).response;
-  return { app, fetch, handle, metrics, registry, evictor };
+  return { app, fetch, handle, metrics, registry, evictor, lfs };
 }
+
+/** What may follow `info/lfs/` (the LFS API's paths: `objects/batch`, `locks/<id>/unlock`). */
+const LFS_REST = /^([A-Za-z0-9._-]+(\/[A-Za-z0-9._-]+)*)?$/;
 
 function repoFromEdgePath(c: Context, prefix: string, ctx: ProxyContext): RepoRef {
   const path = new URL(c.req.url).pathname.slice(prefix.length).replace(/\/+$/, "");

@@ -11,6 +11,12 @@ export interface EdgeConfig {
   multiOriginScheme?: "https" | "http";
   /** Base for pack URIs; derived from the request when absent. */
   publicUrl?: string;
+  /**
+   * Single-origin mode: the base URL of the origin's Git LFS server when it is not the Git origin
+   * (edge path `/x/y.git/info/lfs/…` goes to `${lfsOrigin}/x/y.git/info/lfs/…`); absent, LFS goes
+   * to `<origin repository URL>/info/lfs`, where git-lfs itself looks.
+   */
+  lfsOrigin?: string;
   /** Max packs per snapshot layer. */
   chunks: number;
   /** Lifetime of a signed pack URL in seconds. */

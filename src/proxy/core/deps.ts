@@ -72,6 +72,13 @@ export interface Clock {
   now(): number;
 }
 
+/** An incremental SHA-256 (LFS fills check each object's content against its oid). */
+export interface Sha256Stream {
+  update(chunk: Uint8Array): void;
+  /** The digest of everything given; rejects if a chunk could not be hashed. */
+  digest(): Promise<Uint8Array>;
+}
+
 export interface EdgeDeps {
   store: PackStore;
   coordinator: SnapshotCoordinator;
@@ -91,6 +98,11 @@ export interface EdgeDeps {
    * the snapshot builder's. Absent where builds run elsewhere (Workers).
    */
   packSeeds?: PackSeeds;
+  /**
+   * A native incremental SHA-256 of the runtime (the Deno server: `node:crypto`; Workers:
+   * `crypto.DigestStream`); absent: a pure-JavaScript one (about 10 times slower).
+   */
+  sha256?: () => Sha256Stream;
 }
 
 /**

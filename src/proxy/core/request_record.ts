@@ -8,7 +8,10 @@ import type { Metrics } from "./metrics.ts";
 
 /** One request's record (the access log's `action`, `reason`, `cache`, `packUris`, origin time). */
 export interface RequestRecord {
-  /** What the edge did: `answered`, `rewrote`, `cache-hit`, `cache-miss`, `passthrough`, `pack`. */
+  /**
+   * What the edge did: `answered`, `rewrote`, `cache-hit`, `cache-miss`, `passthrough`, `pack`,
+   * `lfs-rewrote`, `lfs-hit`, `lfs-miss`, `lfs-origin-error`.
+   */
   action?: string;
   /** Why a fetch got no packfile URIs. */
   reason?: string;
@@ -31,7 +34,11 @@ export type Outcome =
   /** A fetch answered from the response cache, or sent to the origin through it. */
   | { action: "cache-hit" | "cache-miss" }
   /** `bytes` of stored snapshot packs handed out (a pack or bundle download, a streamed clone). */
-  | { action: "pack"; bytes: number };
+  | { action: "pack"; bytes: number }
+  /** An LFS batch answer rewritten: `urls` edge URLs handed out. */
+  | { action: "lfs-rewrote"; urls: number }
+  /** An LFS object served from the store, filled from the origin, or refused by it. */
+  | { action: "lfs-hit" | "lfs-miss" | "lfs-origin-error" };
 
 /**
  * Writes `outcome` into the counters and into the request's `record` (absent outside a request).
@@ -73,6 +80,16 @@ export function recordOutcome(
     case "pack":
       metrics.inc("gitedge_cache_bytes_total", outcome.bytes);
       record.action = "pack";
+      return;
+    case "lfs-rewrote":
+      metrics.inc("gitedge_lfs_urls_total", outcome.urls);
+      record.action = outcome.action;
+      return;
+    case "lfs-hit":
+    case "lfs-miss":
+    case "lfs-origin-error":
+      metrics.inc("gitedge_lfs_objects_total", 1, { result: outcome.action.slice(4) });
+      record.action = outcome.action;
       return;
   }
 }

@@ -55,6 +55,14 @@ export interface Overview {
     maxBytes: number | null;
     measuredAt: string;
   };
+  /** LFS objects in the store, and this process's downloads of them from the store and origin. */
+  lfs?: {
+    objects: number;
+    bytes: number;
+    hits: number;
+    misses: number;
+    hitRatio: number | null;
+  };
   totals: {
     repositories: number;
     fetches: number;
@@ -102,7 +110,11 @@ export async function overview(
   coordinator: SnapshotCoordinator,
   usage: StoreUsage,
   now: number,
-  opts: { visible?: (repo: RepoRef) => Promise<boolean>; limit?: number } = {},
+  opts: {
+    visible?: (repo: RepoRef) => Promise<boolean>;
+    limit?: number;
+    lfs?: { hits: number; misses: number };
+  } = {},
 ): Promise<Overview> {
   const sorted = [...records].sort((a, b) =>
     (b.lastClonedAt ?? b.firstSeenAt) - (a.lastClonedAt ?? a.firstSeenAt)
@@ -122,6 +134,7 @@ export async function overview(
   return {
     generatedAt: iso(now)!,
     store: { bytes: usage.bytes, maxBytes: usage.maxBytes || null, measuredAt: iso(usage.at)! },
+    lfs: lfsView(usage, opts.lfs ?? { hits: 0, misses: 0 }),
     totals: {
       repositories: repositories.length,
       fetches,
@@ -241,6 +254,17 @@ time{white-space:nowrap}
 .evicted{background:#ffebe9}.err{color:#cf222e}
 `;
 
+function lfsView(usage: StoreUsage, counts: { hits: number; misses: number }): Overview["lfs"] {
+  const served = counts.hits + counts.misses;
+  return {
+    objects: usage.lfsObjects ?? 0,
+    bytes: usage.lfsBytes ?? 0,
+    hits: counts.hits,
+    misses: counts.misses,
+    hitRatio: served ? counts.hits / served : null,
+  };
+}
+
 /** The HTML page of `o`: self-contained, no script. */
 export function renderPage(o: Overview): string {
   const e = escapeHtml;
@@ -259,6 +283,11 @@ export function renderPage(o: Overview): string {
     `<div class="card">Fetches<b>${t.fetches}</b>${e(percent(t.hitRatio))} from the snapshot</div>`,
     `<div class="card">Origin bytes saved<b>${e(humanBytes(t.originBytesSaved))}</b></div>`,
     `<div class="card">Evictions<b>${t.evictions}</b></div>`,
+    o.lfs
+      ? `<div class="card">LFS objects<b>${o.lfs.objects}</b>${e(humanBytes(o.lfs.bytes))}, ${
+        e(percent(o.lfs.hitRatio))
+      } from the store</div>`
+      : "",
   ].join("");
   const rows = o.repositories.map((r) => {
     const last = r.lastBuild;

@@ -77,9 +77,21 @@ export async function storeFamilies(evictor: StoreEvictor): Promise<CollectedFam
   return [
     {
       name: "gitedge_store_bytes",
-      help: "Bytes of snapshots in the store (measured at most every 30 s).",
+      help: "Bytes of snapshots and LFS objects in the store (measured at most every 30 s).",
       type: "gauge",
       samples: [{ labels: {}, value: usage.bytes }],
+    },
+    {
+      name: "gitedge_store_lfs_objects",
+      help: "LFS objects in the store (measured with gitedge_store_bytes).",
+      type: "gauge",
+      samples: [{ labels: {}, value: usage.lfsObjects ?? 0 }],
+    },
+    {
+      name: "gitedge_store_lfs_bytes",
+      help: "Bytes of LFS objects in the store (part of gitedge_store_bytes).",
+      type: "gauge",
+      samples: [{ labels: {}, value: usage.lfsBytes ?? 0 }],
     },
     {
       name: "gitedge_store_max_bytes",

@@ -12,7 +12,8 @@
  * A `request` record: `method`, `route` (`info/refs`, `git-upload-pack`, `pack`, `status`, ...),
  * `repo` (the path as the client gave it, when the route names one), `status`, `bytes`,
  * `durationMs`, `action` (`answered`, `rewrote`, `cache-hit`, `passthrough`, `pack`, `proxied`,
- * `edge`), `reason` (why a fetch passed through), `packUris`, `cache` (`hit`/`miss`), `originMs`
+ * `edge`; for LFS `lfs-rewrote`, `lfs-hit`, `lfs-miss`, `lfs-origin-error`), `reason` (why a
+ * fetch passed through), `packUris`, `cache` (`hit`/`miss`), `originMs`
  * (until the origin's headers, summed over its calls), `originStatus`, and `outcome` (`done`,
  * `cut`: the client went away, `error`: the body failed). Query strings (pack signatures) are
  * never logged, nor any header.
@@ -23,6 +24,7 @@ import type { ProxyContext } from "../core/context.ts";
 import type { RequestRecord } from "../core/request_record.ts";
 import type { Logger } from "../core/log.ts";
 import { splitGitPath } from "../core/repo.ts";
+import { splitLfsPath } from "../lfs/lfs_urls.ts";
 
 /** The edge's own routes under `/_edge/` by their first segment, and their labels. */
 const EDGE_ROUTES: Record<string, string> = {
@@ -33,13 +35,14 @@ const EDGE_ROUTES: Record<string, string> = {
   repos: "repos",
   status: "status",
   warm: "warm",
+  lfs: "lfs-object",
 };
 
 /**
  * The route label (a bounded set: the log's `route`, the metrics' `route`) and the repository a
  * request's path names: a Git endpoint (`info/refs`, `git-upload-pack`, ...), `pack`, `bundle`,
- * `bundle-list`, `page`, `repos`, `status`, `warm`, `metrics`, `health/live`, `health/ready`, or
- * `other`.
+ * `bundle-list`, `page`, `repos`, `status`, `warm`, `metrics`, `health/live`, `health/ready`,
+ * `lfs` (the LFS API), `lfs-object`, or `other`.
  */
 export function routeOf(pathname: string): { route: string; repo?: string } {
   if (pathname === "/_edge" || pathname === "/_edge/") return { route: "page" };
@@ -53,6 +56,8 @@ export function routeOf(pathname: string): { route: string; repo?: string } {
     const named = route === "status" || route === "warm";
     return named && rest ? { route, repo: rest.replace(/\/+$/, "") } : { route };
   }
+  const lfs = splitLfsPath(pathname);
+  if (lfs) return { route: "lfs", repo: lfs.path };
   const split = splitGitPath(pathname);
   return split ? { route: split.endpoint, repo: split.path } : { route: "other" };
 }

@@ -10,14 +10,20 @@
  * evicted repository's next clone finds the snapshot's packs gone: it passes through to the
  * origin and starts a fresh build, as after any lost pack. The response cache is not counted
  * against the cap: it has its own size.
+ *
+ * LFS objects (`lfs/objects/`, shared by every repository) count against the same cap and take
+ * their turn in the same order: each by its last use in this process (served or filled), else
+ * its write time. One an LFS URL handed out by this process may still fetch is spared until the
+ * URL expires; a later download of an evicted object fills it from the origin again.
  */
 import type { Logger } from "../core/log.ts";
 import type { Clock, SnapshotCoordinator } from "../core/deps.ts";
 import type { RepoRef } from "../core/repo.ts";
 import type { Metrics } from "../core/metrics.ts";
-import type { PackStore } from "../../storage/store.ts";
+import type { ObjectInfo, PackStore } from "../../storage/store.ts";
 import type { RepoRecord, RepoRegistry } from "./repo_registry.ts";
 import { cachePrefix, REPOS_PREFIX as PREFIX, STATE_FILE as KEPT } from "../core/store_layout.ts";
+import { LFS_PREFIX } from "../lfs/lfs_urls.ts";
 
 /** A measurement of the store's use is reused for this long (metrics, the operator's page). */
 export const USAGE_TTL_MS = 30_000;
@@ -32,6 +38,17 @@ export interface StoreUsage {
   maxBytes: number;
   /** Bytes that were over the cap and pinned at the last sweep. */
   pinnedBytes: number;
+  /** LFS objects in the store and their bytes (part of `bytes`). */
+  lfsObjects?: number;
+  lfsBytes?: number;
+}
+
+/** What eviction asks of the LFS objects' users in this process (`LfsState`). */
+export interface LfsEvictionHooks {
+  /** Until when (ms) a URL handed out may fetch `oid`; 0: none. */
+  pinnedUntil(oid: string): number;
+  /** When `oid` was last served or filled here (ms); 0: not known. */
+  lastUsed(oid: string): number;
 }
 
 export interface EvictionReport {
@@ -52,6 +69,8 @@ export interface StoreEvictorDeps {
   maxBytes?: number;
   /** Where evictions are logged (`store.evict`, level info); none: not logged. */
   log?: Logger;
+  /** LFS objects' pins and last uses; absent: LFS objects are not counted. */
+  lfs?: LfsEvictionHooks;
 }
 
 interface RepoUsage {
@@ -81,9 +100,18 @@ export class StoreEvictor {
     const now = this.#deps.clock.now();
     if (this.#usage && now - this.#usage.at < USAGE_TTL_MS) return this.#usage;
     const repos = await this.#measure();
+    const lfs = await this.#measureLfs();
     let bytes = 0;
     for (const r of repos.values()) bytes += r.bytes;
-    this.#usage = { bytes, at: now, maxBytes: this.maxBytes, pinnedBytes: 0 };
+    const lfsBytes = lfs.reduce((n, o) => n + o.size, 0);
+    this.#usage = {
+      bytes: bytes + lfsBytes,
+      at: now,
+      maxBytes: this.maxBytes,
+      pinnedBytes: 0,
+      lfsObjects: lfs.length,
+      lfsBytes,
+    };
     return this.#usage;
   }
 
@@ -134,21 +162,62 @@ export class StoreEvictor {
     return repos;
   }
 
+  /** The LFS objects in the store (none when LFS objects are not counted). */
+  async #measureLfs(): Promise<ObjectInfo[]> {
+    if (!this.#deps.lfs) return [];
+    return (await this.#deps.store.list(LFS_PREFIX)).filter((o) => !o.key.includes("/tmp"));
+  }
+
   async #sweepOnce(): Promise<EvictionReport> {
     const { store, registry, clock, metrics } = this.#deps;
     const max = this.maxBytes;
     this.#lastSweep = clock.now();
     const repos = await this.#measure();
+    const lfsObjects = await this.#measureLfs();
     let total = 0;
     for (const r of repos.values()) total += r.bytes;
+    for (const o of lfsObjects) total += o.size;
+    let lfsBytes = lfsObjects.reduce((n, o) => n + o.size, 0);
+    let lfsCount = lfsObjects.length;
     const report: EvictionReport = { before: total, after: total, evicted: [], spared: [] };
     let pinnedBytes = 0;
     if (max > 0 && total > max) {
       const records = new Map((await registry.list()).map((r) => [r.id, r]));
       const lastUse = (id: string) => records.get(id)?.lastClonedAt ?? repos.get(id)!.newest;
-      const order = [...repos.keys()].sort((a, b) => lastUse(a) - lastUse(b));
-      for (const id of order) {
+      const oidOf = (key: string) => key.slice(key.lastIndexOf("/") + 1);
+      const lfsUse = (o: ObjectInfo) =>
+        Math.max(this.#deps.lfs!.lastUsed(oidOf(o.key)), o.modified);
+      const order: ({ id: string; at: number } | { object: ObjectInfo; at: number })[] = [
+        ...[...repos.keys()].map((id) => ({ id, at: lastUse(id) })),
+        ...lfsObjects.map((object) => ({ object, at: lfsUse(object) })),
+      ].sort((a, b) => a.at - b.at);
+      for (const item of order) {
         if (total <= max) break;
+        if ("object" in item) {
+          const oid = oidOf(item.object.key);
+          if (this.#deps.lfs!.pinnedUntil(oid) > clock.now()) {
+            report.spared.push({ id: oid, reason: "pinned" });
+            pinnedBytes += item.object.size;
+            continue;
+          }
+          await store.delete(item.object.key);
+          total -= item.object.size;
+          lfsBytes -= item.object.size;
+          lfsCount--;
+          report.evicted.push({ id: oid, path: `lfs:${oid}`, bytes: item.object.size });
+          metrics.inc("gitedge_store_evictions_total");
+          metrics.inc("gitedge_store_evicted_bytes_total", item.object.size);
+          metrics.inc("gitedge_lfs_evictions_total");
+          this.#deps.log?.log("info", "store.evict", {
+            lfsObject: oid,
+            bytes: item.object.size,
+            lastUsedAt: new Date(item.at).toISOString(),
+            storeBytes: report.before,
+            maxBytes: max,
+          });
+          continue;
+        }
+        const id = item.id;
         const usage = repos.get(id)!;
         if (usage.keys.length === 0) continue;
         const record = records.get(id) ?? null;
@@ -192,7 +261,14 @@ export class StoreEvictor {
       if (report.evicted.length > 0) await registry.flush(true).catch(() => {});
     }
     report.after = total;
-    this.#usage = { bytes: total, at: clock.now(), maxBytes: max, pinnedBytes };
+    this.#usage = {
+      bytes: total,
+      at: clock.now(),
+      maxBytes: max,
+      pinnedBytes,
+      lfsObjects: lfsCount,
+      lfsBytes,
+    };
     return report;
   }
 

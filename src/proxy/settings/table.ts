@@ -173,6 +173,17 @@ export const SETTINGS: readonly Setting[] = withEnvNames([
     help: "Base URL of pack URIs: the edge's public URL.",
     parse: parseHttpUrl,
   },
+  {
+    key: "lfsOrigin",
+    edge: true,
+    flag: "--lfs-origin",
+    arg: "URL",
+    workerVar: "LFS_ORIGIN",
+    defaultText: "`<repo URL>/info/lfs`",
+    help:
+      "Base URL of the origin's Git LFS server when it is not the Git origin (single-origin mode): `/x.git/info/lfs` goes to `URL/x.git/info/lfs`.",
+    parse: parseHttpUrl,
+  },
   integer({
     key: "chunks",
     edge: true,
