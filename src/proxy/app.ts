@@ -32,6 +32,7 @@ import { RepoRegistry } from "./ops/repo_registry.ts";
 import { StoreEvictor } from "./ops/store_eviction.ts";
 import { overview, renderPage, statusJson } from "./ops/operator_page.ts";
 import { repoFamilies, storeFamilies } from "./ops/repo_metrics.ts";
+import { BASIC_CHALLENGE, isAdmin } from "./ops/admin_auth.ts";
 
 export interface EdgeApp {
   app: Hono;
@@ -157,10 +158,11 @@ export function createApp(
     await res.body?.cancel().catch(() => {});
     return res.status;
   };
-  const refusal = async (c: Context, repo: RepoRef): Promise<Response | null> => {
+  // `basic`: the route changes nothing, so a browser's Basic credentials may carry the token.
+  const refusal = async (c: Context, repo: RepoRef, basic = false): Promise<Response | null> => {
     const token = deps.config.adminToken;
     if (token) {
-      return isAdmin(c.req.header("authorization"), token)
+      return isAdmin(c.req.header("authorization"), token, { basic })
         ? null
         : c.json({ error: "admin token required" }, 401);
     }
@@ -175,7 +177,7 @@ export function createApp(
   // most recently cloned first, checking at most MAX_CHECKED_WITHOUT_TOKEN of them.
   const operatorOverview = async (c: Context) => {
     const token = deps.config.adminToken;
-    if (token && !isAdmin(c.req.header("authorization"), token)) return null;
+    if (token && !isAdmin(c.req.header("authorization"), token, { basic: true })) return null;
     const records = await registry.list();
     const usage = await evictor.usage();
     const visible = token
@@ -190,9 +192,12 @@ export function createApp(
     metrics.inc("gitedge_requests_total", 1, { route: "page" });
     const o = await operatorOverview(c);
     if (!o) {
-      return c.text("gitedge: admin token required (Authorization: Bearer TOKEN)\n", 401, {
-        "www-authenticate": 'Bearer realm="gitedge"',
-      });
+      // Basic first: the challenge a browser prompts for (any user name, the token as password).
+      return c.text(
+        "gitedge: admin token required (Authorization: Bearer TOKEN, or Basic with the token as password)\n",
+        401,
+        { "www-authenticate": BASIC_CHALLENGE },
+      );
     }
     return c.html(renderPage(o), 200, {
       "cache-control": "no-store",
@@ -212,7 +217,7 @@ export function createApp(
   app.get("/_edge/status/*", async (c) => {
     metrics.inc("gitedge_requests_total", 1, { route: "status" });
     const repo = repoFromEdgePath(c, "/_edge/status/", ctx);
-    const refused = await refusal(c, repo);
+    const refused = await refusal(c, repo, true);
     if (refused) return refused;
     return c.json({ repo: repo.path, snapshot: statusJson(await deps.coordinator.status(repo)) });
   });
@@ -293,14 +298,6 @@ function repoFromEdgePath(c: Context, prefix: string, ctx: ProxyContext): RepoRe
 }
 
 /** Whether `authorization` carries the admin token (constant-time). */
-function isAdmin(authorization: string | undefined, token: string): boolean {
-  const given = new TextEncoder().encode(authorization ?? "");
-  const want = new TextEncoder().encode(`Bearer ${token}`);
-  let diff = given.length ^ want.length;
-  for (let i = 0; i < want.length; i++) diff |= want[i] ^ (given[i] ?? 0);
-  return diff === 0;
-}
-
 /**
  * An error that owns its response (`EdgeHttpError`, Git wire errors as 400) answers with it: a
  * text/plain body git shows to its user, its message through `publicMessage` (no credentials, no

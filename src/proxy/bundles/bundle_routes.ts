@@ -6,6 +6,7 @@
  * streams). Whole only: git's bundle download asks for no range. A layer no longer in the
  * manifest (compacted since the list was handed out) is 404: git then fetches what it lacks.
  */
+import { noteBytesSaved } from "../ops/bytes_saved.ts";
 import type { ProxyContext } from "../core/context.ts";
 import { isManifest, type Manifest, manifestKey } from "../core/manifest.ts";
 import { getBytes } from "../../storage/store.ts";
@@ -91,6 +92,7 @@ export async function handleBundleGet(
   }
   ctx.metrics.inc("gitedge_bundles_served_total");
   ctx.metrics.inc("gitedge_cache_bytes_total", length);
+  noteBytesSaved(ctx, id, length, "bundle");
   return new Response(body, { status, headers });
 }
 

@@ -8,6 +8,9 @@ const HELP: Record<string, string> = {
   gitedge_requests_total: "HTTP requests handled, by route.",
   gitedge_origin_bytes_total: "Response bytes received from the origin.",
   gitedge_cache_bytes_total: "Pack bytes served from the edge's store (each response's length).",
+  gitedge_origin_bytes_saved_total:
+    "Bytes served from the edge's store instead of the origin, by path: uri, stream, bundle, " +
+    "response-cache (mirror, lfs).",
   gitedge_packfile_uris_total: "Packfile URIs handed out in fetch responses.",
   gitedge_fetch_rewrites_total: "Fetch responses that got a packfile-uris section.",
   gitedge_fetch_answered_total:

@@ -6,6 +6,7 @@
 import type { ProxyContext } from "../core/context.ts";
 import { packKey } from "../core/manifest.ts";
 import { isIndexFile, verifyPackUrl } from "./pack_urls.ts";
+import { noteBytesSaved } from "../ops/bytes_saved.ts";
 
 export interface ParsedRange {
   offset: number;
@@ -121,7 +122,7 @@ export async function handlePackGet(
   // so the runtime can send it without JavaScript on every chunk (a counting transform cost the
   // Deno server ~20% of its CPU per pack byte).
   ctx.metrics.inc("gitedge_cache_bytes_total", length);
-  ctx.registry?.notePackBytes(id, length);
+  noteBytesSaved(ctx, id, length, "uri");
   return new Response(obj.body, { status, headers });
 }
 

@@ -5,7 +5,7 @@
 import type { ScheduleBasis } from "../core/deps.ts";
 import type { RepoRef } from "../core/repo.ts";
 import type { ProxyContext } from "../core/context.ts";
-import { countingStream } from "../core/metrics.ts";
+import { noteBytesSaved } from "../ops/bytes_saved.ts";
 import { cacheKey, entryKey, keyedByTags } from "../core/response_cache.ts";
 import { TagDigest } from "../origin/tag_listings.ts";
 import { OriginAnswerError } from "../origin/origin.ts";
@@ -80,11 +80,11 @@ async function throughCache(
     return hit;
   };
   if (authorised) {
-    const hit = await cachedAnswer(ctx, storeKey);
+    const hit = await cachedAnswer(ctx, storeKey, repo.id);
     if (hit) return stored(hit);
     const pending = ctx.responseCache.pending(storeKey);
     if (pending && await pending) {
-      const filled = await cachedAnswer(ctx, storeKey);
+      const filled = await cachedAnswer(ctx, storeKey, repo.id);
       if (filled) return stored(filled);
     }
   }
@@ -99,13 +99,13 @@ async function throughCache(
       authorised = true;
     }
     await ctx.responseCache.pending(storeKey);
-    const filled = await cachedAnswer(ctx, storeKey);
+    const filled = await cachedAnswer(ctx, storeKey, repo.id);
     if (filled) return stored(filled);
     claim = ctx.responseCache.claim(storeKey);
   }
   if (claim && authorised) {
     // A fill may have landed between this request's lookup and its claim.
-    const landed = await cachedAnswer(ctx, storeKey);
+    const landed = await cachedAnswer(ctx, storeKey, repo.id);
     if (landed) {
       claim.abandon();
       return stored(landed);
@@ -140,12 +140,23 @@ async function throughCache(
 }
 
 /** A stored answer as a response, or null when there is none. */
-async function cachedAnswer(ctx: ProxyContext, storeKey: string): Promise<Response | null> {
+async function cachedAnswer(
+  ctx: ProxyContext,
+  storeKey: string,
+  repoId: string,
+): Promise<Response | null> {
   const obj = await ctx.deps.store.get(storeKey);
   if (!obj) return null;
   ctx.metrics.inc("gitedge_response_cache_total", 1, { result: "hit" });
+  // Every stored answer served is one the origin did not compute for this request.
   const body = obj.body.pipeThrough(
-    countingStream(ctx.metrics, "gitedge_response_cache_bytes_total"),
+    new TransformStream<Uint8Array, Uint8Array>({
+      transform(chunk, out) {
+        ctx.metrics.inc("gitedge_response_cache_bytes_total", chunk.length);
+        noteBytesSaved(ctx, repoId, chunk.length, "response-cache");
+        out.enqueue(chunk);
+      },
+    }),
   );
   return new Response(body, {
     status: 200,

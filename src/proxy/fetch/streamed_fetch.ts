@@ -27,6 +27,7 @@ import {
   SidebandFiller,
 } from "../../git/sideband.ts";
 import { UPLOAD_PACK_RESULT_TYPE } from "../../git/media_types.ts";
+import { noteBytesSaved } from "../ops/bytes_saved.ts";
 
 /** The `stream-snapshot` outcome of a fetch plan, counted in the repository registry. */
 export function streamedFetch(call: FetchCall, plan: PlanOf<"stream-snapshot">): Response {
@@ -66,6 +67,7 @@ export function streamSnapshot(
   ctx.metrics.inc("gitedge_fetch_streamed_total");
   const body = sidebandPack(concat(head), pack, (bytes) => {
     ctx.metrics.inc("gitedge_cache_bytes_total", bytes);
+    noteBytesSaved(ctx, repo.id, bytes, "stream");
   }, (error) => {
     ctx.deps.log?.log("warn", "snapshot_stream.failed", {
       repo: repo.path,

@@ -35,6 +35,26 @@ export interface StoreUsage {
   maxBytes: number;
   /** Bytes that were over the cap and pinned at the last sweep. */
   pinnedBytes: number;
+  /** Everything in the store, snapshots or not (measured with `bytes`). */
+  totalBytes: number;
+  /** `totalBytes` by kind: see {@link storeKind}. */
+  byKind: Record<StoreKind, number>;
+}
+
+/** What a stored object is, for the store's use by kind. */
+export type StoreKind = "packs" | "indexes" | "snapshot-other" | "response-cache" | "other";
+
+/** The kind of the object at `key`. */
+export function storeKind(key: string): StoreKind {
+  if (key.startsWith(CACHE_PREFIX)) return "response-cache";
+  if (!key.startsWith(PREFIX)) return "other";
+  if (key.endsWith(".pack")) return "packs";
+  if (key.endsWith(".idx")) return "indexes";
+  return "snapshot-other";
+}
+
+function zeroKinds(): Record<StoreKind, number> {
+  return { packs: 0, indexes: 0, "snapshot-other": 0, "response-cache": 0, other: 0 };
 }
 
 export interface EvictionReport {
@@ -86,7 +106,20 @@ export class StoreEvictor {
     const repos = await this.#measure();
     let bytes = 0;
     for (const r of repos.values()) bytes += r.bytes;
-    this.#usage = { bytes, at: now, maxBytes: this.maxBytes, pinnedBytes: 0 };
+    const byKind = zeroKinds();
+    let totalBytes = 0;
+    for (const obj of await this.#deps.store.list("")) {
+      byKind[storeKind(obj.key)] += obj.size;
+      totalBytes += obj.size;
+    }
+    this.#usage = {
+      bytes,
+      at: now,
+      maxBytes: this.maxBytes,
+      pinnedBytes: this.#usage?.pinnedBytes ?? 0,
+      totalBytes,
+      byKind,
+    };
     return this.#usage;
   }
 
@@ -195,7 +228,15 @@ export class StoreEvictor {
       if (report.evicted.length > 0) await registry.flush(true).catch(() => {});
     }
     report.after = total;
-    this.#usage = { bytes: total, at: clock.now(), maxBytes: max, pinnedBytes };
+    // The next look measures the whole store again (by kind), with this sweep's pinned bytes.
+    this.#usage = {
+      bytes: total,
+      at: 0,
+      maxBytes: max,
+      pinnedBytes,
+      totalBytes: 0,
+      byKind: zeroKinds(),
+    };
     return report;
   }
 

@@ -291,11 +291,17 @@ export class RepoSnapshots {
     const before = this.#deps.subrequests?.() ?? 0;
     const startedAt = this.#deps.clock.now();
     let manifest: Manifest;
+    const previous = fresh ? null : snapshot.manifest;
     try {
-      manifest = await this.#deps.builder.build(repo, auth, fresh ? null : snapshot.manifest);
+      manifest = await this.#deps.builder.build(repo, auth, previous);
     } catch (error) {
       await this.#failed(snapshot, error);
       throw error;
+    }
+    // The origin had not moved: nothing was built, and the last build stays the one that built.
+    if (previous !== null && manifest === previous) {
+      await this.#publish(snapshot, manifest, Object.keys(auth.headers).length > 0, false);
+      return manifest;
     }
     snapshot.meta.lastBuild = {
       invocations: 1,
@@ -430,7 +436,12 @@ export class RepoSnapshots {
     await this.#deps.storage.put(META_KEY, snapshot.meta);
   }
 
-  async #publish(snapshot: Snapshot, manifest: Manifest, credentialed: boolean): Promise<void> {
+  async #publish(
+    snapshot: Snapshot,
+    manifest: Manifest,
+    credentialed: boolean,
+    built = true,
+  ): Promise<void> {
     const { storage, clock, refreshMs } = this.#deps;
     snapshot.manifest = manifest;
     snapshot.meta.lastError = null;
@@ -442,7 +453,7 @@ export class RepoSnapshots {
     });
     if (refreshMs !== null && !credentialed) await storage.setAlarm(clock.now() + refreshMs);
     const last = snapshot.meta.lastBuild;
-    if (last?.finishedAt !== undefined) {
+    if (built && last?.finishedAt !== undefined) {
       this.#deps.metrics?.observe(
         "gitedge_snapshot_build_duration_seconds",
         (last.finishedAt - last.startedAt) / 1000,
