@@ -81,6 +81,8 @@ export function createApp(
     clock: deps.clock,
     metrics,
     maxBytes: deps.config.storeMaxBytes,
+    // A snapshot just built serves before it may be evicted: for as long as its URLs live.
+    freshMs: deps.config.urlTtlSeconds * 1000,
     log: deps.log,
   });
   metrics.collect("repos", () => Promise.resolve(repoFamilies(registry, deps.clock)));
@@ -97,6 +99,7 @@ export function createApp(
     lsRefsAhead: opts.lsRefsAhead ?? new LsRefsAhead(),
     tagListings: opts.tagListings ?? new TagListings(),
     registry,
+    admitBuild: (repo) => evictor.admit(repo),
   };
   const app = new Hono();
   const log = deps.log ?? SILENT_LOGGER;
@@ -236,6 +239,14 @@ export function createApp(
     // A snapshot with a pack missing, truncated or rewritten since it was published is rebuilt
     // afresh, not reported ready (the same look-ups a fetch makes before handing out URIs).
     const { missingPack } = await currentSnapshot(ctx, repo);
+    if (!evictor.admit(repo)) {
+      // Nothing is built: a snapshot would not fit beside what the store must keep.
+      return c.json({
+        repo: repo.path,
+        error: "the store is over its cap by what is pinned or just built: no build now",
+        snapshot: statusJson(await deps.coordinator.status(repo)),
+      }, 507);
+    }
     const status = await deps.coordinator.warm(repo, auth, { rebuild: missingPack });
     const manifest = status.state === "ready" ? await deps.coordinator.manifest(repo) : null;
     if (manifest) registry.noteSnapshot(repo, manifest);

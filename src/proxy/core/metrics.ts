@@ -40,6 +40,8 @@ const HELP: Record<string, string> = {
   gitedge_snapshot_build_duration_seconds: "Duration of snapshot builds that published.",
   gitedge_store_evictions_total: "Snapshots evicted from the store to keep it under its cap.",
   gitedge_store_evicted_bytes_total: "Bytes of the snapshots evicted from the store.",
+  gitedge_store_full_builds_skipped_total:
+    "Snapshot builds not started because the store was over its cap by what it must keep.",
 };
 
 /** Bucket bounds (seconds) of every duration histogram: 5 ms to 10 min. */

@@ -37,6 +37,7 @@ export type PlanOf<A extends FetchPlan["action"]> = Extract<FetchPlan, { action:
 export function scheduleBuild(call: FetchCall, build: ScheduleBasis | null): void {
   if (!build) return;
   const { ctx, repo, request } = call;
+  if (ctx.admitBuild && !ctx.admitBuild(repo)) return;
   inBackground(ctx, ctx.deps.coordinator.schedule(repo, authOf(request.headers), build));
 }
 

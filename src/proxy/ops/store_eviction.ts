@@ -5,8 +5,12 @@
  * `lastClonedAt`; the newest object's time for a repository it does not know).
  *
  * Spared: a repository whose packs are pinned (pack URLs handed out for it may not have expired:
- * the registry's `pinnedUntil`, in this process and as stored by others) and one with a build
- * under way. Its build counters (`state.json`) stay; its response-cache entries go with it. An
+ * the registry's `pinnedUntil`, in this process and as stored by others), one with a build under
+ * way, and the snapshot written last when it was written after its repository's last clone and
+ * less than `freshMs` ago (a snapshot just built serves at least once before it may go: evicting
+ * it at once would have every clone pass through and rebuild). When what is spared keeps the store over its cap, the store is
+ * full: {@link StoreEvictor.admit} refuses new builds (clones pass through, a warm says so) until a
+ * sweep brings it under the cap again; logged once each way (`store.full`, `store.fits`). Its build counters (`state.json`) stay; its response-cache entries go with it. An
  * evicted repository's next clone finds the snapshot's packs gone: it passes through to the
  * origin and starts a fresh build, as after any lost pack. The response cache is not counted
  * against the cap: it has its own size.
@@ -26,6 +30,8 @@ const KEPT = "state.json";
 export const USAGE_TTL_MS = 30_000;
 /** Sweeps started by traffic (not by a build publishing) run at most this often. */
 export const SWEEP_INTERVAL_MS = 30_000;
+/** A snapshot written after its last clone is spared this long by default. */
+export const DEFAULT_FRESH_MS = 5 * 60_000;
 
 export interface StoreUsage {
   /** Bytes of snapshots in the store, when measured (ms since epoch). */
@@ -62,7 +68,7 @@ export interface EvictionReport {
   after: number;
   evicted: { id: string; path: string; bytes: number }[];
   /** Repositories over the cap that were spared, and why. */
-  spared: { id: string; reason: "pinned" | "building" }[];
+  spared: { id: string; reason: "pinned" | "building" | "fresh" }[];
 }
 
 export interface StoreEvictorDeps {
@@ -73,6 +79,8 @@ export interface StoreEvictorDeps {
   metrics: Metrics;
   /** The cap in bytes; 0 or absent: none (the store is only measured). */
   maxBytes?: number;
+  /** A snapshot written after its last clone is spared this long (ms; default 5 min). */
+  freshMs?: number;
   /** Where evictions are logged (`store.evict`, level info); none: not logged. */
   log?: Logger;
 }
@@ -89,6 +97,8 @@ export class StoreEvictor {
   #running: Promise<EvictionReport> | null = null;
   #again = false;
   #lastSweep = 0;
+  /** The last sweep ended over the cap, everything left spared: new builds wait. */
+  #full = false;
   #usage: StoreUsage | null = null;
 
   constructor(deps: StoreEvictorDeps) {
@@ -97,6 +107,23 @@ export class StoreEvictor {
 
   get maxBytes(): number {
     return this.#deps.maxBytes ?? 0;
+  }
+
+  /**
+   * Whether a build of `repo` may start now: not while the store is full (the last sweep could
+   * not bring it under its cap: what is left is pinned, fresh or building). A refused build is
+   * counted; the clone that asked passes through.
+   */
+  admit(repo: RepoRef): boolean {
+    if (!this.#full) return true;
+    this.#deps.metrics.inc("gitedge_store_full_builds_skipped_total");
+    void repo;
+    return false;
+  }
+
+  /** Whether the store is full (see {@link admit}). */
+  get full(): boolean {
+    return this.#full;
   }
 
   /** The store's use, measured at most every {@link USAGE_TTL_MS}. */
@@ -183,6 +210,18 @@ export class StoreEvictor {
       const records = new Map((await registry.list()).map((r) => [r.id, r]));
       const lastUse = (id: string) => records.get(id)?.lastClonedAt ?? repos.get(id)!.newest;
       const order = [...repos.keys()].sort((a, b) => lastUse(a) - lastUse(b));
+      // The snapshot written last, when not cloned since and younger than freshMs, serves before
+      // it may go (older unserved ones go in their turn, least recently used first).
+      const freshMs = this.#deps.freshMs ?? DEFAULT_FRESH_MS;
+      const now = clock.now();
+      const last = [...repos.entries()].reduce<[string, RepoUsage] | null>(
+        (best, e) => (best === null || e[1].newest > best[1].newest ? e : best),
+        null,
+      );
+      const fresh = last && (records.get(last[0])?.lastClonedAt ?? 0) < last[1].newest &&
+          now - last[1].newest < freshMs
+        ? last[0]
+        : null;
       for (const id of order) {
         if (total <= max) break;
         const usage = repos.get(id)!;
@@ -191,6 +230,11 @@ export class StoreEvictor {
         const now = clock.now();
         if (usage.building || (record && await this.#building(record))) {
           report.spared.push({ id, reason: "building" });
+          continue;
+        }
+        if (id === fresh) {
+          report.spared.push({ id, reason: "fresh" });
+          pinnedBytes += usage.bytes;
           continue;
         }
         if ((record?.pinnedUntil ?? 0) > now || !registry.beginEviction(id, now)) {
@@ -218,6 +262,9 @@ export class StoreEvictor {
         metrics.inc("gitedge_store_evicted_bytes_total", freed);
         const last = record?.lastClonedAt ? new Date(record.lastClonedAt).toISOString() : "never";
         this.#deps.log?.log("info", "store.evict", {
+          message:
+            `gitedge: evicted the snapshot of ${path} (${freed} bytes, last cloned ${last}) ` +
+            `to keep the store under its cap`,
           repo: path,
           bytes: freed,
           lastClonedAt: last,
@@ -228,6 +275,19 @@ export class StoreEvictor {
       if (report.evicted.length > 0) await registry.flush(true).catch(() => {});
     }
     report.after = total;
+    const full = max > 0 && total > max;
+    if (full !== this.#full) {
+      this.#full = full;
+      this.#deps.log?.log(full ? "warn" : "info", full ? "store.full" : "store.fits", {
+        message: full
+          ? `gitedge: the store is over its cap by what is pinned or just built: new snapshot ` +
+            `builds wait (clones pass through) until it fits`
+          : "gitedge: the store fits its cap again: snapshot builds resume",
+        storeBytes: total,
+        maxBytes: max,
+        spared: report.spared.map((s) => s.reason),
+      });
+    }
     // The next look measures the whole store again (by kind), with this sweep's pinned bytes.
     this.#usage = {
       bytes: total,
