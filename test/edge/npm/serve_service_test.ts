@@ -12,6 +12,7 @@ import { assertSameClone, makeRepo } from "../../support/fixtures.ts";
 import { docRecipe } from "../../support/doc_recipes.ts";
 import { withinDeadline } from "../../support/deadline.ts";
 import { buildNpmPackage } from "../../../edge/npm/build.ts";
+import { alive, descendants, killTree, stillRunning } from "../../support/process_tree.ts";
 
 const ROOT = new URL("../../../", import.meta.url).pathname;
 
@@ -20,37 +21,6 @@ function freePort(): number {
   const port = (l.addr as Deno.NetAddr).port;
   l.close();
   return port;
-}
-
-/** Every process under `pid` (children, their children, …), from /proc. */
-async function descendants(pid: number): Promise<number[]> {
-  const parentOf = new Map<number, number>();
-  for await (const e of Deno.readDir("/proc")) {
-    if (!/^\d+$/.test(e.name)) continue;
-    const stat = await Deno.readTextFile(`/proc/${e.name}/stat`).catch(() => "");
-    const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
-    if (ppid) parentOf.set(Number(e.name), ppid);
-  }
-  const out: number[] = [];
-  const walk = (p: number) => {
-    for (const [child, parent] of parentOf) {
-      if (parent === p) {
-        out.push(child);
-        walk(child);
-      }
-    }
-  };
-  walk(pid);
-  return out;
-}
-
-function alive(pid: number): boolean {
-  try {
-    const stat = Deno.readTextFileSync(`/proc/${pid}/stat`);
-    return !/^\d+ \(.*\) Z/.test(stat);
-  } catch {
-    return false;
-  }
 }
 
 /** Runs `cmd` as a supervisor would, checks port, store, a clone, then SIGTERM. */
@@ -110,16 +80,11 @@ async function superviseOnce(
     assertEquals(code, 0, `${name} exit status\n${err}`);
     assert(/"event":"drain.finish"/.test(out), `${name} drained: ${out}`);
     // Give the kernel a moment to reap; then nothing of the tree may be left.
-    for (let i = 0; i < 20 && tree.some(alive); i++) await new Promise((r) => setTimeout(r, 100));
-    assertEquals(tree.filter(alive), [], `${name} left processes behind`);
+    assertEquals(await stillRunning(tree), [], `${name} left processes behind`);
   } finally {
     // On failure, end the whole tree (a launcher killed alone would orphan the server, which
     // holds the pipes open).
-    for (const pid of new Set([child.pid, ...tree, ...await descendants(child.pid)])) {
-      try {
-        if (alive(pid)) Deno.kill(pid, "SIGKILL");
-      } catch { /* gone */ }
-    }
+    killTree(new Set([child.pid, ...tree, ...await descendants(child.pid)]));
     await withinDeadline(
       Promise.allSettled([status, outDone, errDone]),
       `${name} ended`,
