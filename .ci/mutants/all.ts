@@ -14,6 +14,7 @@ import { PLAIN_CLONES_MUTANTS } from "./plain_clones.ts";
 import { SELF_MUTANTS } from "./self.ts";
 import { HOUSE_MUTANTS } from "./house.ts";
 import { LFS_MUTANTS } from "./lfs.ts";
+import { OPERATOR_ACCESS_MUTANTS } from "./operator_access.ts";
 
 export const MUTANTS: Mutant[] = [
   ...SIGNED_URLS_MUTANTS,
@@ -30,4 +31,5 @@ export const MUTANTS: Mutant[] = [
   ...SELF_MUTANTS,
   ...HOUSE_MUTANTS,
   ...LFS_MUTANTS,
+  ...OPERATOR_ACCESS_MUTANTS,
 ];

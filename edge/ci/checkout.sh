@@ -22,6 +22,14 @@
 #   GITEDGE_COMMAND     how to run gitedge (default: gitedge on PATH)
 set -euo pipefail
 
+case ${1:-} in
+-h | --help)
+  # The header above, without its comment marks: the variables this script reads.
+  sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed -e '$d' -e 's/^# \{0,1\}//'
+  exit 0
+  ;;
+esac
+
 : "${GITEDGE_EDGE:?set GITEDGE_EDGE to the edge URL for the origin host}"
 edge=${GITEDGE_EDGE%/}
 mode=${GITEDGE_MODE:-clone}

@@ -67,7 +67,7 @@ export async function serveMain(args: string[]): Promise<number> {
     settings = parseServeArgs(args, (name) => Deno.env.get(name));
   } catch (err) {
     if (!(err instanceof ServeUsageError || err instanceof SettingError)) throw err;
-    console.error(`gitedge serve: ${err.message}\n\n${HELP}`);
+    console.error(`gitedge serve: ${err.message}\nsee 'gitedge serve --help'`);
     return 2;
   }
   const log = createLogger({

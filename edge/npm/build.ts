@@ -1,11 +1,15 @@
 /**
  * Builds the npm package: the CLI bundled by `deno bundle` (one chunk per command, so a clone
- * never loads the server), the Node launcher, the CI checkout script and package.json; with `--pack`, `npm pack`s it.
+ * never loads the server), the Node launcher, the CI checkout script and package.json; with
+ * `--pack`, `npm pack`s it.
  *
- *   deno run -A edge/npm/build.ts [--out DIR] [--pack]    # prints the package dir or tarball
+ *   deno run --no-config -A edge/npm/build.ts [--out DIR] [--pack]   # prints the dir or tarball
  *
- * The package depends on `deno` only: hono, fflate and noble are inside the bundle, and nothing
- * of the test stack (miniflare, workerd, isomorphic-git) is.
+ * Output: DIR/package/ and, with `--pack`, DIR/gitedge-<version>.tgz; DIR is `dist/npm` in this
+ * checkout unless `--out` names another (docs/install.md). The bundle is made under
+ * `edge/deno/serve.json` (the server's own imports and lock), so building fetches hono and noble
+ * only, never the test stack. The package depends on `deno` only: hono and noble are inside the
+ * bundle, and nothing of the test stack (miniflare, workerd, isomorphic-git) is.
  */
 import { VERSION } from "../../src/version.ts";
 
@@ -49,6 +53,7 @@ export async function buildNpmPackage(
     "--quiet",
     "--platform=deno",
     "--code-splitting",
+    `--config=${root}edge/deno/serve.json`,
     `--outdir=${dir}/dist`,
     `${here}entry.ts`,
   ], root);
@@ -71,7 +76,11 @@ export async function buildNpmPackage(
 if (import.meta.main) {
   const args = Deno.args;
   const at = args.indexOf("--out");
-  const out = at >= 0 ? args[at + 1] : `${root}bench/out/npm`;
+  if (at >= 0 && !args[at + 1]) {
+    console.error("build.ts: --out needs a directory");
+    Deno.exit(2);
+  }
+  const out = at >= 0 ? args[at + 1] : `${root}dist/npm`;
   const built = await buildNpmPackage(out, args.includes("--pack"));
   console.log(built.tarball ?? built.dir);
 }

@@ -104,8 +104,13 @@ export interface CloneOptions {
   revision?: string;
   /** `--no-checkout`. */
   noCheckout?: boolean;
-  /** `--filter`: a partial clone (the remote becomes a promisor; git fetches the rest lazily). */
+  /**
+   * `--filter`: a partial clone (the remote becomes a promisor; git fetches the rest lazily). A
+   * server without filters gets a full clone, no promisor, and `onWarning` hears of it, as git.
+   */
   filter?: string;
+  /** Warnings git would print (`filtering not recognized by server, ignoring`); never thrown. */
+  onWarning?: (message: string) => void;
   /** `-c key=value`, written to the new repository's config first, in order. */
   config?: [string, string][];
   /** `--recurse-submodules`: git initialises and clones the submodules after the checkout. */
@@ -188,6 +193,11 @@ async function cloneInto(
     "HEAD",
   ]);
   mark("connect");
+  if (options.filter !== undefined && !session.supportsFilter) {
+    // As git: the whole clone, and no promisor remote that would promise what it does not have.
+    options.onWarning?.("filtering not recognized by server, ignoring");
+    options = { ...options, filter: undefined };
+  }
   const format = `--object-format=${session.objectFormat}`;
   // `git init` runs during ls-refs; both settle before anything fails (the directory may go).
   const [refs] = await settleAll(

@@ -56,17 +56,18 @@ options (git clone's meaning; packs by URI only for full clones, the edge caches
   --progress            show progress even when stderr is not a terminal
   --version             print the version
   --jobs <n>            parallel packfile-URI downloads (default 0 = min(8, number of packs))
-  --json          print one JSON summary on stdout (bytesInline, bytesByUri, seconds, packs)
-  --trust-edge-index
-                  for packs whose edge keeps their index (gitedge serve --pack-indexes on):
-                  download the index and check checksums instead of running git index-pack.
-                  Only for an edge you run yourself: an object may then not hash to its name
-                  (git fsck finds it). Packs without an index are indexed as usual.
-  --spool <mode>  where a URI pack goes while it downloads: auto (default) spools it to a file
-                  and indexes it once complete when the link is fast (all downloads together
-                  >= 32 MiB/s in its first 250 ms), else streams it into index-pack; always;
-                  never (always stream)
-  -h, --help      show this help
+  --json                print one JSON summary on stdout (bytesInline, bytesByUri, seconds,
+                        packs)
+  --trust-edge-index    for packs whose edge keeps their index (gitedge serve --pack-indexes
+                        on): download the index and check checksums instead of running git
+                        index-pack. Only for an edge you run yourself: an object may then not
+                        hash to its name (git fsck finds it). Packs without an index are
+                        indexed as usual.
+  --spool <mode>        where a URI pack goes while it downloads: auto (default) spools it to
+                        a file and indexes it once complete when the link is fast (all
+                        downloads together >= 32 MiB/s in its first 250 ms), else streams it
+                        into index-pack; always; never (always stream)
+  -h, --help            show this help
 
 credentials: GITEDGE_AUTHORIZATION (a full Authorization header value), user:password in the
 URL, or 'git credential fill' when the server answers 401. They are never printed.
@@ -357,6 +358,7 @@ export async function cloneMain(args: string[]): Promise<number> {
       noTags: options.noTags,
       revision: options.revision,
       filter: options.filter,
+      onWarning: (message) => console.error(`warning: ${message}`),
       noCheckout: options.noCheckout,
       recurseSubmodules: options.recurseSubmodules,
       reference: options.reference,

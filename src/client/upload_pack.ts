@@ -80,6 +80,11 @@ export class UploadPackSession {
     return hasFetchFeature(this.advertisement, "packfile-uris");
   }
 
+  /** Whether `fetch` takes a `filter` (partial clone). */
+  get supportsFilter(): boolean {
+    return hasFetchFeature(this.advertisement, "filter");
+  }
+
   /** The repository's object format (`sha1` unless advertised otherwise). */
   get objectFormat(): string {
     return capabilityValue(this.advertisement, "object-format") || "sha1";

@@ -37,6 +37,7 @@ import { LFS_OBJECT_ROUTE, splitLfsPath } from "./lfs/lfs_urls.ts";
 import { handleLfsObjectGet, LfsState } from "./lfs/lfs_objects.ts";
 import { handleLfsBatch, handleLfsPassThrough } from "./lfs/lfs_api.ts";
 import { lfsError } from "./lfs/lfs_origin.ts";
+import { BASIC_CHALLENGE, isAdmin } from "./ops/admin_auth.ts";
 
 export interface EdgeApp {
   app: Hono<EdgeEnv>;
@@ -92,6 +93,8 @@ export function createApp(
     clock: deps.clock,
     metrics,
     maxBytes: deps.config.storeMaxBytes,
+    // A snapshot just built serves before it may be evicted: for as long as its URLs live.
+    freshMs: deps.config.urlTtlSeconds * 1000,
     log: deps.log,
     lfs,
   });
@@ -109,6 +112,7 @@ export function createApp(
     lsRefsAhead: opts.lsRefsAhead ?? new LsRefsAhead(),
     tagListings: opts.tagListings ?? new TagListings(),
     registry,
+    admitBuild: (repo) => evictor.admit(repo),
   };
   const app = new Hono<EdgeEnv>();
   // Counted by the route label of the request log (one label function: request_log.ts routeOf).
@@ -174,10 +178,11 @@ export function createApp(
     await res.body?.cancel().catch(() => {});
     return res.status;
   };
-  const refusal = async (c: Context, repo: RepoRef): Promise<Response | null> => {
+  // `basic`: the route changes nothing, so a browser's Basic credentials may carry the token.
+  const refusal = async (c: Context, repo: RepoRef, basic = false): Promise<Response | null> => {
     const token = deps.config.adminToken;
     if (token) {
-      return isAdmin(c.req.header("authorization"), token)
+      return isAdmin(c.req.header("authorization"), token, { basic })
         ? null
         : c.json({ error: "admin token required" }, 401);
     }
@@ -192,7 +197,7 @@ export function createApp(
   // most recently cloned first, checking at most MAX_CHECKED_WITHOUT_TOKEN of them.
   const operatorOverview = async (c: Context) => {
     const token = deps.config.adminToken;
-    if (token && !isAdmin(c.req.header("authorization"), token)) return null;
+    if (token && !isAdmin(c.req.header("authorization"), token, { basic: true })) return null;
     const records = await registry.list();
     const usage = await evictor.usage();
     const visible = token
@@ -208,9 +213,12 @@ export function createApp(
     count(c);
     const o = await operatorOverview(c);
     if (!o) {
-      return c.text("gitedge: admin token required (Authorization: Bearer TOKEN)\n", 401, {
-        "www-authenticate": 'Bearer realm="gitedge"',
-      });
+      // Basic first: the challenge a browser prompts for (any user name, the token as password).
+      return c.text(
+        "gitedge: admin token required (Authorization: Bearer TOKEN, or Basic with the token as password)\n",
+        401,
+        { "www-authenticate": BASIC_CHALLENGE },
+      );
     }
     return c.html(renderPage(o), 200, {
       "cache-control": "no-store",
@@ -230,7 +238,7 @@ export function createApp(
   app.get("/_edge/status/*", async (c) => {
     count(c);
     const repo = repoFromEdgePath(c, "/_edge/status/", ctx);
-    const refused = await refusal(c, repo);
+    const refused = await refusal(c, repo, true);
     if (refused) return refused;
     return c.json({ repo: repo.path, snapshot: statusJson(await deps.coordinator.status(repo)) });
   });
@@ -249,6 +257,14 @@ export function createApp(
     // A snapshot with a pack missing, truncated or rewritten since it was published is rebuilt
     // afresh, not reported ready (the same look-ups a fetch makes before handing out URIs).
     const { missingPack } = await currentSnapshot(ctx, repo);
+    if (!evictor.admit(repo)) {
+      // Nothing is built: a snapshot would not fit beside what the store must keep.
+      return c.json({
+        repo: repo.path,
+        error: "the store is over its cap by what is pinned or just built: no build now",
+        snapshot: statusJson(await deps.coordinator.status(repo)),
+      }, 507);
+    }
     const status = await deps.coordinator.warm(repo, auth, { rebuild: missingPack });
     const manifest = status.state === "ready" ? await deps.coordinator.manifest(repo) : null;
     if (manifest) registry.noteSnapshot(repo, manifest);
@@ -314,14 +330,6 @@ function repoFromEdgePath(c: Context, prefix: string, ctx: ProxyContext): RepoRe
 }
 
 /** Whether `authorization` carries the admin token (constant-time). */
-function isAdmin(authorization: string | undefined, token: string): boolean {
-  const given = new TextEncoder().encode(authorization ?? "");
-  const want = new TextEncoder().encode(`Bearer ${token}`);
-  let diff = given.length ^ want.length;
-  for (let i = 0; i < want.length; i++) diff |= want[i] ^ (given[i] ?? 0);
-  return diff === 0;
-}
-
 /**
  * An error that owns its response (`EdgeHttpError`, Git wire errors as 400) answers with it: a
  * text/plain body git shows to its user, its message through `publicMessage` (no credentials, no

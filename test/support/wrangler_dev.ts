@@ -84,11 +84,14 @@ export class WranglerDevError extends Error {
   override name = "WranglerDevError";
 }
 
-/** The `wrangler@x.y.z` deno.json's `worker:dev` task runs. */
+/** The `wrangler@x.y.z` deno.json's `worker:dev` task runs (through edge/cloudflare/dev.sh). */
 export async function pinnedWrangler(): Promise<{ spec: string; version: string }> {
   const config = JSON.parse(await Deno.readTextFile(`${ROOT}deno.json`));
   const task: string = config.tasks["worker:dev"];
-  const match = /\b(wrangler@(\d+\.\d+\.\d+))\s+dev\b/.exec(task);
+  const script = task.includes("edge/cloudflare/dev.sh")
+    ? await Deno.readTextFile(`${ROOT}edge/cloudflare/dev.sh`)
+    : task;
+  const match = /\b(wrangler@(\d+\.\d+\.\d+))\b/.exec(script);
   if (!match) throw new WranglerDevError(`deno.json's worker:dev task pins no wrangler: ${task}`);
   return { spec: match[1], version: match[2] };
 }

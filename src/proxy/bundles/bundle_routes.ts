@@ -6,6 +6,7 @@
  * streams). Whole only: git's bundle download asks for no range. A layer no longer in the
  * manifest (compacted since the list was handed out) is 404: git then fetches what it lacks.
  */
+import { noteBytesSaved } from "../ops/bytes_saved.ts";
 import type { ProxyContext } from "../core/context.ts";
 import { recordOutcome } from "../core/request_record.ts";
 import { storedManifest } from "../core/manifest.ts";
@@ -82,6 +83,7 @@ export async function handleBundleGet(
     served: (length) => {
       ctx.metrics.inc("gitedge_bundles_served_total");
       recordOutcome(ctx, { action: "pack", bytes: length });
+      noteBytesSaved(ctx, id, length, "bundle");
     },
   });
 }

@@ -8,6 +8,9 @@ const HELP: Record<string, string> = {
   gitedge_requests_total: "HTTP requests handled, by route.",
   gitedge_origin_bytes_total: "Response bytes received from the origin.",
   gitedge_cache_bytes_total: "Pack bytes served from the edge's store (each response's length).",
+  gitedge_origin_bytes_saved_total:
+    "Bytes served from the edge's store instead of the origin, by path: uri, stream, bundle, " +
+    "response-cache (mirror, lfs).",
   gitedge_packfile_uris_total: "Packfile URIs handed out in fetch responses.",
   gitedge_fetch_rewrites_total: "Fetch responses that got a packfile-uris section.",
   gitedge_fetch_answered_total:
@@ -37,6 +40,8 @@ const HELP: Record<string, string> = {
   gitedge_snapshot_build_duration_seconds: "Duration of snapshot builds that published.",
   gitedge_store_evictions_total: "Snapshots evicted from the store to keep it under its cap.",
   gitedge_store_evicted_bytes_total: "Bytes of the snapshots evicted from the store.",
+  gitedge_store_full_builds_skipped_total:
+    "Snapshot builds not started because the store was over its cap by what it must keep.",
 };
 
 /** Bucket bounds (seconds) of every duration histogram: 5 ms to 10 min. */

@@ -8,6 +8,7 @@ import { recordOutcome } from "../core/request_record.ts";
 import { packKey } from "../core/store_layout.ts";
 import { isIndexFile, verifyPackUrl } from "./pack_urls.ts";
 import { rangedResponse } from "./ranged.ts";
+import { noteBytesSaved } from "../ops/bytes_saved.ts";
 
 /** A signed URL's check: servable (`ok`), or refused with `status` and a `message`. */
 type UrlVerdict = { ok: true } | { ok: false; status: 403 | 404; message: string };
@@ -65,7 +66,7 @@ export async function handlePackGet(
     // transform cost the Deno server ~20% of its CPU per pack byte).
     served: (length) => {
       recordOutcome(ctx, { action: "pack", bytes: length });
-      ctx.registry?.notePackBytes(id, length);
+      noteBytesSaved(ctx, id, length, "uri");
     },
   });
 }

@@ -5,9 +5,9 @@
 import type { ScheduleBasis } from "../core/deps.ts";
 import type { RepoRef } from "../core/repo.ts";
 import type { ProxyContext } from "../core/context.ts";
-import { countingStream } from "../core/metrics.ts";
 import { cacheKey, keyedByTags } from "../core/response_cache.ts";
 import { entryKey } from "../core/store_layout.ts";
+import { noteBytesSaved } from "../ops/bytes_saved.ts";
 import { TagDigest } from "../origin/tag_listings.ts";
 import { OriginAnswerError } from "../origin/origin.ts";
 import { forwardUploadPack, recentlyAuthorised, relay } from "../origin/forwarding.ts";
@@ -78,11 +78,11 @@ async function throughCache(
     return hit;
   };
   if (authorised) {
-    const hit = await cachedAnswer(ctx, storeKey);
+    const hit = await cachedAnswer(ctx, storeKey, repo.id);
     if (hit) return stored(hit);
     const pending = ctx.cacheFills.pending(storeKey);
     if (pending && await pending) {
-      const filled = await cachedAnswer(ctx, storeKey);
+      const filled = await cachedAnswer(ctx, storeKey, repo.id);
       if (filled) return stored(filled);
     }
   }
@@ -97,13 +97,13 @@ async function throughCache(
       authorised = true;
     }
     await ctx.cacheFills.pending(storeKey);
-    const filled = await cachedAnswer(ctx, storeKey);
+    const filled = await cachedAnswer(ctx, storeKey, repo.id);
     if (filled) return stored(filled);
     claim = ctx.cacheFills.claim(storeKey);
   }
   if (claim && authorised) {
     // A fill may have landed between this request's lookup and its claim.
-    const landed = await cachedAnswer(ctx, storeKey);
+    const landed = await cachedAnswer(ctx, storeKey, repo.id);
     if (landed) {
       claim.abandon();
       return stored(landed);
@@ -138,12 +138,23 @@ async function throughCache(
 }
 
 /** A stored answer as a response, or null when there is none. */
-async function cachedAnswer(ctx: ProxyContext, storeKey: string): Promise<Response | null> {
+async function cachedAnswer(
+  ctx: ProxyContext,
+  storeKey: string,
+  repoId: string,
+): Promise<Response | null> {
   const obj = await ctx.deps.store.get(storeKey);
   if (!obj) return null;
   recordOutcome(ctx, { action: "cache-hit" });
+  // Every stored answer served is one the origin did not compute for this request.
   const body = obj.body.pipeThrough(
-    countingStream(ctx.metrics, "gitedge_response_cache_bytes_total"),
+    new TransformStream<Uint8Array, Uint8Array>({
+      transform(chunk, out) {
+        ctx.metrics.inc("gitedge_response_cache_bytes_total", chunk.length);
+        noteBytesSaved(ctx, repoId, chunk.length, "response-cache");
+        out.enqueue(chunk);
+      },
+    }),
   );
   return new Response(body, {
     status: 200,

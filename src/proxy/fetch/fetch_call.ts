@@ -38,6 +38,7 @@ export type PlanOf<A extends FetchPlan["action"]> = Extract<FetchPlan, { action:
 export function scheduleBuild(call: FetchCall, build: ScheduleBasis | null): void {
   if (!build) return;
   const { ctx, repo, request } = call;
+  if (ctx.admitBuild && !ctx.admitBuild(repo)) return;
   inBackground(ctx.deps, ctx.deps.coordinator.schedule(repo, authOf(request.headers), build));
 }
 

@@ -28,6 +28,7 @@ import {
 } from "../../git/sideband.ts";
 import { UPLOAD_PACK_RESULT_TYPE } from "../../git/media_types.ts";
 import { recordOutcome } from "../core/request_record.ts";
+import { noteBytesSaved } from "../ops/bytes_saved.ts";
 
 /** The `stream-snapshot` outcome of a fetch plan, counted in the repository registry. */
 export function streamedFetch(call: FetchCall, plan: PlanOf<"stream-snapshot">): Response {
@@ -67,6 +68,7 @@ export function streamSnapshot(
   ctx.metrics.inc("gitedge_fetch_streamed_total");
   const body = sidebandPack(concat(head), pack, (bytes) => {
     recordOutcome(ctx, { action: "pack", bytes });
+    noteBytesSaved(ctx, repo.id, bytes, "stream");
   }, (error) => {
     ctx.deps.log?.log("warn", "snapshot_stream.failed", {
       repo: repo.path,

@@ -10,7 +10,7 @@
 import type { SnapshotCoordinator, SnapshotStatus } from "../core/deps.ts";
 import type { RepoRef } from "../core/repo.ts";
 import { mapLimit, type RepoRecord } from "./repo_registry.ts";
-import type { StoreUsage } from "./store_eviction.ts";
+import type { StoreKind, StoreUsage } from "./store_eviction.ts";
 
 /** Repositories listed at most (the most recently cloned first). */
 export const MAX_LISTED = 200;
@@ -40,7 +40,10 @@ export interface RepoView {
   cached: number;
   /** `fromSnapshot / fetches`, or null before any fetch. */
   hitRatio: number | null;
-  /** Pack bytes served from the store: bytes the origin did not send. */
+  /**
+   * Bytes served from the store, every path (packs by URI, streamed plain clones, bundles, the
+   * response cache): bytes the origin did not send.
+   */
   originBytesSaved: number;
   evictions: number;
   evictedAt: string | null;
@@ -51,8 +54,12 @@ export interface RepoView {
 export interface Overview {
   generatedAt: string;
   store: {
+    /** Snapshots: what the cap counts. */
     bytes: number;
     maxBytes: number | null;
+    /** Everything in the store, and by kind. */
+    totalBytes: number;
+    byKind: Record<StoreKind, number>;
     measuredAt: string;
   };
   /** LFS objects in the store, and this process's downloads of them from the store and origin. */
@@ -133,7 +140,13 @@ export async function overview(
   const fromSnapshot = sum((r) => r.fromSnapshot);
   return {
     generatedAt: iso(now)!,
-    store: { bytes: usage.bytes, maxBytes: usage.maxBytes || null, measuredAt: iso(usage.at)! },
+    store: {
+      bytes: usage.bytes,
+      maxBytes: usage.maxBytes || null,
+      totalBytes: usage.totalBytes,
+      byKind: usage.byKind,
+      measuredAt: iso(usage.at)!,
+    },
     lfs: lfsView(usage, opts.lfs ?? { hits: 0, misses: 0 }),
     totals: {
       repositories: repositories.length,
@@ -239,7 +252,7 @@ h1{font-size:1.4em;margin:0 0 .2em}h2{font-size:1.1em;margin:1.4em 0 .4em}
 .sub{color:#57606a;margin:0 0 1em}
 .cards{display:flex;flex-wrap:wrap;gap:.8em}
 .card{border:1px solid #d0d7de;border-radius:6px;padding:.5em .9em;min-width:10em}
-.card b{display:block;font-size:1.3em}
+.card b{display:block;font-size:1.3em}.kinds{color:#57606a;font-size:.9em}
 .bar{height:.5em;background:#eaeef2;border-radius:3px;margin-top:.3em}
 .bar i{display:block;height:100%;background:#2da44e;border-radius:3px}
 .bar.over i{background:#cf222e}
@@ -265,23 +278,41 @@ function lfsView(usage: StoreUsage, counts: { hits: number; misses: number }): O
   };
 }
 
+const KIND_NAMES: Record<StoreKind, string> = {
+  packs: "packs",
+  indexes: "pack indexes",
+  "snapshot-other": "manifests and builds",
+  "response-cache": "response cache",
+  lfs: "LFS objects",
+  other: "other",
+};
+
 /** The HTML page of `o`: self-contained, no script. */
 export function renderPage(o: Overview): string {
   const e = escapeHtml;
   const s = o.store;
   const fill = s.maxBytes ? Math.min(1, s.bytes / s.maxBytes) : 0;
-  const storeCard = s.maxBytes
-    ? `<div class="card">Store<b>${e(humanBytes(s.bytes))} of ${e(humanBytes(s.maxBytes))}</b>` +
-      `<div class="bar${s.bytes > s.maxBytes ? " over" : ""}"><i style="width:${
-        (fill * 100).toFixed(1)
-      }%"></i></div></div>`
-    : `<div class="card">Store<b>${e(humanBytes(s.bytes))}</b>no cap</div>`;
+  const kinds = (Object.entries(s.byKind) as [StoreKind, number][])
+    .filter(([, n]) => n > 0)
+    .map(([kind, n]) => `${e(KIND_NAMES[kind])} ${e(humanBytes(n))}`)
+    .join(" · ");
+  const storeCard = `<div class="card">Store<b>${e(humanBytes(s.totalBytes))}</b>` +
+    `<span class="kinds">${kinds || "empty"}</span>` +
+    (s.maxBytes
+      ? `<br>snapshots ${e(humanBytes(s.bytes))} of ${e(humanBytes(s.maxBytes))} cap` +
+        `<div class="bar${s.bytes > s.maxBytes ? " over" : ""}"><i style="width:${
+          (fill * 100).toFixed(1)
+        }%"></i></div>`
+      : "<br>no cap") +
+    `</div>`;
   const t = o.totals;
   const cards = [
     `<div class="card">Repositories<b>${t.repositories}</b></div>`,
     storeCard,
     `<div class="card">Fetches<b>${t.fetches}</b>${e(percent(t.hitRatio))} from the snapshot</div>`,
-    `<div class="card">Origin bytes saved<b>${e(humanBytes(t.originBytesSaved))}</b></div>`,
+    `<div class="card">Origin bytes saved<b>${
+      e(humanBytes(t.originBytesSaved))
+    }</b>by URI, stream, bundle, cache</div>`,
     `<div class="card">Evictions<b>${t.evictions}</b></div>`,
     o.lfs
       ? `<div class="card">LFS objects<b>${o.lfs.objects}</b>${e(humanBytes(o.lfs.bytes))}, ${

@@ -58,7 +58,9 @@ export function repoFamilies(
     },
     {
       name: "gitedge_repo_pack_bytes_total",
-      help: "Pack bytes served from the store per repository (bytes the origin did not send).",
+      help:
+        "Bytes served from the store per repository, every path (packs by URI, streamed clones, " +
+        "bundles, the response cache): bytes the origin did not send.",
       type: "counter",
       samples: counter("packBytes"),
     },
@@ -92,6 +94,13 @@ export async function storeFamilies(evictor: StoreEvictor): Promise<CollectedFam
       help: "Bytes of LFS objects in the store (part of gitedge_store_bytes).",
       type: "gauge",
       samples: [{ labels: {}, value: usage.lfsBytes ?? 0 }],
+    },
+    {
+      name: "gitedge_store_kind_bytes",
+      help: "Bytes of everything in the store by kind: packs, indexes, snapshot-other, " +
+        "response-cache, lfs, other (measured at most every 30 s).",
+      type: "gauge",
+      samples: Object.entries(usage.byKind).map(([kind, value]) => ({ labels: { kind }, value })),
     },
     {
       name: "gitedge_store_max_bytes",

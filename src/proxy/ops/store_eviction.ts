@@ -5,8 +5,12 @@
  * `lastClonedAt`; the newest object's time for a repository it does not know).
  *
  * Spared: a repository whose packs are pinned (pack URLs handed out for it may not have expired:
- * the registry's `pinnedUntil`, in this process and as stored by others) and one with a build
- * under way. Its build counters (`state.json`) stay; its response-cache entries go with it. An
+ * the registry's `pinnedUntil`, in this process and as stored by others), one with a build under
+ * way, and the snapshot written last when it was written after its repository's last clone and
+ * less than `freshMs` ago (a snapshot just built serves at least once before it may go: evicting
+ * it at once would have every clone pass through and rebuild). When what is spared keeps the store over its cap, the store is
+ * full: {@link StoreEvictor.admit} refuses new builds (clones pass through, a warm says so) until a
+ * sweep brings it under the cap again; logged once each way (`store.full`, `store.fits`). Its build counters (`state.json`) stay; its response-cache entries go with it. An
  * evicted repository's next clone finds the snapshot's packs gone: it passes through to the
  * origin and starts a fresh build, as after any lost pack. The response cache is not counted
  * against the cap: it has its own size.
@@ -22,13 +26,20 @@ import type { RepoRef } from "../core/repo.ts";
 import type { Metrics } from "../core/metrics.ts";
 import type { ObjectInfo, PackStore } from "../../storage/store.ts";
 import type { RepoRecord, RepoRegistry } from "./repo_registry.ts";
-import { cachePrefix, REPOS_PREFIX as PREFIX, STATE_FILE as KEPT } from "../core/store_layout.ts";
+import {
+  CACHE_PREFIX,
+  cachePrefix,
+  REPOS_PREFIX as PREFIX,
+  STATE_FILE as KEPT,
+} from "../core/store_layout.ts";
 import { LFS_PREFIX } from "../lfs/lfs_urls.ts";
 
 /** A measurement of the store's use is reused for this long (metrics, the operator's page). */
 export const USAGE_TTL_MS = 30_000;
 /** Sweeps started by traffic (not by a build publishing) run at most this often. */
 export const SWEEP_INTERVAL_MS = 30_000;
+/** A snapshot written after its last clone is spared this long by default. */
+export const DEFAULT_FRESH_MS = 5 * 60_000;
 
 export interface StoreUsage {
   /** Bytes of snapshots in the store, when measured (ms since epoch). */
@@ -41,6 +52,33 @@ export interface StoreUsage {
   /** LFS objects in the store and their bytes (part of `bytes`). */
   lfsObjects?: number;
   lfsBytes?: number;
+  /** Everything in the store, snapshots or not (measured with `bytes`). */
+  totalBytes: number;
+  /** `totalBytes` by kind: see {@link storeKind}. */
+  byKind: Record<StoreKind, number>;
+}
+
+/** What a stored object is, for the store's use by kind. */
+export type StoreKind =
+  | "packs"
+  | "indexes"
+  | "snapshot-other"
+  | "response-cache"
+  | "lfs"
+  | "other";
+
+/** The kind of the object at `key`. */
+export function storeKind(key: string): StoreKind {
+  if (key.startsWith(CACHE_PREFIX)) return "response-cache";
+  if (key.startsWith(LFS_PREFIX)) return "lfs";
+  if (!key.startsWith(PREFIX)) return "other";
+  if (key.endsWith(".pack")) return "packs";
+  if (key.endsWith(".idx")) return "indexes";
+  return "snapshot-other";
+}
+
+function zeroKinds(): Record<StoreKind, number> {
+  return { packs: 0, indexes: 0, "snapshot-other": 0, "response-cache": 0, lfs: 0, other: 0 };
 }
 
 /** What eviction asks of the LFS objects' users in this process (`LfsState`). */
@@ -56,7 +94,7 @@ export interface EvictionReport {
   after: number;
   evicted: { id: string; path: string; bytes: number }[];
   /** Repositories over the cap that were spared, and why. */
-  spared: { id: string; reason: "pinned" | "building" }[];
+  spared: { id: string; reason: "pinned" | "building" | "fresh" }[];
 }
 
 export interface StoreEvictorDeps {
@@ -67,6 +105,8 @@ export interface StoreEvictorDeps {
   metrics: Metrics;
   /** The cap in bytes; 0 or absent: none (the store is only measured). */
   maxBytes?: number;
+  /** A snapshot written after its last clone is spared this long (ms; default 5 min). */
+  freshMs?: number;
   /** Where evictions are logged (`store.evict`, level info); none: not logged. */
   log?: Logger;
   /** LFS objects' pins and last uses; absent: LFS objects are not counted. */
@@ -85,6 +125,8 @@ export class StoreEvictor {
   #running: Promise<EvictionReport> | null = null;
   #again = false;
   #lastSweep = 0;
+  /** The last sweep ended over the cap, everything left spared: new builds wait. */
+  #full = false;
   #usage: StoreUsage | null = null;
 
   constructor(deps: StoreEvictorDeps) {
@@ -93,6 +135,23 @@ export class StoreEvictor {
 
   get maxBytes(): number {
     return this.#deps.maxBytes ?? 0;
+  }
+
+  /**
+   * Whether a build of `repo` may start now: not while the store is full (the last sweep could
+   * not bring it under its cap: what is left is pinned, fresh or building). A refused build is
+   * counted; the clone that asked passes through.
+   */
+  admit(repo: RepoRef): boolean {
+    if (!this.#full) return true;
+    this.#deps.metrics.inc("gitedge_store_full_builds_skipped_total");
+    void repo;
+    return false;
+  }
+
+  /** Whether the store is full (see {@link admit}). */
+  get full(): boolean {
+    return this.#full;
   }
 
   /** The store's use, measured at most every {@link USAGE_TTL_MS}. */
@@ -104,11 +163,19 @@ export class StoreEvictor {
     let bytes = 0;
     for (const r of repos.values()) bytes += r.bytes;
     const lfsBytes = lfs.reduce((n, o) => n + o.size, 0);
+    const byKind = zeroKinds();
+    let totalBytes = 0;
+    for (const obj of await this.#deps.store.list("")) {
+      byKind[storeKind(obj.key)] += obj.size;
+      totalBytes += obj.size;
+    }
     this.#usage = {
       bytes: bytes + lfsBytes,
       at: now,
       maxBytes: this.maxBytes,
-      pinnedBytes: 0,
+      pinnedBytes: this.#usage?.pinnedBytes ?? 0,
+      totalBytes,
+      byKind,
       lfsObjects: lfs.length,
       lfsBytes,
     };
@@ -191,6 +258,18 @@ export class StoreEvictor {
         ...[...repos.keys()].map((id) => ({ id, at: lastUse(id) })),
         ...lfsObjects.map((object) => ({ object, at: lfsUse(object) })),
       ].sort((a, b) => a.at - b.at);
+      // The snapshot written last, when not cloned since and younger than freshMs, serves before
+      // it may go (older unserved ones go in their turn, least recently used first).
+      const freshMs = this.#deps.freshMs ?? DEFAULT_FRESH_MS;
+      const now = clock.now();
+      const last = [...repos.entries()].reduce<[string, RepoUsage] | null>(
+        (best, e) => (best === null || e[1].newest > best[1].newest ? e : best),
+        null,
+      );
+      const fresh = last && (records.get(last[0])?.lastClonedAt ?? 0) < last[1].newest &&
+          now - last[1].newest < freshMs
+        ? last[0]
+        : null;
       for (const item of order) {
         if (total <= max) break;
         if ("object" in item) {
@@ -226,6 +305,11 @@ export class StoreEvictor {
           report.spared.push({ id, reason: "building" });
           continue;
         }
+        if (id === fresh) {
+          report.spared.push({ id, reason: "fresh" });
+          pinnedBytes += usage.bytes;
+          continue;
+        }
         if ((record?.pinnedUntil ?? 0) > now || !registry.beginEviction(id, now)) {
           report.spared.push({ id, reason: "pinned" });
           pinnedBytes += usage.bytes;
@@ -251,6 +335,9 @@ export class StoreEvictor {
         metrics.inc("gitedge_store_evicted_bytes_total", freed);
         const last = record?.lastClonedAt ? new Date(record.lastClonedAt).toISOString() : "never";
         this.#deps.log?.log("info", "store.evict", {
+          message:
+            `gitedge: evicted the snapshot of ${path} (${freed} bytes, last cloned ${last}) ` +
+            `to keep the store under its cap`,
           repo: path,
           bytes: freed,
           lastClonedAt: last,
@@ -261,11 +348,27 @@ export class StoreEvictor {
       if (report.evicted.length > 0) await registry.flush(true).catch(() => {});
     }
     report.after = total;
+    const full = max > 0 && total > max;
+    if (full !== this.#full) {
+      this.#full = full;
+      this.#deps.log?.log(full ? "warn" : "info", full ? "store.full" : "store.fits", {
+        message: full
+          ? `gitedge: the store is over its cap by what is pinned or just built: new snapshot ` +
+            `builds wait (clones pass through) until it fits`
+          : "gitedge: the store fits its cap again: snapshot builds resume",
+        storeBytes: total,
+        maxBytes: max,
+        spared: report.spared.map((s) => s.reason),
+      });
+    }
+    // The next look measures the whole store again (by kind), with this sweep's pinned bytes.
     this.#usage = {
       bytes: total,
-      at: clock.now(),
+      at: 0,
       maxBytes: max,
       pinnedBytes,
+      totalBytes: 0,
+      byKind: zeroKinds(),
       lfsObjects: lfsCount,
       lfsBytes,
     };

@@ -382,7 +382,8 @@ export const SETTINGS: readonly Setting[] = withEnvNames([
     workerVar: "ADMIN_TOKEN",
     secret: true,
     help: "Require `Authorization: Bearer TOKEN` on `/_edge/warm`, `/_edge/status` and the " +
-      "operator's page (`/_edge/`, `/_edge/repos`).",
+      "operator's page (`/_edge/`, `/_edge/repos`); the read-only ones also take Basic with the " +
+      "token as password (a browser's login prompt).",
   }),
   {
     key: "signingKey",

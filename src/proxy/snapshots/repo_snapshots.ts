@@ -292,11 +292,17 @@ export class RepoSnapshots {
     const before = this.#deps.subrequests?.() ?? 0;
     const startedAt = this.#deps.clock.now();
     let manifest: Manifest;
+    const previous = fresh ? null : state.manifest;
     try {
-      manifest = await this.#deps.builder.build(repo, auth, fresh ? null : state.manifest);
+      manifest = await this.#deps.builder.build(repo, auth, previous);
     } catch (error) {
       await this.#failed(state, error);
       throw error;
+    }
+    // The origin had not moved: nothing was built, and the last build stays the one that built.
+    if (previous !== null && manifest === previous) {
+      await this.#publish(state, manifest, Object.keys(auth.headers).length > 0, false);
+      return manifest;
     }
     state.meta.lastBuild = {
       invocations: 1,
@@ -431,7 +437,12 @@ export class RepoSnapshots {
     await this.#deps.storage.put(META_KEY, state.meta);
   }
 
-  async #publish(state: RepoState, manifest: Manifest, credentialed: boolean): Promise<void> {
+  async #publish(
+    state: RepoState,
+    manifest: Manifest,
+    credentialed: boolean,
+    built = true,
+  ): Promise<void> {
     const { storage, clock, refreshMs } = this.#deps;
     state.manifest = manifest;
     state.meta.lastError = null;
@@ -443,7 +454,7 @@ export class RepoSnapshots {
     });
     if (refreshMs !== null && !credentialed) await storage.setAlarm(clock.now() + refreshMs);
     const last = state.meta.lastBuild;
-    if (last?.finishedAt !== undefined) {
+    if (built && last?.finishedAt !== undefined) {
       this.#deps.metrics?.observe(
         "gitedge_snapshot_build_duration_seconds",
         (last.finishedAt - last.startedAt) / 1000,

@@ -136,6 +136,11 @@ Deno.test("[deno] a store over its cap evicts the least recently cloned snapshot
     assert(evictions >= 3, `evictions counted: ${evictions}`);
     assertMatch(metrics, new RegExp(`^gitedge_store_max_bytes ${cap}$`, "m"));
     const evicted = logs.filter((l) => l.includes('"event":"store.evict"'));
+    // The text the docs quote is the one logged.
+    assert(
+      evicted.every((l) => /"message":"gitedge: evicted the snapshot of \S+ \(\d+ bytes/.test(l)),
+      evicted.join("\n"),
+    );
     assert(
       evicted.some((l) => l.includes("a.git")) && evicted.some((l) => l.includes("b.git")),
       logs.join("\n"),

@@ -3,7 +3,9 @@
  * from this checkout, installed from the tarball into an empty directory; `gitedge clone` (packs
  * by URI) and `gitedge serve` run from that install; then the GitHub action's step and the GitLab
  * template's script run as those runners run them (their environment, working directory, inputs)
- * against a local edge. The install holds Deno and nothing of the server's test stack.
+ * against a local edge. The install holds Deno and nothing of the server's test stack. The action's
+ * default (no `package`, no `gitedge`) builds the client from its own checkout; its `package` takes
+ * a tarball URL; the GitLab template needs GITEDGE_PACKAGE and says so without it.
  */
 import { parse } from "yaml";
 import { assert, assertEquals } from "../../support/assert.ts";
@@ -12,6 +14,7 @@ import { startOrigin } from "../../support/origin.ts";
 import { assertSameClone, makeRepo } from "../../support/fixtures.ts";
 import { startServeProcess } from "../../support/serve_process.ts";
 import { startDenoEdge } from "../../../edge/deno/server.ts";
+import { startFileServer } from "../../support/relay.ts";
 import { URI_CLONE, warm } from "../../proxy/edge_suite.ts";
 import { buildNpmPackage } from "../../../edge/npm/build.ts";
 import { VERSION } from "../../../src/version.ts";
@@ -39,6 +42,10 @@ async function run(
   }).output();
   const d = new TextDecoder();
   return { code: out.code, stdout: d.decode(out.stdout), stderr: d.decode(out.stderr) };
+}
+
+async function exists(path: string): Promise<boolean> {
+  return await Deno.stat(path).then(() => true, () => false);
 }
 
 /** Every package name under `node_modules` (scoped ones as `@scope/name`). */
@@ -166,10 +173,10 @@ Deno.test("npm package and CI recipes: installed from the tarball, clone, serve,
   const gitedge = `${install}/node_modules/.bin/gitedge`;
   const version = await run(gitedge, ["--version"], install);
   assertEquals(version.stdout.trim(), `gitedge version ${VERSION}`, version.stderr);
-  // The recipes install the version this checkout is.
+  // No recipe defaults to a package name the npm registry does not have.
   for (const recipe of ["github/action.yml", "gitlab/gitedge.gitlab-ci.yml"]) {
     const text = await Deno.readTextFile(`${CI}${recipe}`);
-    assert(text.includes(`gitedge@${VERSION}`), `${recipe} installs gitedge@${VERSION}`);
+    assert(!/npx --yes gitedge@|default: gitedge@|GITEDGE_PACKAGE: gitedge@/.test(text), recipe);
   }
 
   await using origin = await startOrigin();
@@ -205,6 +212,11 @@ Deno.test("npm package and CI recipes: installed from the tarball, clone, serve,
     await assertSameClone(`${work.path}/c2`, `${work.path}/direct`);
     assertEquals(await serve.stop(), 0, serve.stderr());
   });
+
+  await using files = await startFileServer({
+    files: { [`/gitedge/${tarball.replace(/.*\//, "")}`]: tarball },
+  });
+  const tarballUrl = `${files.url}/gitedge/${tarball.replace(/.*\//, "")}`;
 
   const github = (workspace: string) => ({
     repository: "team/app",
@@ -257,6 +269,59 @@ Deno.test("npm package and CI recipes: installed from the tarball, clone, serve,
   );
 
   await t.step(
+    "GitHub action, default inputs: the client built from the action's checkout, then the clone",
+    async () => {
+      const workspace = `${work.path}/gh-default`;
+      const runnerTemp = `${work.path}/gh-default-temp`;
+      await Deno.mkdir(workspace);
+      await Deno.mkdir(runnerTemp);
+      const out = await runAction({ edge: edgeForOrigin }, github(workspace), {
+        RUNNER_TEMP: runnerTemp,
+      });
+      assertEquals(out.code, 0, out.stderr);
+      assertEquals((await git(["rev-parse", "HEAD"], { cwd: workspace })).trim(), head);
+      assertEquals((await Deno.readTextFile(`${workspace}/.git/shallow`)).trim(), head);
+      const installed = await run(
+        `${runnerTemp}/gitedge-client/bin/gitedge`,
+        ["--version"],
+        work.path,
+      );
+      assertEquals(installed.stdout.trim(), `gitedge version ${VERSION}`, installed.stderr);
+    },
+  );
+
+  await t.step("GitHub action, package = a tarball URL: installed from it", async () => {
+    const workspace = `${work.path}/gh-url`;
+    const runnerTemp = `${work.path}/gh-url-temp`;
+    await Deno.mkdir(workspace);
+    await Deno.mkdir(runnerTemp);
+    const out = await runAction(
+      { edge: edgeForOrigin, package: tarballUrl, path: "src" },
+      github(workspace),
+      { RUNNER_TEMP: runnerTemp },
+    );
+    assertEquals(out.code, 0, out.stderr);
+    assertEquals((await git(["rev-parse", "HEAD"], { cwd: `${workspace}/src` })).trim(), head);
+    assert(files.stats.requests > 0, "npm downloaded the tarball from its URL");
+    // Nothing was built: the tarball came from the URL.
+    assertEquals(await exists(`${runnerTemp}/gitedge-client/build`), false);
+  });
+
+  await t.step("GitLab template without GITEDGE_PACKAGE: fails at once, saying so", async () => {
+    const builds = `${work.path}/gl-none`;
+    await Deno.mkdir(`${builds}/team/app`, { recursive: true });
+    const out = await runGitlabTemplate({
+      CI_BUILDS_DIR: builds,
+      CI_PROJECT_DIR: `${builds}/team/app`,
+      CI_PROJECT_PATH: "team/app",
+      CI_COMMIT_SHA: head,
+      CI_JOB_TOKEN: "job-token",
+    }, { GITEDGE_EDGE: edgeForOrigin });
+    assert(out.code !== 0, "the job fails");
+    assert(out.stderr.includes("set GITEDGE_PACKAGE"), out.stderr);
+  });
+
+  await t.step(
     "GitLab template: the job's commit at depth 1 in the project directory",
     async () => {
       const builds = `${work.path}/gl`;
@@ -268,7 +333,7 @@ Deno.test("npm package and CI recipes: installed from the tarball, clone, serve,
         CI_PROJECT_PATH: "team/app",
         CI_COMMIT_SHA: head,
         CI_JOB_TOKEN: "job-token",
-      }, { GITEDGE_EDGE: edgeForOrigin, GITEDGE_PACKAGE: tarball });
+      }, { GITEDGE_EDGE: edgeForOrigin, GITEDGE_PACKAGE: tarballUrl });
       assertEquals(out.code, 0, out.stderr);
       assertEquals((await git(["rev-parse", "HEAD"], { cwd: project })).trim(), head);
       assertEquals((await Deno.readTextFile(`${project}/.git/shallow`)).trim(), head);

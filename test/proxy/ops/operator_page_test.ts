@@ -18,7 +18,20 @@ const HOSTILE = `x/<script>alert("1")</script>&'.git`;
 function overviewOf(path: string, error: string | null): Overview {
   return {
     generatedAt: "2026-01-01T00:00:00.000Z",
-    store: { bytes: 2048, maxBytes: 4096, measuredAt: "2026-01-01T00:00:00.000Z" },
+    store: {
+      bytes: 2048,
+      maxBytes: 4096,
+      totalBytes: 3072,
+      byKind: {
+        packs: 2000,
+        indexes: 0,
+        "snapshot-other": 48,
+        "response-cache": 1024,
+        lfs: 0,
+        other: 0,
+      },
+      measuredAt: "2026-01-01T00:00:00.000Z",
+    },
     totals: {
       repositories: 1,
       fetches: 3,
