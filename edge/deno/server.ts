@@ -22,6 +22,8 @@ import { type Logger, SILENT_LOGGER } from "../../src/proxy/core/log.ts";
 import { handedPackUris } from "../../src/proxy/ops/request_log.ts";
 import { loggedOriginFetch } from "../../src/proxy/origin/origin_log.ts";
 import { HEALTH_ROUTES } from "../../src/proxy/ops/health.ts";
+import { Mirrors } from "../../src/proxy/mirror/mirrors.ts";
+import { GitMirrorHost } from "./mirror.ts";
 
 export interface DenoEdgeOptions {
   store: string;
@@ -42,6 +44,16 @@ export interface DenoEdgeOptions {
   log?: Logger;
   /** The edge's clock (tests move it: pin and URL expiry, sweeps); default the wall clock. */
   clock?: Clock;
+  /**
+   * Keep a git mirror per repository (edge/deno/mirror.ts) to answer fetches the snapshot does
+   * not take: `gitedge serve` turns it on unless `--mirror off` (when `git` runs here). Default
+   * off here (code that starts an edge asks for it).
+   */
+  mirror?: boolean;
+  /** Directory of the mirrors; default `<store>/mirrors`. */
+  mirrorDir?: string;
+  /** The git the mirrors run (default `git` from `PATH`). */
+  mirrorGit?: string;
 }
 
 export interface RunningEdge {
@@ -49,6 +61,8 @@ export interface RunningEdge {
   port: number;
   metrics: Metrics;
   coordinator: InProcessCoordinator;
+  /** The git mirrors, when on. */
+  mirrors?: Mirrors;
   /** Resolves once scheduled background work and every running snapshot build have finished. */
   idle(): Promise<void>;
   /**
@@ -104,6 +118,23 @@ export async function startDenoEdge(opts: DenoEdgeOptions): Promise<RunningEdge>
     background.add(tracked);
   };
   let draining = false;
+  let mirrors: Mirrors | undefined;
+  if (opts.mirror) {
+    try {
+      await requireGit(opts.mirrorGit);
+      mirrors = new Mirrors(
+        new GitMirrorHost({
+          dir: opts.mirrorDir ?? `${opts.store}/mirrors`,
+          store,
+          git: opts.mirrorGit,
+          log,
+        }),
+        () => clock.now(),
+      );
+    } catch {
+      log.log("warn", "mirror.off", { message: "git cannot be run here: no mirrors" });
+    }
+  }
   const edge = createApp(
     {
       store,
@@ -116,6 +147,7 @@ export async function startDenoEdge(opts: DenoEdgeOptions): Promise<RunningEdge>
       log,
       draining: () => draining,
       packSeeds,
+      mirrors,
     },
     { metrics },
   );
@@ -236,6 +268,7 @@ export async function startDenoEdge(opts: DenoEdgeOptions): Promise<RunningEdge>
     port: addr.port,
     metrics,
     coordinator,
+    mirrors,
     idle,
     drain: drainEdge,
     stop,

@@ -8,6 +8,7 @@ import type { Logger } from "./log.ts";
 import type { OriginAuth, RepoRef } from "./repo.ts";
 import type { EdgeConfig } from "./config.ts";
 import type { Manifest } from "./manifest.ts";
+import type { Mirrors } from "../mirror/mirrors.ts";
 
 export type SnapshotState = "none" | "building" | "ready";
 
@@ -91,4 +92,9 @@ export interface EdgeDeps {
    * the snapshot builder's. Absent where builds run elsewhere (Workers).
    */
   packSeeds?: PackSeeds;
+  /**
+   * The git mirrors of repositories (src/proxy/mirror), where a `git` binary runs (the Deno
+   * server); absent: none (Workers), and fetches the snapshot does not take go to the origin.
+   */
+  mirrors?: Mirrors;
 }

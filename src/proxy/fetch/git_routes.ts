@@ -32,6 +32,7 @@ import { publicBase } from "../core/context.ts";
 import { rewrittenFetch } from "./rewritten_fetch.ts";
 import { cachedFetch, responseCacheBytes } from "./cached_fetch.ts";
 import { forwardedFetch } from "./forwarded_fetch.ts";
+import { mirrorFetch } from "./mirror_fetch.ts";
 import { concat, pktBytes, PktLineReader } from "../../git/pktline.ts";
 import {
   readCapabilityAdvertisement,
@@ -213,15 +214,20 @@ async function uploadPack(
   const eligible = wantsSnapshot(args, scheme, plainClones);
   // Evictions of the store that begin from here on are noticed when the packs are pinned.
   const epoch = ctx.registry?.evictionEpoch(repo.id) ?? 0;
+  const mirror = ctx.deps.mirrors
+    ? { originAdvertisesFilter: ctx.originFeatures?.advertises(repo, "filter") ?? false }
+    : undefined;
   const inputs = {
     req,
     args,
     scheme,
     snapshot: eligible ? await currentSnapshot(ctx, repo) : NO_SNAPSHOT,
     originAdvertisesUris: ctx.originFeatures?.advertises(repo, "packfile-uris") ?? false,
-    recentlyAuthorised: eligible && recentlyAuthorised(ctx, request, repo),
+    recentlyAuthorised: (eligible || mirror !== undefined) &&
+      recentlyAuthorised(ctx, request, repo),
     responseCacheOn: responseCacheBytes(ctx) > 0,
     snapshotPlainClones: plainClones,
+    mirror,
   };
   let plan = planFetch(inputs);
   // Packs handed out are pinned (store eviction spares them until their URLs expire); a snapshot
@@ -251,6 +257,8 @@ async function uploadPack(
       return await cachedFetch(call, plan);
     case "forward":
       return await forwardedFetch(call, plan);
+    case "answer-from-mirror":
+      return await mirrorFetch(call, plan);
   }
 }
 

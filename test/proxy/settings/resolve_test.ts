@@ -93,6 +93,7 @@ Deno.test("resolveSettings: defaults per settings source, the edge's settings in
     ...DEFAULT_CONNECTION_LIMITS,
     drainTimeoutSeconds: 30,
     logLevel: "info",
+    mirror: true,
   });
   const worker = resolveSettings(
     "worker",

@@ -1,0 +1,236 @@
+/**
+ * The git mirror on the Deno server (edge/deno/mirror.ts, src/proxy/fetch/mirror_fetch.ts):
+ * fetches the snapshot does not take (shallow, partial, incremental, by id) are answered by git's
+ * upload-pack on the edge's mirror, and the origin sends only what is new, once. Each result is
+ * compared with the same request made directly, and the origin's fetches and bytes are counted.
+ */
+import { assert, assertEquals } from "../../support/assert.ts";
+import { git, tempDir } from "../../support/git.ts";
+import { type Origin, startOrigin } from "../../support/origin.ts";
+import { addCommits, assertSameClone, makeRepo, refsOf } from "../../support/fixtures.ts";
+import { startDenoEdge } from "../../../edge/deno/server.ts";
+import { edgeConfigFor, type EdgeUnderTestOptions } from "../../support/edge.ts";
+import { warm } from "../../proxy/edge_suite.ts";
+import { modernGit } from "../../support/git_builds.ts";
+
+const REPO = "m.git";
+
+/** The Deno edge with its mirror on, in a fresh store. */
+async function mirrorEdge(
+  opts: EdgeUnderTestOptions & { mirror?: boolean },
+): Promise<
+  AsyncDisposable & { url: string; store: string; edge: Awaited<ReturnType<typeof startDenoEdge>> }
+> {
+  const store = await Deno.makeTempDir({ prefix: "gitedge-mirror-" });
+  const edge = await startDenoEdge({
+    store,
+    port: 0,
+    config: edgeConfigFor(opts),
+    mirror: opts.mirror ?? true,
+    onBuildError: () => {},
+  });
+  return {
+    url: edge.url,
+    store,
+    edge,
+    [Symbol.asyncDispose]: async () => {
+      await edge.stop();
+      await Deno.remove(store, { recursive: true }).catch(() => {});
+    },
+  };
+}
+
+async function metric(edgeUrl: string, line: string): Promise<number> {
+  const text = await (await fetch(`${edgeUrl}/_edge/metrics`)).text();
+  return Number(text.split("\n").find((l) => l.startsWith(`${line} `))?.split(" ")[1] ?? 0);
+}
+
+/** Upload-pack bytes and `fetch` commands the origin served since its last reset. */
+function originCost(origin: Origin): { fetches: number; bytes: number } {
+  return { fetches: origin.stats.commands["fetch"] ?? 0, bytes: origin.stats.bytesOut };
+}
+
+async function gitBin(): Promise<string> {
+  const modern = await modernGit();
+  return typeof modern === "string" ? "git" : modern.bin;
+}
+
+/** A repository with a snapshot at the edge, then `commits` new commits at the origin. */
+async function movedOn(origin: Origin, edgeUrl: string, commits = 3) {
+  await makeRepo(origin, REPO, { commits: 16, binaryBytes: 1 << 20 });
+  await warm({ url: edgeUrl }, REPO);
+  return await addCommits(origin, REPO, { commits, tag: "v-new" });
+}
+
+Deno.test("mirror: a depth-1 clone of a tip pushed after the snapshot costs the origin one small incremental fetch; the next costs it none", async () => {
+  await using dir = await tempDir();
+  await using origin = await startOrigin();
+  await using e = await mirrorEdge({ origin: origin.url, chunks: 2 });
+  await movedOn(origin, e.url);
+
+  origin.stats.reset();
+  await git(["clone", "-q", "--depth", "1", origin.repoUrl(REPO), `${dir.path}/direct`]);
+  const direct = originCost(origin);
+
+  origin.stats.reset();
+  await git(["clone", "-q", "--depth", "1", `${e.url}/${REPO}`, `${dir.path}/c1`]);
+  const first = originCost(origin);
+  // The mirror's update (the new commits only) and nothing else computed a pack.
+  assertEquals(first.fetches, 1, JSON.stringify(origin.stats.commands));
+  assert(
+    first.bytes < direct.bytes * 0.2,
+    `origin sent ${first.bytes} bytes through the edge, ${direct.bytes} direct`,
+  );
+  await assertSameClone(`${dir.path}/direct`, `${dir.path}/c1`);
+  await git(["fsck", "--full"], { cwd: `${dir.path}/c1` });
+
+  origin.stats.reset();
+  await git(["clone", "-q", "--depth", "1", `${e.url}/${REPO}`, `${dir.path}/c2`]);
+  assertEquals(originCost(origin).fetches, 0, JSON.stringify(origin.stats.commands));
+  await assertSameClone(`${dir.path}/direct`, `${dir.path}/c2`);
+  assert(await metric(e.url, 'gitedge_mirror_total{result="hit"}') >= 1);
+});
+
+Deno.test("mirror: a blobless clone of a new tip and its checkout's lazy fetches, and a tree:0 clone, come from the mirror", async () => {
+  const bin = await gitBin();
+  await using dir = await tempDir();
+  await using origin = await startOrigin();
+  await using e = await mirrorEdge({ origin: origin.url, chunks: 2 });
+  await movedOn(origin, e.url);
+  // The origin's advertisement (with `filter`) reaches the edge with each clone's info/refs.
+  origin.stats.reset();
+  await git(["clone", "-q", "--filter=blob:none", origin.repoUrl(REPO), `${dir.path}/direct`], {
+    bin,
+  });
+  const direct = originCost(origin);
+
+  origin.stats.reset();
+  await git(["clone", "-q", "--filter=blob:none", `${e.url}/${REPO}`, `${dir.path}/c1`], { bin });
+  const first = originCost(origin);
+  assertEquals(
+    first.fetches,
+    1,
+    `only the mirror's update: ${JSON.stringify(origin.stats.commands)}`,
+  );
+  assert(
+    first.bytes < direct.bytes * 0.2,
+    `origin ${first.bytes} via the edge, ${direct.bytes} direct`,
+  );
+  assertEquals(await refsOf(`${dir.path}/c1`), await refsOf(`${dir.path}/direct`));
+  await git(["fsck", "--full"], { cwd: `${dir.path}/c1`, bin });
+  // Checking out the first commit fetches its blobs lazily, from the edge's mirror.
+  const root = (await git(["rev-list", "--max-parents=0", "HEAD"], { cwd: `${dir.path}/c1`, bin }))
+    .trim().split("\n")[0];
+  origin.stats.reset();
+  await git(["checkout", "-q", root], { cwd: `${dir.path}/c1`, bin });
+  assertEquals(originCost(origin).fetches, 0, JSON.stringify(origin.stats.commands));
+  await git(["checkout", "-q", root], { cwd: `${dir.path}/direct`, bin });
+  assert(originCost(origin).fetches > 0, "the checkout fetched blobs lazily");
+  const tree = (d: string) => git(["ls-files", "-s"], { cwd: `${dir.path}/${d}`, bin });
+  assertEquals(await tree("c1"), await tree("direct"));
+
+  origin.stats.reset();
+  await git(["clone", "-q", "--filter=tree:0", `${e.url}/${REPO}`, `${dir.path}/t0`], { bin });
+  assertEquals(originCost(origin).fetches, 0, JSON.stringify(origin.stats.commands));
+  await git(["clone", "-q", "--filter=tree:0", origin.repoUrl(REPO), `${dir.path}/t0d`], { bin });
+  assertEquals(await tree("t0"), await tree("t0d"));
+  await git(["fsck", "--full"], { cwd: `${dir.path}/t0`, bin });
+});
+
+Deno.test("mirror: fetch by id and fetch --deepen are answered by the mirror as the origin answers them", async () => {
+  const bin = await gitBin();
+  await using dir = await tempDir();
+  await using origin = await startOrigin();
+  await using e = await mirrorEdge({ origin: origin.url, chunks: 2 });
+  const { tip } = await movedOn(origin, e.url);
+  const byId = async (url: string, name: string) => {
+    await git(["init", "-q", `${dir.path}/${name}`], { bin });
+    await git(["fetch", "-q", "--depth", "2", url, tip], { cwd: `${dir.path}/${name}`, bin });
+    await git(["update-ref", "refs/heads/got", tip], { cwd: `${dir.path}/${name}`, bin });
+  };
+  await byId(origin.repoUrl(REPO), "direct");
+  origin.stats.reset();
+  await byId(`${e.url}/${REPO}`, "edge");
+  assertEquals(originCost(origin).fetches, 1, "the mirror's update");
+  await assertSameClone(`${dir.path}/direct`, `${dir.path}/edge`);
+
+  // Deepen both by 3: the mirror alone.
+  origin.stats.reset();
+  for (const [d, url] of [["direct", origin.repoUrl(REPO)], ["edge", `${e.url}/${REPO}`]]) {
+    await git(["fetch", "-q", "--deepen", "3", url, tip], { cwd: `${dir.path}/${d}`, bin });
+  }
+  assertEquals(originCost(origin).fetches, 1, "the direct deepen only");
+  await assertSameClone(`${dir.path}/direct`, `${dir.path}/edge`);
+  await git(["fsck", "--full"], { cwd: `${dir.path}/edge`, bin });
+});
+
+Deno.test("mirror: git fetch from five states at once costs the origin one incremental fetch, each result the direct one", async () => {
+  await using dir = await tempDir();
+  await using origin = await startOrigin();
+  await using e = await mirrorEdge({ origin: origin.url, chunks: 2 });
+  await makeRepo(origin, REPO, { commits: 12 });
+  await warm({ url: e.url }, REPO);
+  const states: string[] = [];
+  for (let i = 0; i < 5; i++) {
+    await addCommits(origin, REPO, { commits: 1 });
+    const d = `${dir.path}/s${i}`;
+    await git(["clone", "-q", origin.repoUrl(REPO), d]);
+    await git(["remote", "set-url", "origin", `${e.url}/${REPO}`], { cwd: d });
+    states.push(d);
+  }
+  await addCommits(origin, REPO, { commits: 2, tag: "v-five" });
+  origin.stats.reset();
+  await Promise.all(states.map((d) => git(["fetch", "-q", "--tags", "origin"], { cwd: d })));
+  assertEquals(originCost(origin).fetches, 1, JSON.stringify(origin.stats.commands));
+  await git(["clone", "-q", "--mirror", origin.repoUrl(REPO), `${dir.path}/direct`]);
+  const want = await refsOf(`${dir.path}/direct`);
+  for (const d of states) {
+    const got = await refsOf(d);
+    assertEquals(got["refs/remotes/origin/main"], want["refs/heads/main"]);
+    assertEquals(got["refs/tags/v-five"], want["refs/tags/v-five"]);
+    await git(["fsck", "--full"], { cwd: d });
+  }
+});
+
+Deno.test("mirror: force-pushed and deleted refs between the mirror's update and a clone, and clones during an update", async () => {
+  await using dir = await tempDir();
+  await using origin = await startOrigin();
+  await using e = await mirrorEdge({ origin: origin.url, chunks: 2 });
+  await movedOn(origin, e.url);
+  await git(["clone", "-q", "--depth", "1", `${e.url}/${REPO}`, `${dir.path}/first`]);
+  // Force-push main back and forward on another line, delete a branch and a tag.
+  const bare = `${origin.root}/${REPO}`;
+  const branches = Object.keys(await refsOf(bare)).filter((r) => r.startsWith("refs/heads/f"));
+  await git(["update-ref", "refs/heads/main", "main~4"], { cwd: bare });
+  await addCommits(origin, REPO, { commits: 2 });
+  await git(["update-ref", "-d", branches[0]], { cwd: bare });
+  await git(["tag", "-d", "v-new"], { cwd: bare });
+
+  origin.stats.reset();
+  const clones = [0, 1, 2, 3].map((i) =>
+    git([
+      "clone",
+      "-q",
+      "--depth",
+      "1",
+      "--no-single-branch",
+      `${e.url}/${REPO}`,
+      `${dir.path}/c${i}`,
+    ])
+  );
+  await Promise.all(clones);
+  assertEquals(originCost(origin).fetches, 1, JSON.stringify(origin.stats.commands));
+  await git([
+    "clone",
+    "-q",
+    "--depth",
+    "1",
+    "--no-single-branch",
+    origin.repoUrl(REPO),
+    `${dir.path}/direct`,
+  ]);
+  for (let i = 0; i < 4; i++) {
+    await assertSameClone(`${dir.path}/direct`, `${dir.path}/c${i}`);
+    await git(["fsck", "--full"], { cwd: `${dir.path}/c${i}` });
+  }
+});
