@@ -12,6 +12,7 @@ import { startDenoEdge } from "../../../edge/deno/server.ts";
 import { edgeConfigFor, type EdgeUnderTestOptions } from "../../support/edge.ts";
 import { warm } from "../../proxy/edge_suite.ts";
 import { modernGit } from "../../support/git_builds.ts";
+import { encodePkts } from "../../../src/git/pktline.ts";
 
 const REPO = "m.git";
 
@@ -233,4 +234,110 @@ Deno.test("mirror: force-pushed and deleted refs between the mirror's update and
     await assertSameClone(`${dir.path}/direct`, `${dir.path}/c${i}`);
     await git(["fsck", "--full"], { cwd: `${dir.path}/c${i}` });
   }
+});
+
+/** A v2 fetch of `want` (ofs-delta, done) posted to `url` with `headers`. */
+async function rawFetch(
+  url: string,
+  want: string,
+  headers: Record<string, string>,
+): Promise<{ status: number; body: Uint8Array }> {
+  const res = await fetch(`${url}/git-upload-pack`, {
+    method: "POST",
+    headers: {
+      "git-protocol": "version=2",
+      "content-type": "application/x-git-upload-pack-request",
+      ...headers,
+    },
+    body: encodePkts([
+      "command=fetch\n",
+      "delim",
+      "ofs-delta\n",
+      "no-progress\n",
+      `want ${want}\n`,
+      "done\n",
+      "flush",
+    ]) as Uint8Array<ArrayBuffer>,
+  });
+  return { status: res.status, body: new Uint8Array(await res.arrayBuffer()) };
+}
+
+const PACK = new TextEncoder().encode("PACK");
+
+function holdsPack(bytes: Uint8Array): boolean {
+  outer: for (let i = 0; i + 4 <= bytes.length; i++) {
+    for (let j = 0; j < 4; j++) if (bytes[i + j] !== PACK[j]) continue outer;
+    return true;
+  }
+  return false;
+}
+
+Deno.test("mirror: a private origin's anonymous, wrong and revoked callers get the origin's 401 and no byte of the mirror", async () => {
+  await using dir = await tempDir();
+  const auth = { user: "ci", password: "s3cret" };
+  await using origin = await startOrigin({ requireAuth: auth });
+  await using e = await mirrorEdge({ origin: origin.url, chunks: 2, authTtlSeconds: 1 });
+  const basic = (user: string, password: string) => ({
+    authorization: `Basic ${btoa(`${user}:${password}`)}`,
+  });
+  const good = basic("ci", "s3cret");
+  await makeRepo(origin, REPO, { commits: 8 });
+  await warm({ url: e.url }, REPO, good);
+  const { tip } = await addCommits(origin, REPO, { commits: 2 });
+  const authed = `http://ci:s3cret@${e.url.slice("http://".length)}/${REPO}`;
+  await git(["clone", "-q", "--depth", "1", authed, `${dir.path}/ok`]);
+  const url = `${e.url}/${REPO}`;
+  // The authorised caller's fetch of the new tip is the mirror's (it holds it now).
+  const served = await rawFetch(url, tip, good);
+  assertEquals(served.status, 200);
+  assert(holdsPack(served.body), "the authorised fetch got a pack");
+  const hits = await metric(e.url, 'gitedge_mirror_total{result="hit"}');
+  assert(hits >= 1, `the mirror answered (hits ${hits})`);
+
+  for (
+    const [who, headers] of [["anonymous", {}], ["wrong password", basic("ci", "nope")]] as const
+  ) {
+    origin.stats.reset();
+    const res = await rawFetch(url, tip, headers);
+    assertEquals(res.status, 401, who);
+    assert(!holdsPack(res.body), `${who}: no pack`);
+    assert(origin.stats.requests >= 1, `${who}: the 401 is the origin's`);
+  }
+  // Revoked at the origin: once --auth-ttl has passed, the edge asks again and is refused.
+  auth.password = "rotated";
+  await new Promise((r) => setTimeout(r, 1100));
+  const revoked = await rawFetch(url, tip, good);
+  assertEquals(revoked.status, 401, "revoked");
+  assert(!holdsPack(revoked.body), "revoked: no pack");
+  assertEquals(await metric(e.url, 'gitedge_mirror_total{result="hit"}'), hits);
+});
+
+Deno.test("mirror: a damaged mirror is discarded, never served; the fetch goes to the origin and the next reseeds", async () => {
+  await using dir = await tempDir();
+  await using origin = await startOrigin();
+  await using e = await mirrorEdge({ origin: origin.url, chunks: 2 });
+  await movedOn(origin, e.url);
+  await git(["clone", "-q", "--depth", "1", `${e.url}/${REPO}`, `${dir.path}/c0`]);
+  const mirrors = `${e.store}/mirrors`;
+  const [repoDir] = [...Deno.readDirSync(mirrors)].map((d) => `${mirrors}/${d.name}`);
+  // Cut every pack of the mirror short.
+  for (const f of Deno.readDirSync(`${repoDir}/objects/pack`)) {
+    if (!f.name.endsWith(".pack")) continue;
+    const path = `${repoDir}/objects/pack/${f.name}`;
+    const size = Deno.statSync(path).size;
+    Deno.truncateSync(path, Math.floor(size / 2));
+  }
+  await git(["clone", "-q", "--depth", "1", origin.repoUrl(REPO), `${dir.path}/direct`]);
+  await git(["clone", "-q", "--depth", "1", `${e.url}/${REPO}`, `${dir.path}/c1`]);
+  await assertSameClone(`${dir.path}/direct`, `${dir.path}/c1`);
+  await e.edge.idle();
+  assert(
+    !Deno.statSync(mirrors) || ![...Deno.readDirSync(mirrors)].some((d) => d.name.endsWith(".git")),
+    "discarded",
+  );
+  // The next clone seeds a new mirror from the snapshot and is answered from it.
+  origin.stats.reset();
+  await git(["clone", "-q", "--depth", "1", `${e.url}/${REPO}`, `${dir.path}/c2`]);
+  await assertSameClone(`${dir.path}/direct`, `${dir.path}/c2`);
+  assertEquals(originCost(origin).fetches, 1, "the new mirror's update");
 });
