@@ -201,7 +201,7 @@ export class GitMirrorHost implements MirrorHost {
     // Longer than held: streamed from here; a failure now cuts the answer.
     const onFailure = async (reason: string) => {
       this.#log?.log("warn", "mirror.discard", { repo: repo.path, reason });
-      await this.discard(repo).catch(() => {});
+      await this.discard(repo.id).catch(() => {});
     };
     const body = new ReadableStream<Uint8Array>({
       start(c) {
@@ -227,8 +227,8 @@ export class GitMirrorHost implements MirrorHost {
     return { ok: true, body };
   }
 
-  async discard(repo: RepoRef | string): Promise<void> {
-    const path = this.pathOf(repo);
+  async discard(repoId: string): Promise<void> {
+    const path = this.pathOf(repoId);
     const trash = `${path}.discard-${crypto.randomUUID()}`;
     try {
       await Deno.rename(path, trash);

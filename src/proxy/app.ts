@@ -81,9 +81,15 @@ export function createApp(
     metrics,
     maxBytes: deps.config.storeMaxBytes,
     log: deps.log,
+    // A repository's git mirror goes with its snapshot.
+    onEvicted: deps.mirrors ? (id) => deps.mirrors!.discard(id) : undefined,
   });
   metrics.collect("repos", () => Promise.resolve(repoFamilies(registry, deps.clock)));
   metrics.collect("store", () => storeFamilies(evictor));
+  if (deps.mirrors) {
+    const mirrors = deps.mirrors;
+    metrics.collect("mirrors", () => Promise.resolve(mirrors.families()));
+  }
   const ctx: ProxyContext = {
     deps,
     metrics,
@@ -184,6 +190,7 @@ export function createApp(
     return await overview(records, deps.coordinator, usage, deps.clock.now(), {
       visible,
       limit: token ? undefined : MAX_CHECKED_WITHOUT_TOKEN,
+      mirrors: deps.mirrors,
     });
   };
   const page = async (c: Context) => {

@@ -50,7 +50,7 @@ export async function mirrorFetch(
     // A damaged mirror is never served: it goes, and is seeded afresh by a later fetch.
     ctx.metrics.inc("gitedge_mirror_total", 1, { result: "damaged" });
     ctx.deps.log?.log("warn", "mirror.discard", { repo: repo.path, reason: answer.reason });
-    inBackground(ctx, mirrors.discard(repo));
+    inBackground(ctx, mirrors.discard(repo.id));
     return await fallback(call, plan.fallback);
   }
   ctx.metrics.inc("gitedge_mirror_total", 1, { result: ready.updated ? "updated" : "hit" });

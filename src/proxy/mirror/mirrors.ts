@@ -12,6 +12,7 @@
  */
 import type { Manifest } from "../core/manifest.ts";
 import type { OriginAuth, RepoRef } from "../core/repo.ts";
+import type { CollectedFamily } from "../core/metrics.ts";
 
 /** What the runtime answers for one upload-pack run on the mirror. */
 export type MirrorAnswer =
@@ -52,8 +53,8 @@ export interface MirrorHost {
    * its answer is handed out answers `ok: false`.
    */
   serve(repo: RepoRef, request: Uint8Array): Promise<MirrorAnswer>;
-  /** Removes the mirror (damaged, or its repository evicted). */
-  discard(repo: RepoRef): Promise<void>;
+  /** Removes the mirror of the repository with id `repoId` (damaged, or evicted). */
+  discard(repoId: string): Promise<void>;
   /** Bytes of the mirror on disk (0: none). */
   size(repo: RepoRef): Promise<number>;
 }
@@ -145,12 +146,49 @@ export class Mirrors {
     return { ready: true, updated: true };
   }
 
-  /** Discards `repo`'s mirror (after a failed answer, or when its repository is evicted). */
-  async discard(repo: RepoRef): Promise<void> {
-    await this.#running.get(repo.id)?.catch(() => {});
+  /** Discards the mirror of repository `repoId` (a failed answer, or its repository evicted). */
+  async discard(repoId: string): Promise<void> {
+    await this.#running.get(repoId)?.catch(() => {});
     this.discards++;
-    this.#updatedAt.delete(repo.id);
-    await this.host.discard(repo);
+    this.#updatedAt.delete(repoId);
+    await this.host.discard(repoId);
+  }
+
+  /** The mirrors' counters as metric families (`/_edge/metrics`). */
+  families(): CollectedFamily[] {
+    const counter = (name: string, help: string, value: number): CollectedFamily => ({
+      name,
+      help,
+      type: "counter",
+      samples: [{ labels: {}, value }],
+    });
+    return [
+      counter(
+        "gitedge_mirror_answers_total",
+        "Fetches answered by upload-pack on a git mirror.",
+        this.served,
+      ),
+      counter(
+        "gitedge_mirror_answer_bytes_total",
+        "Bytes of those answers: bytes the origin did not send.",
+        this.servedBytes,
+      ),
+      counter(
+        "gitedge_mirror_updates_total",
+        "Incremental fetches from the origin into mirrors.",
+        this.updates,
+      ),
+      counter(
+        "gitedge_mirror_update_failures_total",
+        "Mirror updates that failed (the fetch went to the origin).",
+        this.updateFailures,
+      ),
+      counter(
+        "gitedge_mirror_discards_total",
+        "Mirrors discarded (damaged, or their repository evicted).",
+        this.discards,
+      ),
+    ];
   }
 
   /** `repo`'s mirror for the operator. */

@@ -55,6 +55,8 @@ export interface StoreEvictorDeps {
   maxBytes?: number;
   /** Where evictions are logged (`store.evict`, level info); none: not logged. */
   log?: Logger;
+  /** Called with each evicted repository's id (its git mirror goes with it). */
+  onEvicted?: (repoId: string) => Promise<void>;
 }
 
 interface RepoUsage {
@@ -179,6 +181,7 @@ export class StoreEvictor {
           registry.endEviction(record, id, freed > 0);
         }
         total -= freed;
+        await this.#deps.onEvicted?.(id).catch(() => {});
         const path = record?.path ?? id;
         report.evicted.push({ id, path, bytes: freed });
         metrics.inc("gitedge_store_evictions_total");

@@ -90,6 +90,12 @@ Deno.test("mirror: a depth-1 clone of a tip pushed after the snapshot costs the 
   assertEquals(originCost(origin).fetches, 0, JSON.stringify(origin.stats.commands));
   await assertSameClone(`${dir.path}/direct`, `${dir.path}/c2`);
   assert(await metric(e.url, 'gitedge_mirror_total{result="hit"}') >= 1);
+  // The operator sees the mirror: its size, last update and what it answered.
+  const repos = await (await fetch(`${e.url}/_edge/repos`)).json();
+  assertEquals(repos.repositories[0].mirror.state, "ready");
+  assert(repos.repositories[0].mirror.bytes > 0 && repos.repositories[0].mirror.updatedAt);
+  assertEquals(repos.mirrors.answers, 2);
+  assert(repos.mirrors.bytes > 0);
 });
 
 Deno.test("mirror: a blobless clone of a new tip and its checkout's lazy fetches, and a tree:0 clone, come from the mirror", async () => {
