@@ -69,4 +69,12 @@ export const MIRROR_MUTANTS: Mutant[] = [
     tests: [E2E],
     filter: "/depth-1/",
   },
+  {
+    name: "mirror/uris-line-to-upload-pack",
+    file: "src/proxy/fetch/mirror_fetch.ts",
+    from: 'const body = args.packfileUris ? withoutArg(call.sent, "packfile-uris") : call.sent;',
+    to: "const body = call.sent;",
+    tests: [E2E],
+    filter: "/2.55/",
+  },
 ];

@@ -12,13 +12,14 @@ import { startDenoEdge } from "../../../edge/deno/server.ts";
 import { edgeConfigFor, type EdgeUnderTestOptions } from "../../support/edge.ts";
 import { warm } from "../../proxy/edge_suite.ts";
 import { modernGit } from "../../support/git_builds.ts";
+import { skipped } from "../../support/skips.ts";
 import { encodePkts } from "../../../src/git/pktline.ts";
 
 const REPO = "m.git";
 
 /** The Deno edge with its mirror on, in a fresh store. */
 async function mirrorEdge(
-  opts: EdgeUnderTestOptions & { mirror?: boolean },
+  opts: EdgeUnderTestOptions & { mirror?: boolean; mirrorGit?: string },
 ): Promise<
   AsyncDisposable & { url: string; store: string; edge: Awaited<ReturnType<typeof startDenoEdge>> }
 > {
@@ -28,6 +29,7 @@ async function mirrorEdge(
     port: 0,
     config: edgeConfigFor(opts),
     mirror: opts.mirror ?? true,
+    mirrorGit: opts.mirrorGit,
     onBuildError: () => {},
   });
   return {
@@ -347,3 +349,37 @@ Deno.test("mirror: a damaged mirror is discarded, never served; the fetch goes t
   await assertSameClone(`${dir.path}/direct`, `${dir.path}/c2`);
   assertEquals(originCost(origin).fetches, 1, "the new mirror's update");
 });
+
+const modern = await modernGit();
+if (typeof modern === "string") {
+  skipped("mirror: git 2.55 everywhere", modern);
+} else {
+  Deno.test("mirror: git 2.55 as origin, mirror and client: a depth-1 URI-asking clone and a blobless one of a new tip", async () => {
+    const bin = modern.bin;
+    await using dir = await tempDir();
+    await using origin = await startOrigin({ gitBin: bin });
+    await using e = await mirrorEdge({ origin: origin.url, chunks: 2, mirrorGit: bin });
+    await movedOn(origin, e.url);
+    // A client asking for packfile URIs: the mirror's upload-pack (which refuses arguments it
+    // did not advertise since git 2.45) never sees the line.
+    const uris = ["-c", "fetch.uriProtocols=http"];
+    for (
+      const [name, how] of [["shallow", ["--depth", "1"]], ["blobless", ["--filter=blob:none"]]]
+    ) {
+      await git(["clone", "-q", ...how, origin.repoUrl(REPO), `${dir.path}/${name}-direct`], {
+        bin,
+      });
+      origin.stats.reset();
+      await git([...uris, "clone", "-q", ...how, `${e.url}/${REPO}`, `${dir.path}/${name}`], {
+        bin,
+      });
+      assert(originCost(origin).fetches <= 1, JSON.stringify(origin.stats.commands));
+      assertEquals(await refsOf(`${dir.path}/${name}`), await refsOf(`${dir.path}/${name}-direct`));
+      await git(["fsck", "--full"], { cwd: `${dir.path}/${name}`, bin });
+    }
+    await assertSameClone(`${dir.path}/shallow-direct`, `${dir.path}/shallow`);
+    assertEquals(await metric(e.url, 'gitedge_mirror_total{result="fallback"}'), 0);
+    assertEquals(await metric(e.url, 'gitedge_mirror_total{result="damaged"}'), 0);
+    assert(await metric(e.url, 'gitedge_mirror_total{result="hit"}') >= 1);
+  });
+}
