@@ -31,6 +31,11 @@ export interface GitMirrorOptions {
   dir: string;
   /** Where the snapshot packs are read from when seeding. */
   store: PackStore;
+  /**
+   * The file of a store key, where the store keeps files (FsPackStore): seeding then hard-links
+   * the pack (no second copy on disk; packs are never rewritten in place) where it can.
+   */
+  pathOf?: (key: string) => string;
   /** The git to run (default `git` from `PATH`). */
   git?: string;
   /** Longest an update (fetch from the origin) may take before it is killed; default 10 min. */
@@ -52,6 +57,7 @@ const BASE_ENV: Record<string, string> = {
 export class GitMirrorHost implements MirrorHost {
   readonly #dir: string;
   readonly #store: PackStore;
+  readonly #pathOf?: (key: string) => string;
   readonly #git: string;
   readonly #updateTimeoutMs: number;
   readonly #log?: Logger;
@@ -59,6 +65,7 @@ export class GitMirrorHost implements MirrorHost {
   constructor(opts: GitMirrorOptions) {
     this.#dir = opts.dir;
     this.#store = opts.store;
+    this.#pathOf = opts.pathOf;
     this.#git = opts.git ?? "git";
     this.#updateTimeoutMs = opts.updateTimeoutMs ?? 600_000;
     this.#log = opts.log;
@@ -106,11 +113,13 @@ export class GitMirrorHost implements MirrorHost {
       ) await this.#run(["config", key, value], { cwd: tmp });
       for (const pack of manifestPacks(manifest)) {
         if (!HEX.test(pack.hash)) throw new Error(`snapshot pack with a bad name: ${pack.hash}`);
-        const obj = await this.#store.get(pack.key);
-        if (!obj) throw new Error(`snapshot pack ${pack.key} is missing`);
         const file = `${tmp}/objects/pack/pack-${pack.hash}.pack`;
-        const out = await Deno.open(file, { write: true, createNew: true });
-        await obj.body.pipeTo(out.writable);
+        if (!await this.#link(pack.key, file)) {
+          const obj = await this.#store.get(pack.key);
+          if (!obj) throw new Error(`snapshot pack ${pack.key} is missing`);
+          const out = await Deno.open(file, { write: true, createNew: true });
+          await obj.body.pipeTo(out.writable);
+        }
         // Checks every object and writes the `.idx` beside the pack.
         await this.#run(["index-pack", file], { cwd: tmp });
       }
@@ -125,6 +134,17 @@ export class GitMirrorHost implements MirrorHost {
       });
     } finally {
       await Deno.remove(tmp, { recursive: true }).catch(() => {});
+    }
+  }
+
+  /** Hard-links the store's file of `key` to `file`; false where it cannot. */
+  async #link(key: string, file: string): Promise<boolean> {
+    if (!this.#pathOf) return false;
+    try {
+      await Deno.link(this.#pathOf(key), file);
+      return true;
+    } catch {
+      return false;
     }
   }
 

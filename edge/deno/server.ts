@@ -126,6 +126,7 @@ export async function startDenoEdge(opts: DenoEdgeOptions): Promise<RunningEdge>
         new GitMirrorHost({
           dir: opts.mirrorDir ?? `${opts.store}/mirrors`,
           store,
+          pathOf: (key) => store.pathOf(key),
           git: opts.mirrorGit,
           log,
         }),
@@ -156,6 +157,8 @@ export async function startDenoEdge(opts: DenoEdgeOptions): Promise<RunningEdge>
   // it is the least recently cloned that is not pinned).
   const onPublished = (repo: RepoRef, manifest: Manifest) => {
     edge.registry.noteSnapshot(repo, manifest);
+    // A repository's mirror is seeded from its first snapshot, off any request's path.
+    if (mirrors) waitUntil(mirrors.seedFrom(repo, manifest));
     if (edge.evictor.maxBytes > 0) {
       waitUntil(
         coordinator.idle().then(() => edge.evictor.sweep()).catch((error) =>

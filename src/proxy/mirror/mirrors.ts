@@ -146,6 +146,21 @@ export class Mirrors {
     return { ready: true, updated: true };
   }
 
+  /**
+   * Seeds `repo`'s mirror from the snapshot just published, unless it has one (a mirror that has
+   * one is brought current by the fetches that need it). Never throws.
+   */
+  async seedFrom(repo: RepoRef, manifest: Manifest): Promise<void> {
+    try {
+      if (await this.host.exists(repo)) return;
+      await this.#once(repo, async () => {
+        if (!await this.host.exists(repo)) await this.host.seed(repo, manifest);
+      });
+    } catch {
+      // The fetch that needs the mirror tries again.
+    }
+  }
+
   /** Discards the mirror of repository `repoId` (a failed answer, or its repository evicted). */
   async discard(repoId: string): Promise<void> {
     await this.#running.get(repoId)?.catch(() => {});

@@ -332,8 +332,10 @@ Deno.test("mirror: a damaged mirror is discarded, never served; the fetch goes t
   for (const f of Deno.readDirSync(`${repoDir}/objects/pack`)) {
     if (!f.name.endsWith(".pack")) continue;
     const path = `${repoDir}/objects/pack/${f.name}`;
-    const size = Deno.statSync(path).size;
-    Deno.truncateSync(path, Math.floor(size / 2));
+    // A new file (the mirror's packs may be hard links of the store's).
+    const bytes = Deno.readFileSync(path);
+    Deno.removeSync(path);
+    Deno.writeFileSync(path, bytes.subarray(0, bytes.length >> 1));
   }
   await git(["clone", "-q", "--depth", "1", origin.repoUrl(REPO), `${dir.path}/direct`]);
   await git(["clone", "-q", "--depth", "1", `${e.url}/${REPO}`, `${dir.path}/c1`]);
