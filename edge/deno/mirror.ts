@@ -127,6 +127,13 @@ export class GitMirrorHost implements MirrorHost {
         .filter(([ref, oid]) => ref.startsWith("refs/") && HEX.test(oid))
         .map(([ref, oid]) => `create ${ref} ${oid}\n`).join("");
       if (lines) await this.#run(["update-ref", "--stdin"], { cwd: tmp, stdin: lines });
+      // One pack, its deltas as stored and no new delta search (`--window=0`: quick). Served
+      // from the snapshot's parts as they are, upload-pack's pack-objects would look for deltas
+      // between every two objects of different packs (it skips pairs within one pack, which
+      // their packer tried): seconds per clone of a repository of incompressible files.
+      if (manifestPacks(manifest).length > 1) {
+        await this.#run(["repack", "-a", "-d", "-q", "--window=0"], { cwd: tmp });
+      }
       await Deno.rename(tmp, this.pathOf(repo));
       this.#log?.log("info", "mirror.seed", {
         repo: repo.path,
