@@ -77,4 +77,12 @@ export const MIRROR_MUTANTS: Mutant[] = [
     tests: [E2E],
     filter: "/2.55/",
   },
+  {
+    name: "mirror/follows-redirects",
+    file: "edge/deno/mirror.ts",
+    from: '["http.followRedirects", "false"],',
+    to: "",
+    tests: ["test/edge/deno/mirror_host_test.ts"],
+    filter: "/redirect/",
+  },
 ];

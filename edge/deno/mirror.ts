@@ -157,6 +157,8 @@ export class GitMirrorHost implements MirrorHost {
 
   async update(repo: RepoRef, auth: OriginAuth, oids: readonly string[]): Promise<void> {
     const cwd = this.pathOf(repo);
+    // The configured origin: an http(s) URL, never something git would take for an option.
+    if (!/^https?:\/\//.test(repo.originUrl)) throw new Error("origin is not an http(s) URL");
     const env = { ...credentialEnv(auth) };
     const signal = AbortSignal.timeout(this.#updateTimeoutMs);
     const started = Date.now();
@@ -302,10 +304,14 @@ export class GitMirrorHost implements MirrorHost {
 
 /**
  * The caller's credential as git configuration in the environment (`http.extraHeader`, one per
- * header), and no credential helper.
+ * header), no credential helper, and no redirects followed.
  */
 export function credentialEnv(auth: OriginAuth): Record<string, string> {
-  const entries: [string, string][] = [["credential.helper", ""]];
+  // No redirects: git would send the header on to wherever the origin points it.
+  const entries: [string, string][] = [["credential.helper", ""], [
+    "http.followRedirects",
+    "false",
+  ]];
   for (const [name, value] of Object.entries(auth.headers)) {
     if (/[\r\n]/.test(value)) continue;
     entries.push(["http.extraHeader", `${name}: ${value}`]);
