@@ -80,9 +80,9 @@ export const MIRROR_MUTANTS: Mutant[] = [
   {
     name: "mirror/follows-redirects",
     file: "edge/deno/mirror.ts",
-    from: '["http.followRedirects", "false"],',
+    from: 'entries.push(["http.followRedirects", "false"]);',
     to: "",
     tests: ["test/edge/deno/mirror_host_test.ts"],
-    filter: "/redirect/",
+    filter: "/not followed/",
   },
 ];

@@ -308,10 +308,9 @@ export class GitMirrorHost implements MirrorHost {
  */
 export function credentialEnv(auth: OriginAuth): Record<string, string> {
   // No redirects: git would send the header on to wherever the origin points it.
-  const entries: [string, string][] = [["credential.helper", ""], [
-    "http.followRedirects",
-    "false",
-  ]];
+  const entries: [string, string][] = [];
+  entries.push(["credential.helper", ""]);
+  entries.push(["http.followRedirects", "false"]);
   for (const [name, value] of Object.entries(auth.headers)) {
     if (/[\r\n]/.test(value)) continue;
     entries.push(["http.extraHeader", `${name}: ${value}`]);
