@@ -85,4 +85,26 @@ export const MIRROR_MUTANTS: Mutant[] = [
     tests: ["test/edge/deno/mirror_host_test.ts"],
     filter: "/not followed/",
   },
+  {
+    name: "mirror/kept-after-eviction",
+    file: "src/proxy/app.ts",
+    from: "onEvicted: deps.mirrors ? (id) => deps.mirrors!.discard(id) : undefined,",
+    to: "onEvicted: undefined,",
+    tests: [E2E],
+    filter: "/store's cap/",
+  },
+  {
+    name: "mirror/no-cap",
+    file: "src/proxy/mirror/mirrors.ts",
+    from: "    if (this.maxBytes <= 0) return;\n    const all",
+    to: "    if (this.maxBytes >= 0) return;\n    const all",
+    tests: [UNIT],
+  },
+  {
+    name: "mirror/unbounded-serves",
+    file: "src/proxy/mirror/mirrors.ts",
+    from: "if (this.#serving >= this.#maxServes) return null;",
+    to: "",
+    tests: [UNIT],
+  },
 ];

@@ -271,6 +271,19 @@ export class GitMirrorHost implements MirrorHost {
     return await du(this.pathOf(repo));
   }
 
+  async list(): Promise<{ id: string; bytes: number }[]> {
+    const out: { id: string; bytes: number }[] = [];
+    try {
+      for await (const e of Deno.readDir(this.#dir)) {
+        const m = /^([0-9a-f]+)\.git$/.exec(e.name);
+        if (e.isDirectory && m) out.push({ id: m[1], bytes: await du(`${this.#dir}/${e.name}`) });
+      }
+    } catch {
+      // No directory yet: no mirrors.
+    }
+    return out;
+  }
+
   /** Runs git; its stdout, or an error with its stderr. */
   async #run(
     args: string[],

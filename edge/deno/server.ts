@@ -54,6 +54,8 @@ export interface DenoEdgeOptions {
   mirrorDir?: string;
   /** The git the mirrors run (default `git` from `PATH`). */
   mirrorGit?: string;
+  /** Most bytes all mirrors take (0: no cap of their own); see `MirrorLimits`. */
+  mirrorMaxBytes?: number;
 }
 
 export interface RunningEdge {
@@ -130,7 +132,7 @@ export async function startDenoEdge(opts: DenoEdgeOptions): Promise<RunningEdge>
           git: opts.mirrorGit,
           log,
         }),
-        () => clock.now(),
+        { now: () => clock.now(), maxBytes: opts.mirrorMaxBytes ?? 0 },
       );
     } catch {
       log.log("warn", "mirror.off", { message: "git cannot be run here: no mirrors" });

@@ -45,7 +45,11 @@ export async function mirrorFetch(
   // The mirror hands out no URIs: the client's `packfile-uris` line goes (upload-pack would
   // refuse an argument it did not advertise).
   const body = args.packfileUris ? withoutArg(call.sent, "packfile-uris") : call.sent;
-  const answer = await mirrors.host.serve(repo, body);
+  const answer = await mirrors.serve(repo, body);
+  if (answer === null) {
+    ctx.metrics.inc("gitedge_mirror_total", 1, { result: "busy" });
+    return await fallback(call, plan.fallback);
+  }
   if (!answer.ok) {
     // A damaged mirror is never served: it goes, and is seeded afresh by a later fetch.
     ctx.metrics.inc("gitedge_mirror_total", 1, { result: "damaged" });
@@ -54,18 +58,11 @@ export async function mirrorFetch(
     return await fallback(call, plan.fallback);
   }
   ctx.metrics.inc("gitedge_mirror_total", 1, { result: ready.updated ? "updated" : "hit" });
-  mirrors.served++;
   ctx.registry?.noteFetch(repo, "mirror", true, call.seen);
   scheduleBuild(call, plan.build);
-  const counted = answer.body.pipeThrough(countingStream(ctx.metrics, "gitedge_mirror_bytes_total"))
-    .pipeThrough(
-      new TransformStream<Uint8Array, Uint8Array>({
-        transform(chunk, out) {
-          mirrors.servedBytes += chunk.byteLength;
-          out.enqueue(chunk);
-        },
-      }),
-    );
+  const counted = answer.body.pipeThrough(
+    countingStream(ctx.metrics, "gitedge_mirror_bytes_total"),
+  );
   return new Response(counted, {
     status: 200,
     headers: { "content-type": UPLOAD_PACK_RESULT_TYPE, "cache-control": "no-cache" },

@@ -57,6 +57,22 @@ export interface MirrorHost {
   discard(repoId: string): Promise<void>;
   /** Bytes of the mirror on disk (0: none). */
   size(repo: RepoRef): Promise<number>;
+  /** Every mirror on disk: its repository id and bytes. */
+  list(): Promise<{ id: string; bytes: number }[]>;
+}
+
+/** Bounds of {@link Mirrors}. */
+export interface MirrorLimits {
+  /** The clock (ms since epoch). */
+  now?: () => number;
+  /** Most upload-pack runs at once; beyond, fetches go as with no mirror. Default 16. */
+  maxServes?: number;
+  /**
+   * Most bytes all mirrors may take on disk; beyond, the least recently used are discarded after
+   * a seed or update (never the one just brought current). 0: no cap of their own (a mirror
+   * still goes when its repository's snapshot is evicted). Default 0.
+   */
+  maxBytes?: number;
 }
 
 /** What {@link Mirrors.ensure} found. */
@@ -79,16 +95,73 @@ export class Mirrors {
   readonly #running = new Map<string, Promise<void>>();
   readonly #updatedAt = new Map<string, number>();
   readonly #now: () => number;
+  readonly #maxServes: number;
+  readonly maxBytes: number;
+  /** Repository id → last time a fetch needed its mirror (ms). */
+  readonly #usedAt = new Map<string, number>();
+  #serving = 0;
   /** Upload-pack answers served from mirrors, and their bytes (what the origin did not send). */
   served = 0;
   servedBytes = 0;
   updates = 0;
   updateFailures = 0;
   discards = 0;
+  /** Mirrors discarded for the cap ({@link MirrorLimits.maxBytes}). */
+  evictions = 0;
 
-  constructor(host: MirrorHost, now: () => number = () => Date.now()) {
+  constructor(host: MirrorHost, limits: MirrorLimits = {}) {
     this.host = host;
-    this.#now = now;
+    this.#now = limits.now ?? (() => Date.now());
+    this.#maxServes = limits.maxServes ?? 16;
+    this.maxBytes = limits.maxBytes ?? 0;
+  }
+
+  /**
+   * The mirror's answer to `request` (see {@link MirrorHost.serve}), counted; null when
+   * {@link MirrorLimits.maxServes} runs are under way (the fetch then goes as with no mirror).
+   */
+  async serve(repo: RepoRef, request: Uint8Array): Promise<MirrorAnswer | null> {
+    if (this.#serving >= this.#maxServes) return null;
+    this.#serving++;
+    let answer: MirrorAnswer;
+    try {
+      answer = await this.host.serve(repo, request);
+    } catch (error) {
+      this.#serving--;
+      throw error;
+    }
+    if (!answer.ok) {
+      this.#serving--;
+      return answer;
+    }
+    this.served++;
+    let released = false;
+    const release = () => {
+      if (!released) this.#serving--;
+      released = true;
+    };
+    const reader = answer.body.getReader();
+    const body = new ReadableStream<Uint8Array>({
+      pull: async (c) => {
+        try {
+          const r = await reader.read();
+          if (r.done) {
+            release();
+            return c.close();
+          }
+          this.servedBytes += r.value.byteLength;
+          c.enqueue(r.value);
+        } catch (error) {
+          release();
+          c.error(error);
+        }
+      },
+      cancel: async (reason) => {
+        release();
+        await reader.cancel(reason).catch(() => {});
+      },
+    }, { highWaterMark: 0 });
+    return { ok: true, body };
   }
 
   /**
@@ -102,6 +175,7 @@ export class Mirrors {
     auth: OriginAuth,
     manifest: () => Promise<Manifest | null>,
   ): Promise<EnsureResult> {
+    this.#touch(repo.id);
     try {
       if (!await this.host.exists(repo)) {
         await this.#once(repo, async () => {
@@ -109,6 +183,7 @@ export class Mirrors {
           const m = await manifest();
           if (!m) throw new NoSeedError();
           await this.host.seed(repo, m);
+          await this.#enforceCap(repo.id);
         });
       }
     } catch (error) {
@@ -137,6 +212,7 @@ export class Mirrors {
         }
         this.updates++;
         this.#noteUpdate(repo);
+        await this.#enforceCap(repo.id);
       });
     } catch (error) {
       return { ready: false, reason: `update failed: ${message(error)}` };
@@ -154,7 +230,9 @@ export class Mirrors {
     try {
       if (await this.host.exists(repo)) return;
       await this.#once(repo, async () => {
-        if (!await this.host.exists(repo)) await this.host.seed(repo, manifest);
+        if (await this.host.exists(repo)) return;
+        await this.host.seed(repo, manifest);
+        await this.#enforceCap(repo.id);
       });
     } catch {
       // The fetch that needs the mirror tries again.
@@ -223,6 +301,35 @@ export class Mirrors {
     const run = work().finally(() => this.#running.delete(repo.id));
     this.#running.set(repo.id, run);
     return run;
+  }
+
+  #touch(id: string): void {
+    this.#usedAt.delete(id);
+    this.#usedAt.set(id, this.#now());
+    if (this.#usedAt.size > MAX_TRACKED) this.#usedAt.delete(this.#usedAt.keys().next().value!);
+  }
+
+  /**
+   * Discards the least recently used mirrors (not `keep`, none with a seed or update running)
+   * while all of them take more than {@link maxBytes}.
+   */
+  async #enforceCap(keep: string): Promise<void> {
+    if (this.maxBytes <= 0) return;
+    const all = await this.host.list();
+    let total = all.reduce((n, m) => n + m.bytes, 0);
+    if (total <= this.maxBytes) return;
+    const order = all
+      .filter((m) => m.id !== keep && !this.#running.has(m.id))
+      .sort((a, b) => (this.#usedAt.get(a.id) ?? 0) - (this.#usedAt.get(b.id) ?? 0));
+    for (const m of order) {
+      if (total <= this.maxBytes) break;
+      this.discards++;
+      this.evictions++;
+      this.#updatedAt.delete(m.id);
+      this.#usedAt.delete(m.id);
+      await this.host.discard(m.id);
+      total -= m.bytes;
+    }
   }
 
   #noteUpdate(repo: RepoRef): void {

@@ -43,6 +43,8 @@ export interface ServeExtras {
   mirror: boolean;
   /** Directory of the mirrors; `<store>/mirrors` when unset. */
   mirrorDir?: string;
+  /** Most bytes all mirrors take on disk; 0: no cap of their own. */
+  mirrorMaxBytes: number;
 }
 
 /** The settings of the Worker that are not the edge app's. */
@@ -386,6 +388,19 @@ export const SETTINGS: readonly Setting[] = withEnvNames([
     arg: "DIR",
     defaultText: "`DIR/mirrors` of `--store`",
     help: "Directory of the git mirrors (one bare repository per repository).",
+  }),
+  integer({
+    key: "mirrorMaxBytes",
+    edge: false,
+    flag: "--mirror-max-bytes",
+    arg: "N",
+    min: 0,
+    bytes: true,
+    default: 0,
+    defaultText: "0 (no cap of their own)",
+    help: "Most bytes the git mirrors take on disk; beyond, the least recently used are " +
+      "discarded (and seeded again from their snapshot when next needed). A mirror also goes " +
+      "when its repository's snapshot is evicted (`--store-max-bytes`).",
   }),
   text({
     key: "adminToken",

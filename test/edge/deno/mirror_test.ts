@@ -19,7 +19,7 @@ const REPO = "m.git";
 
 /** The Deno edge with its mirror on, in a fresh store. */
 async function mirrorEdge(
-  opts: EdgeUnderTestOptions & { mirror?: boolean; mirrorGit?: string },
+  opts: EdgeUnderTestOptions & { mirror?: boolean; mirrorGit?: string; storeMaxBytes?: number },
 ): Promise<
   AsyncDisposable & { url: string; store: string; edge: Awaited<ReturnType<typeof startDenoEdge>> }
 > {
@@ -27,7 +27,7 @@ async function mirrorEdge(
   const edge = await startDenoEdge({
     store,
     port: 0,
-    config: edgeConfigFor(opts),
+    config: { ...edgeConfigFor(opts), storeMaxBytes: opts.storeMaxBytes },
     mirror: opts.mirror ?? true,
     mirrorGit: opts.mirrorGit,
     onBuildError: () => {},
@@ -385,3 +385,31 @@ if (typeof modern === "string") {
     assert(await metric(e.url, 'gitedge_mirror_total{result="hit"}') >= 1);
   });
 }
+
+Deno.test("mirror: goes with its repository's snapshot when the store's cap evicts it", async () => {
+  await using dir = await tempDir();
+  await using origin = await startOrigin();
+  // Room for the small repository's snapshot, not for both.
+  await using e = await mirrorEdge({ origin: origin.url, chunks: 2, storeMaxBytes: 400_000 });
+  await makeRepo(origin, "small.git", { commits: 10, binaryBytes: 1024 });
+  await makeRepo(origin, "big.git", { commits: 10, binaryBytes: 1024 * 1024, seed: 2 });
+  const mirrors = () => {
+    try {
+      return [...Deno.readDirSync(`${e.store}/mirrors`)].filter((d) => d.name.endsWith(".git"));
+    } catch {
+      return [];
+    }
+  };
+  await warm({ url: e.url }, "small.git");
+  await e.edge.idle();
+  assertEquals(mirrors().length, 1, "seeded when the snapshot was published");
+  // The big one's snapshot puts the store over its cap: the small one (older) is evicted.
+  await warm({ url: e.url }, "big.git");
+  await e.edge.idle();
+  const small = (await (await fetch(`${e.url}/_edge/repos`)).json()).repositories
+    .find((r: { path: string }) => r.path === "small.git");
+  assertEquals(small.state, "evicted");
+  assertEquals(small.mirror?.state ?? "none", "none", "the mirror went with it");
+  // Its fetches go to the origin, as for any repository without a snapshot.
+  await git(["clone", "-q", "--depth", "1", `${e.url}/small.git`, `${dir.path}/c`]);
+});

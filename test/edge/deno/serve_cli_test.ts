@@ -102,6 +102,7 @@ Deno.test("gitedge serve: flags in both spellings, repeated lists, every value i
     drainTimeoutSeconds: 30,
     logLevel: "info",
     mirror: true,
+    mirrorMaxBytes: 0,
   });
 });
 

@@ -94,6 +94,7 @@ Deno.test("resolveSettings: defaults per settings source, the edge's settings in
     drainTimeoutSeconds: 30,
     logLevel: "info",
     mirror: true,
+    mirrorMaxBytes: 0,
   });
   const worker = resolveSettings(
     "worker",
