@@ -107,4 +107,12 @@ export const MIRROR_MUTANTS: Mutant[] = [
     to: "",
     tests: [UNIT],
   },
+  {
+    name: "mirror/hard-link-seed",
+    file: "edge/deno/mirror.ts",
+    from: "await Deno.copyFile(this.#pathOf(key), file);",
+    to: "await Deno.link(this.#pathOf(key), file);",
+    tests: [E2E],
+    filter: "/depth-1 clone of a tip/",
+  },
 ];

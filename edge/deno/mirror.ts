@@ -3,8 +3,8 @@
  * bare repository per repository under `--mirror-dir`, driven with the `git` binary.
  *
  * - Seeded from the snapshot's stored packs (copied into `objects/pack/`, indexed by `git
- *   index-pack`, refs set from the manifest's tips) in a temporary directory renamed into place
- *   once whole: a mirror directory exists only complete.
+ *   index-pack`, refs set from the manifest's tips, joined into one pack) in a temporary
+ *   directory renamed into place once whole: a mirror directory exists only complete.
  * - Updated by `git fetch --atomic --prune` of the origin's branches and tags (a killed or
  *   failed fetch changes no ref; a partial pack it leaves is a temporary file git ignores), then,
  *   for wants still missing, by id. The caller's credential goes to git as `http.extraHeader` in
@@ -32,8 +32,9 @@ export interface GitMirrorOptions {
   /** Where the snapshot packs are read from when seeding. */
   store: PackStore;
   /**
-   * The file of a store key, where the store keeps files (FsPackStore): seeding then hard-links
-   * the pack (no second copy on disk; packs are never rewritten in place) where it can.
+   * The file of a store key, where the store keeps files (FsPackStore): seeding then copies the
+   * file (`copy_file_range`). Never a hard link: a link changes the inode's ctime, which is part
+   * of the store's version of the object, and the snapshot would then look rewritten.
    */
   pathOf?: (key: string) => string;
   /** The git to run (default `git` from `PATH`). */
@@ -114,7 +115,7 @@ export class GitMirrorHost implements MirrorHost {
       for (const pack of manifestPacks(manifest)) {
         if (!HEX.test(pack.hash)) throw new Error(`snapshot pack with a bad name: ${pack.hash}`);
         const file = `${tmp}/objects/pack/pack-${pack.hash}.pack`;
-        if (!await this.#link(pack.key, file)) {
+        if (!await this.#copy(pack.key, file)) {
           const obj = await this.#store.get(pack.key);
           if (!obj) throw new Error(`snapshot pack ${pack.key} is missing`);
           const out = await Deno.open(file, { write: true, createNew: true });
@@ -144,11 +145,11 @@ export class GitMirrorHost implements MirrorHost {
     }
   }
 
-  /** Hard-links the store's file of `key` to `file`; false where it cannot. */
-  async #link(key: string, file: string): Promise<boolean> {
+  /** Copies the store's file of `key` to `file`; false where it cannot. */
+  async #copy(key: string, file: string): Promise<boolean> {
     if (!this.#pathOf) return false;
     try {
-      await Deno.link(this.#pathOf(key), file);
+      await Deno.copyFile(this.#pathOf(key), file);
       return true;
     } catch {
       return false;

@@ -12,8 +12,9 @@
  *
  * A `request` record: `method`, `route` (`info/refs`, `git-upload-pack`, `pack`, `status`, ...),
  * `repo` (the path as the client gave it, when the route names one), `status`, `bytes`,
- * `durationMs`, `action` (`answered`, `rewrote`, `cache-hit`, `passthrough`, `pack`, `proxied`,
- * `edge`), `reason` (why a fetch passed through), `packUris`, `cache` (`hit`/`miss`), `originMs`
+ * `durationMs`, `action` (`answered`, `rewrote`, `cache-hit`, `passthrough`, `mirror`, `pack`,
+ * `proxied`, `edge`), `reason` (why a fetch passed through), `packUris`, `cache` (`hit`/`miss`),
+ * `mirror` (what the git mirror did: `hit`, `updated`, `fallback`, ...), `originMs`
  * (until the origin's headers, summed over its calls), `originStatus`, and `outcome` (`done`,
  * `cut`: the client went away, `error`: the body failed). Query strings (pack signatures) are
  * never logged, nor any header.
@@ -33,6 +34,8 @@ interface Notes {
   packUris?: number;
   originMs?: number;
   originStatus?: number;
+  /** What the git mirror did (`hit`, `updated`, `fallback`, `busy`, ...). */
+  mirror?: string;
 }
 
 /** The counters that say what the edge did with a request. */
@@ -59,6 +62,11 @@ function note(notes: Notes, name: string, by: number, labels: Record<string, str
       break;
     case "gitedge_cache_bytes_total":
       notes.action = "pack";
+      break;
+    case "gitedge_mirror_total":
+      // The mirror answered (the plan's passthrough reason stays: why not the snapshot).
+      notes.mirror = labels.result;
+      if (labels.result === "hit" || labels.result === "updated") notes.action = "mirror";
       break;
   }
 }
@@ -187,6 +195,7 @@ export function requestLog(ctx: ProxyContext, log: Logger): MiddlewareHandler {
         action,
         reason: notes.reason,
         cache: notes.cache,
+        mirror: notes.mirror,
         packUris: notes.packUris,
         originMs: notes.originMs,
         originStatus: notes.originStatus,

@@ -9,8 +9,10 @@ import { git, tempDir } from "../../support/git.ts";
 import { type Origin, startOrigin } from "../../support/origin.ts";
 import { addCommits, assertSameClone, makeRepo, refsOf } from "../../support/fixtures.ts";
 import { startDenoEdge } from "../../../edge/deno/server.ts";
+import { FsPackStore } from "../../../edge/deno/fs_store.ts";
 import { edgeConfigFor, type EdgeUnderTestOptions } from "../../support/edge.ts";
-import { warm } from "../../proxy/edge_suite.ts";
+import { URI_CLONE, warm } from "../../proxy/edge_suite.ts";
+import { tracedGit, urisFetched } from "../../support/traced_git.ts";
 import { modernGit } from "../../support/git_builds.ts";
 import { skipped } from "../../support/skips.ts";
 import { encodePkts } from "../../../src/git/pktline.ts";
@@ -98,7 +100,32 @@ Deno.test("mirror: a depth-1 clone of a tip pushed after the snapshot costs the 
   assert(repos.repositories[0].mirror.bytes > 0 && repos.repositories[0].mirror.updatedAt);
   assertEquals(repos.mirrors.answers, 2);
   assert(repos.mirrors.bytes > 0);
+  // Seeding the mirror left the snapshot's packs as they were (their store versions, which a
+  // hard link would change), and a clone asking for URIs gets them.
+  const store = new FsPackStore(e.store);
+  for (const key of await listKeys(e.store, "repos")) {
+    if (!key.endsWith("manifest.json")) continue;
+    const manifest = JSON.parse(await Deno.readTextFile(`${e.store}/${key}`));
+    for (const pack of manifest.layers.flat()) {
+      assertEquals((await store.head(pack.key))?.version, pack.version, pack.key);
+    }
+  }
+  const trace = await tracedGit([...URI_CLONE, "--bare", `${e.url}/${REPO}`, `${dir.path}/u`]);
+  assert(urisFetched(trace).length > 0, "packfile URIs still handed out");
 });
+
+/** Keys of files under `prefix` of a filesystem store. */
+async function listKeys(root: string, prefix: string): Promise<string[]> {
+  const out: string[] = [];
+  const walk = async (rel: string) => {
+    for await (const e of Deno.readDir(`${root}/${rel}`)) {
+      if (e.isDirectory) await walk(`${rel}/${e.name}`);
+      else out.push(`${rel}/${e.name}`);
+    }
+  };
+  await walk(prefix);
+  return out;
+}
 
 Deno.test("mirror: a blobless clone of a new tip and its checkout's lazy fetches, and a tree:0 clone, come from the mirror", async () => {
   const bin = await gitBin();
