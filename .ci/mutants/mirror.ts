@@ -115,4 +115,11 @@ export const MIRROR_MUTANTS: Mutant[] = [
     tests: [E2E],
     filter: "/depth-1 clone of a tip/",
   },
+  {
+    name: "mirror/deepen-not-to-mirror",
+    file: "src/proxy/fetch/fetch_plan.ts",
+    from: "  if (args.deepenNot.length > 0) return false;\n",
+    to: "",
+    tests: [PLAN],
+  },
 ];

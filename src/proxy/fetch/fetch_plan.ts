@@ -151,14 +151,17 @@ export function planFetch(input: FetchInputs): FetchPlan {
 }
 
 /**
- * Whether the mirror's upload-pack may answer: a fetch with wants (object ids: a `want-ref` names
- * the origin's ref of the moment, which only the origin knows for sure), SHA-1 (mirrors are), no
+ * Whether the mirror's upload-pack may answer: a fetch with wants (object ids: a `want-ref` or a
+ * `deepen-not` names the origin's ref of the moment, which only the origin knows for sure), SHA-1 (mirrors are), no
  * argument the edge does not know, no `filter` the origin did not advertise and no `sideband-all`
  * (git's upload-pack refuses arguments it did not advertise, and the mirror advertises what the
  * origin does). The request's `packfile-uris` line is dropped (the mirror hands out no URIs).
  */
 function mirrorable(req: CommandRequest, args: FetchArgs, originFilters: boolean): boolean {
   if (args.wants.length === 0 || args.wantRefs.length > 0 || args.other.length > 0) return false;
+  // `deepen-not` names refs too, which upload-pack would resolve in the mirror's refs of its
+  // last update.
+  if (args.deepenNot.length > 0) return false;
   if (req.capabilities.some((c) => c.startsWith("object-format=") && c !== "object-format=sha1")) {
     return false;
   }

@@ -450,6 +450,7 @@ Deno.test("fetch plan: with a mirror, what would go to the origin or the respons
     "forward",
   );
   assertEquals(plan(clone({ packfileUris: null, sidebandAll: true, deepen: 1 })).action, "forward");
+  assertEquals(plan(clone({ packfileUris: null, deepenNot: ["refs/tags/v1"] })).action, "forward");
   assertEquals(plan(clone({ packfileUris: null, deepen: 1, other: ["x-new"] })).action, "forward");
   assertEquals(plan(shallow, {}, ["object-format=sha256"]).action, "forward");
   assertEquals(plan(clone({ packfileUris: null, wants: [], deepen: 1 })).action, "forward");
