@@ -175,6 +175,20 @@ export class Mirrors {
     auth: OriginAuth,
     manifest: () => Promise<Manifest | null>,
   ): Promise<EnsureResult> {
+    try {
+      return await this.#ensure(repo, wants, auth, manifest);
+    } catch (error) {
+      // A mirror discarded under the request (its `cat-file` failed), say.
+      return { ready: false, reason: message(error) };
+    }
+  }
+
+  async #ensure(
+    repo: RepoRef,
+    wants: readonly string[],
+    auth: OriginAuth,
+    manifest: () => Promise<Manifest | null>,
+  ): Promise<EnsureResult> {
     this.#touch(repo.id);
     try {
       if (!await this.host.exists(repo)) {

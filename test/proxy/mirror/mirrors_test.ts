@@ -163,3 +163,11 @@ Deno.test("mirrors: at most maxServes answers at once; one ends, another may sta
   assertEquals(mirrors.servedBytes, 7);
   assertEquals(mirrors.served, 3);
 });
+
+Deno.test("mirrors: a host failing under the request (a mirror discarded meanwhile) is not ready, never a throw", async () => {
+  const host = new SizedHost(1);
+  host.missing = () => Promise.reject(new Error("cat-file: not a git repository"));
+  const mirrors = new Mirrors(host);
+  const result = await mirrors.ensure(repo("a1"), ["x"], AUTH, () => Promise.resolve(MANIFEST));
+  assertEquals(result, { ready: false, reason: "cat-file: not a git repository" });
+});
