@@ -62,7 +62,7 @@ async function gitBin(): Promise<string> {
 
 /** A repository with a snapshot at the edge, then `commits` new commits at the origin. */
 async function movedOn(origin: Origin, edgeUrl: string, commits = 3) {
-  await makeRepo(origin, REPO, { commits: 16, binaryBytes: 1 << 20 });
+  await makeRepo(origin, REPO, { commits: 12 });
   await warm({ url: edgeUrl }, REPO);
   return await addCommits(origin, REPO, { commits, tag: "v-new" });
 }
