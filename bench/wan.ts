@@ -5,7 +5,7 @@
  * connection; defaults 80 ms RTT and 100 Mbit/s; the LAN 1 ms and 1 Gbit/s. Origin: `git
  * http-backend` in its own process (bench/origin_process.ts); edge: `gitedge serve` in its own.
  *
- * Scenarios (`--scenarios full,small,cold,depth,burst,fetch`):
+ * Scenarios (`--scenarios full,small,cold,depth,burst,fetch,newtip`; also `fetchn`):
  *   full   warm full clone of the big repository: direct `git clone` vs stock git with packfile
  *          URIs vs `gitedge clone --jobs 8`, and the client floor: `git index-pack` of the
  *          snapshot's packs (all at once), the connectivity walk and the checkout (as
@@ -17,6 +17,10 @@
  *   depth  a `--depth 1` clone, the 2nd time (the edge's response cache is warm);
  *   burst  `--n` (10) concurrent `--depth 1` clones, the 2nd time;
  *   fetch  `git fetch` in yesterday's clone after 20 new commits (edge snapshot of yesterday).
+ *   newtip a tip pushed after the edge's snapshot (3 new commits), cloned the first time:
+ *          `--depth 1` and `--filter=blob:none` (checkout included), direct vs through the edge
+ *          (its git mirror answers; the origin sends the new commits once), and each with no
+ *          WAN (loopback to the origin: git's own floor);
  *   fetchn `--n` (10) runners restored from the same clone of yesterday run `git fetch` at once
  *          after 20 new commits (half with `fetch.uriProtocols`); also prints the packs the origin
  *          computed (its `fetch` commands) for each side; "no WAN" fetches from the origin over
@@ -58,7 +62,7 @@ const LAN_MBIT = Number(flag("lan-mbit", "1000"));
 const N = Number(flag("n", "10"));
 const IW = Number(flag("initial-window", "10"));
 const HANDSHAKE = !Deno.args.includes("--no-handshake");
-const SCENARIOS = flag("scenarios", "full,small,cold,depth,burst,fetch").split(",");
+const SCENARIOS = flag("scenarios", "full,small,cold,depth,burst,fetch,newtip").split(",");
 const BUNDLE = flag("bundle", "/work/shared/data/git-v2.0.0.bundle");
 
 const loadavg = async () =>
@@ -87,6 +91,8 @@ if (QUICK) {
 await makeRepo(fixtureOrigin, SMALL, { commits: 12, binaryBytes: 64 * 1024, seed: 3 });
 for (const name of [BIG, SMALL]) {
   await git(["config", "uploadpack.allowAnySHA1InWant", "true"], { cwd: `${root}/${name}` });
+  // Partial clones, as forges allow them.
+  await git(["config", "uploadpack.allowFilter", "true"], { cwd: `${root}/${name}` });
 }
 const counts = await git(["count-objects", "-v"], { cwd: `${root}/${BIG}` });
 console.log(
@@ -318,6 +324,39 @@ async function fetchAfterCommits() {
   }
 }
 
+/**
+ * A tip pushed after the edge's snapshot, cloned for the first time (a CI job per commit):
+ * `--depth 1`, then `--filter=blob:none` with its checkout, each of a tip of its own (3 new
+ * commits), direct and through the edge, and over loopback with no WAN (git's own floor). The
+ * edge's git mirror answers; the origin sends it the new commits once.
+ */
+async function newTip() {
+  const kinds: [string, string[]][] = [
+    ["newtip depth-1", ["--depth", "1"]],
+    ["newtip blobless", ["--filter=blob:none"]],
+  ];
+  for (let r = 0; r < RUNS; r++) {
+    const name = await copyOfBig();
+    await warm(name);
+    const branch = (await git(["symbolic-ref", "--short", "HEAD"], { cwd: `${root}/${name}` }))
+      .trim();
+    for (const [scenario, how] of kinds) {
+      await addCommits(fixtureOrigin, name, { commits: 3, branch });
+      for (
+        const [who, url] of [
+          ["direct", direct(name)],
+          ["edge", viaEdge(name)],
+          ["direct, no WAN (loopback)", `${origin.url}/${name}`],
+        ]
+      ) {
+        const d = dirs;
+        record(scenario, who, await measure(() => git(["clone", "-q", ...how, url, dir()])));
+        await clean(`${work.path}/c${d}`);
+      }
+    }
+  }
+}
+
 /** `--n` runners with the same clone of yesterday fetch after 20 new commits, all at once. */
 async function fetchBurst() {
   for (let r = 0; r < RUNS; r++) {
@@ -384,7 +423,8 @@ try {
         lanRttMs: LAN_RTT,
         lanMbit: LAN_MBIT,
       });
-    } else throw new Error(`unknown scenario ${s}`);
+    } else if (s === "newtip") await newTip();
+    else throw new Error(`unknown scenario ${s}`);
   }
   console.log(
     `\nOver a WAN (${RTT} ms RTT, ${MBIT} Mbit/s), ${RUNS} run(s), medians; load ${await loadavg()}`,

@@ -15,6 +15,7 @@ import { SELF_MUTANTS } from "./self.ts";
 import { HOUSE_MUTANTS } from "./house.ts";
 import { LFS_MUTANTS } from "./lfs.ts";
 import { OPERATOR_ACCESS_MUTANTS } from "./operator_access.ts";
+import { MIRROR_MUTANTS } from "./mirror.ts";
 
 export const MUTANTS: Mutant[] = [
   ...SIGNED_URLS_MUTANTS,
@@ -32,4 +33,5 @@ export const MUTANTS: Mutant[] = [
   ...HOUSE_MUTANTS,
   ...LFS_MUTANTS,
   ...OPERATOR_ACCESS_MUTANTS,
+  ...MIRROR_MUTANTS,
 ];

@@ -23,6 +23,8 @@ import { LoggingSnapshotBuilder } from "../../src/proxy/snapshots/build_log.ts";
 import { type Logger, SILENT_LOGGER } from "../../src/proxy/core/log.ts";
 import { loggedOriginFetch } from "../../src/proxy/origin/origin_log.ts";
 import { HEALTH_ROUTES } from "../../src/proxy/ops/health.ts";
+import { Mirrors } from "../../src/proxy/mirror/mirrors.ts";
+import { GitMirrorHost } from "./mirror.ts";
 
 export interface DenoEdgeOptions {
   store: string;
@@ -43,6 +45,18 @@ export interface DenoEdgeOptions {
   log?: Logger;
   /** The edge's clock (tests move it: pin and URL expiry, sweeps); default the wall clock. */
   clock?: Clock;
+  /**
+   * Keep a git mirror per repository (edge/deno/mirror.ts) to answer fetches the snapshot does
+   * not take: `gitedge serve` turns it on unless `--mirror off` (when `git` runs here). Default
+   * off here (code that starts an edge asks for it).
+   */
+  mirror?: boolean;
+  /** Directory of the mirrors; default `<store>/mirrors`. */
+  mirrorDir?: string;
+  /** The git the mirrors run (default `git` from `PATH`). */
+  mirrorGit?: string;
+  /** Most bytes all mirrors take (0: no cap of their own); see `MirrorLimits`. */
+  mirrorMaxBytes?: number;
 }
 
 export interface RunningEdge {
@@ -50,6 +64,8 @@ export interface RunningEdge {
   port: number;
   metrics: Metrics;
   coordinator: InProcessCoordinator;
+  /** The git mirrors, when on. */
+  mirrors?: Mirrors;
   /** Resolves once scheduled background work and every running snapshot build have finished. */
   idle(): Promise<void>;
   /**
@@ -105,6 +121,24 @@ export async function startDenoEdge(opts: DenoEdgeOptions): Promise<RunningEdge>
     background.add(tracked);
   };
   let draining = false;
+  let mirrors: Mirrors | undefined;
+  if (opts.mirror) {
+    try {
+      await requireGit(opts.mirrorGit);
+      mirrors = new Mirrors(
+        new GitMirrorHost({
+          dir: opts.mirrorDir ?? `${opts.store}/mirrors`,
+          store,
+          pathOf: (key) => store.pathOf(key),
+          git: opts.mirrorGit,
+          log,
+        }),
+        { now: () => clock.now(), maxBytes: opts.mirrorMaxBytes ?? 0 },
+      );
+    } catch {
+      log.log("warn", "mirror.off", { message: "git cannot be run here: no mirrors" });
+    }
+  }
   const edge = createApp(
     {
       store,
@@ -118,6 +152,7 @@ export async function startDenoEdge(opts: DenoEdgeOptions): Promise<RunningEdge>
       draining: () => draining,
       packSeeds,
       sha256: nodeSha256,
+      mirrors,
     },
     { metrics },
   );
@@ -126,6 +161,8 @@ export async function startDenoEdge(opts: DenoEdgeOptions): Promise<RunningEdge>
   // it is the least recently cloned that is not pinned).
   const onPublished = (repo: RepoRef, manifest: Manifest) => {
     edge.registry.noteSnapshot(repo, manifest);
+    // A repository's mirror is seeded from its first snapshot, off any request's path.
+    if (mirrors) waitUntil(mirrors.seedFrom(repo, manifest));
     if (edge.evictor.maxBytes > 0) {
       waitUntil(
         coordinator.idle().then(() => edge.evictor.sweep()).catch((error) =>
@@ -238,6 +275,7 @@ export async function startDenoEdge(opts: DenoEdgeOptions): Promise<RunningEdge>
     port: addr.port,
     metrics,
     coordinator,
+    mirrors,
     idle,
     drain: drainEdge,
     stop,

@@ -97,9 +97,15 @@ export function createApp(
     freshMs: deps.config.urlTtlSeconds * 1000,
     log: deps.log,
     lfs,
+    // A repository's git mirror goes with its snapshot.
+    onEvicted: deps.mirrors ? (id) => deps.mirrors!.discard(id) : undefined,
   });
   metrics.collect("repos", () => Promise.resolve(repoFamilies(registry, deps.clock)));
   metrics.collect("store", () => storeFamilies(evictor));
+  if (deps.mirrors) {
+    const mirrors = deps.mirrors;
+    metrics.collect("mirrors", () => Promise.resolve(mirrors.families()));
+  }
   const ctx: ProxyContext = {
     deps,
     metrics,
@@ -207,6 +213,7 @@ export function createApp(
       lfs: { hits: lfs.hits, misses: lfs.misses },
       visible,
       limit: token ? undefined : MAX_CHECKED_WITHOUT_TOKEN,
+      mirrors: deps.mirrors,
     });
   };
   const page = async (c: Context<EdgeEnv>) => {

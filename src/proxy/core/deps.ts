@@ -8,6 +8,7 @@ import type { Logger } from "./log.ts";
 import type { OriginAuth, RepoRef } from "./repo.ts";
 import type { EdgeConfig } from "./config.ts";
 import type { Manifest } from "./manifest.ts";
+import type { Mirrors } from "../mirror/mirrors.ts";
 
 export type SnapshotState = "none" | "building" | "ready";
 
@@ -103,6 +104,11 @@ export interface EdgeDeps {
    * `crypto.DigestStream`); absent: a pure-JavaScript one (about 10 times slower).
    */
   sha256?: () => Sha256Stream;
+  /**
+   * The git mirrors of repositories (src/proxy/mirror), where a `git` binary runs (the Deno
+   * server); absent: none (Workers), and fetches the snapshot does not take go to the origin.
+   */
+  mirrors?: Mirrors;
 }
 
 /**

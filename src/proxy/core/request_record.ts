@@ -23,6 +23,8 @@ export interface RequestRecord {
   originMs?: number;
   /** The last origin call's status. */
   originStatus?: number;
+  /** What the git mirror did: `hit`, `updated`, `fallback`, `busy`, `damaged`, `not-authorised`. */
+  mirror?: string;
 }
 
 /** An outcome of a request's handling. */
@@ -35,6 +37,8 @@ export type Outcome =
   | { action: "cache-hit" | "cache-miss" }
   /** `bytes` of stored snapshot packs handed out (a pack or bundle download, a streamed clone). */
   | { action: "pack"; bytes: number }
+  /** The git mirror's part in a fetch: `hit` and `updated` answered it, the rest fell back. */
+  | { action: "mirror"; result: string }
   /** An LFS batch answer rewritten: `urls` edge URLs handed out. */
   | { action: "lfs-rewrote"; urls: number }
   /** An LFS object served from the store, filled from the origin, or refused by it. */
@@ -80,6 +84,12 @@ export function recordOutcome(
     case "pack":
       metrics.inc("gitedge_cache_bytes_total", outcome.bytes);
       record.action = "pack";
+      return;
+    case "mirror":
+      metrics.inc("gitedge_mirror_total", 1, { result: outcome.result });
+      record.mirror = outcome.result;
+      // The mirror answered (the plan's passthrough reason stays: why not the snapshot).
+      if (outcome.result === "hit" || outcome.result === "updated") record.action = "mirror";
       return;
     case "lfs-rewrote":
       metrics.inc("gitedge_lfs_urls_total", outcome.urls);

@@ -33,7 +33,16 @@ export interface FetchInputs {
   responseCacheOn: boolean;
   /** Plain clones may be streamed from the snapshot (`snapshotPlainClones`). */
   snapshotPlainClones: boolean;
+  /**
+   * The edge keeps a git mirror of the repository (the Deno server with `git`; src/proxy/mirror),
+   * and what the origin's v2 advertisement said about `filter` (the mirror accepts no argument
+   * the origin would refuse). Absent: no mirror.
+   */
+  mirror?: { originAdvertisesFilter: boolean };
 }
+
+/** What the edge does when the mirror cannot answer: what it would do with no mirror. */
+export type FallbackPlan = Extract<FetchPlan, { action: "response-cache" | "forward" }>;
 
 /** What to do; `passthrough` and `build` go with every action. */
 export type FetchPlan =
@@ -63,6 +72,14 @@ export type FetchPlan =
     | { action: "response-cache"; originReq: CommandRequest; originArgs: FetchArgs }
     /** Forward the request's bytes as sent, less its `packfile-uris` line if `stripUris`. */
     | { action: "forward"; stripUris: boolean }
+    /**
+     * Answer with git's `upload-pack` on the edge's mirror (mirror_fetch.ts) once it holds every
+     * want (an incremental fetch from the origin brings it current first, shared by concurrent
+     * requests). `askOrigin`: the origin has not accepted this credential within `--auth-ttl`,
+     * so it is asked first (a cheap `ls-refs`), and a refusal goes to the origin as `fallback`.
+     * Whenever the mirror cannot answer, `fallback` is carried out instead.
+     */
+    | { action: "answer-from-mirror"; askOrigin: boolean; fallback: FallbackPlan }
   );
 
 /**
@@ -114,11 +131,42 @@ export function planFetch(input: FetchInputs): FetchPlan {
   // it to the advertisement; git >= 2.45 dies on it).
   const keepUris = input.originAdvertisesUris;
   const originArgs = keepUris ? args : { ...args, packfileUris: null };
+  let fallback: FallbackPlan;
   if (input.responseCacheOn && uncacheable(originArgs) === null) {
     const originReq = keepUris ? req : { ...req, args: withoutArgLines(req.args, "packfile-uris") };
-    return { passthrough, build, action: "response-cache", originReq, originArgs };
+    fallback = { passthrough, build, action: "response-cache", originReq, originArgs };
+  } else {
+    fallback = { passthrough, build, action: "forward", stripUris: !keepUris };
   }
-  return { passthrough, build, action: "forward", stripUris: !keepUris };
+  if (input.mirror && mirrorable(req, args, input.mirror.originAdvertisesFilter)) {
+    return {
+      passthrough,
+      build,
+      action: "answer-from-mirror",
+      askOrigin: !input.recentlyAuthorised,
+      fallback,
+    };
+  }
+  return fallback;
+}
+
+/**
+ * Whether the mirror's upload-pack may answer: a fetch with wants (object ids: a `want-ref` or a
+ * `deepen-not` names the origin's ref of the moment, which only the origin knows for sure), SHA-1 (mirrors are), no
+ * argument the edge does not know, no `filter` the origin did not advertise and no `sideband-all`
+ * (git's upload-pack refuses arguments it did not advertise, and the mirror advertises what the
+ * origin does). The request's `packfile-uris` line is dropped (the mirror hands out no URIs).
+ */
+function mirrorable(req: CommandRequest, args: FetchArgs, originFilters: boolean): boolean {
+  if (args.wants.length === 0 || args.wantRefs.length > 0 || args.other.length > 0) return false;
+  // `deepen-not` names refs too, which upload-pack would resolve in the mirror's refs of its
+  // last update.
+  if (args.deepenNot.length > 0) return false;
+  if (req.capabilities.some((c) => c.startsWith("object-format=") && c !== "object-format=sha1")) {
+    return false;
+  }
+  if (args.filter !== null && !originFilters) return false;
+  return !args.sidebandAll;
 }
 
 /**

@@ -34,6 +34,7 @@ import { publicBase } from "../core/context.ts";
 import { rewrittenFetch } from "./rewritten_fetch.ts";
 import { cachedFetch, responseCacheBytes } from "./cached_fetch.ts";
 import { forwardedFetch } from "./forwarded_fetch.ts";
+import { mirrorFetch } from "./mirror_fetch.ts";
 import { concat, pktBytes, PktLineReader } from "../../git/pktline.ts";
 import {
   readCapabilityAdvertisement,
@@ -221,15 +222,20 @@ async function uploadPack(
   // plans as with none. Nothing is awaited from here to the pin below, so no eviction begins in
   // between and the pin holds.
   const pinnable = !ctx.registry || ctx.registry.pinnable(repo.id, epoch);
+  const mirror = ctx.deps.mirrors
+    ? { originAdvertisesFilter: ctx.originFeatures?.advertises(repo, "filter") ?? false }
+    : undefined;
   const plan = planFetch({
     req,
     args,
     fetch,
     snapshot: pinnable ? looked : NO_SNAPSHOT,
     originAdvertisesUris: ctx.originFeatures?.advertises(repo, "packfile-uris") ?? false,
-    recentlyAuthorised: eligible && recentlyAuthorised(ctx, request, repo),
+    recentlyAuthorised: (eligible || mirror !== undefined) &&
+      recentlyAuthorised(ctx, request, repo),
     responseCacheOn: responseCacheBytes(ctx) > 0,
     snapshotPlainClones: plainClones,
+    mirror,
   });
   // Packs handed out are pinned: store eviction spares them until their URLs expire.
   if (
@@ -255,6 +261,8 @@ async function uploadPack(
       return await cachedFetch(call, plan);
     case "forward":
       return await forwardedFetch(call, plan);
+    case "answer-from-mirror":
+      return await mirrorFetch(call, plan);
   }
 }
 

@@ -8,6 +8,7 @@
  * Times are ISO 8601 (UTC), durations and ages in seconds.
  */
 import type { SnapshotCoordinator, SnapshotStatus } from "../core/deps.ts";
+import type { Mirrors } from "../mirror/mirrors.ts";
 import type { RepoRef } from "../core/repo.ts";
 import { mapLimit, type RepoRecord } from "./repo_registry.ts";
 import type { StoreKind, StoreUsage } from "./store_eviction.ts";
@@ -49,6 +50,8 @@ export interface RepoView {
   evictedAt: string | null;
   /** Pack URLs handed out may be valid until then (the snapshot is not evicted before). */
   pinnedUntil: string | null;
+  /** The repository's git mirror, where the edge keeps mirrors (the Deno server). */
+  mirror?: { state: "none" | "ready"; bytes: number; updatedAt: string | null };
 }
 
 export interface Overview {
@@ -79,6 +82,8 @@ export interface Overview {
     evictions: number;
   };
   repositories: RepoView[];
+  /** The git mirrors, where the edge keeps them: answers and their bytes (the origin's saved). */
+  mirrors?: { answers: number; bytes: number; updates: number };
   /** Repositories whose last build failed, the latest first. */
   recentFailures: { path: string; at: string | null; error: string }[];
   /** Repositories known but not listed (beyond {@link MAX_LISTED}, or not visible to the caller). */
@@ -121,6 +126,7 @@ export async function overview(
     visible?: (repo: RepoRef) => Promise<boolean>;
     limit?: number;
     lfs?: { hits: number; misses: number };
+    mirrors?: Mirrors;
   } = {},
 ): Promise<Overview> {
   const sorted = [...records].sort((a, b) =>
@@ -132,7 +138,10 @@ export async function overview(
     const repo: RepoRef = { id: r.id, path: r.path, originUrl: r.originUrl };
     if (!await visible(repo)) return null;
     const status = await coordinator.status(repo).catch(() => null);
-    return view(r, status, now);
+    const row = view(r, status, now);
+    const mirror = await opts.mirrors?.status(repo).catch(() => null);
+    if (mirror) row.mirror = { ...mirror, updatedAt: iso(mirror.updatedAt) };
+    return row;
   });
   const repositories = rows.filter((r): r is RepoView => r !== null);
   const sum = (f: (r: RepoView) => number) => repositories.reduce((n, r) => n + f(r), 0);
@@ -157,6 +166,15 @@ export async function overview(
       evictions: sum((r) => r.evictions),
     },
     repositories,
+    ...(opts.mirrors
+      ? {
+        mirrors: {
+          answers: opts.mirrors.served,
+          bytes: opts.mirrors.servedBytes,
+          updates: opts.mirrors.updates,
+        },
+      }
+      : {}),
     recentFailures: repositories
       .filter((r) => r.lastError !== null)
       .sort((a, b) => (b.failedAt ?? "").localeCompare(a.failedAt ?? ""))
@@ -319,7 +337,13 @@ export function renderPage(o: Overview): string {
         e(percent(o.lfs.hitRatio))
       } from the store</div>`
       : "",
+    o.mirrors
+      ? `<div class="card">Mirror answers<b>${o.mirrors.answers}</b>${
+        e(humanBytes(o.mirrors.bytes))
+      } not sent by the origin; ${o.mirrors.updates} updates</div>`
+      : "",
   ].join("");
+  const mirrorColumn = o.mirrors !== undefined;
   const rows = o.repositories.map((r) => {
     const last = r.lastBuild;
     const build = last
@@ -336,6 +360,13 @@ export function renderPage(o: Overview): string {
       `<td>${build}</td><td class="n">${r.builds}</td>` +
       `<td class="n">${r.fetches}</td><td class="n">${e(percent(r.hitRatio))}</td>` +
       `<td class="n">${e(humanBytes(r.originBytesSaved))}</td>` +
+      (mirrorColumn
+        ? `<td>${
+          r.mirror?.state === "ready"
+            ? `${e(humanBytes(r.mirror.bytes))}, updated ${timeHtml(r.mirror.updatedAt)}`
+            : "–"
+        }</td>`
+        : "") +
       `<td>${timeHtml(r.lastClonedAt)}</td></tr>`;
   }).join("\n");
   const failures = o.recentFailures.length === 0
@@ -362,7 +393,9 @@ ${
     o.repositories.length === 0
       ? `<p class="sub">No repository yet: one appears after its first clone.</p>`
       : `<table>
-<tr><th>Repository</th><th>Snapshot</th><th>Age</th><th>Packs</th><th>Bytes</th><th>Last build</th><th>Builds</th><th>Fetches</th><th>Hit ratio</th><th>Origin bytes saved</th><th>Last cloned</th></tr>
+<tr><th>Repository</th><th>Snapshot</th><th>Age</th><th>Packs</th><th>Bytes</th><th>Last build</th><th>Builds</th><th>Fetches</th><th>Hit ratio</th><th>Origin bytes saved</th>${
+        mirrorColumn ? "<th>Mirror</th>" : ""
+      }<th>Last cloned</th></tr>
 ${rows}
 </table>`
   }

@@ -28,6 +28,7 @@ export type FetchOutcome =
   | "answered" // from the snapshot alone
   | "rewritten" // the snapshot's packs by URI plus the origin's remainder
   | "cached" // through the response cache
+  | "mirror" // by git's upload-pack on the edge's mirror (src/proxy/mirror)
   | "passthrough"; // the origin's answer as it came
 
 /** What the registry keeps per repository. Times in ms since epoch. */

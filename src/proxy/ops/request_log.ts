@@ -11,9 +11,10 @@
  *
  * A `request` record: `method`, `route` (`info/refs`, `git-upload-pack`, `pack`, `status`, ...),
  * `repo` (the path as the client gave it, when the route names one), `status`, `bytes`,
- * `durationMs`, `action` (`answered`, `rewrote`, `cache-hit`, `passthrough`, `pack`, `proxied`,
- * `edge`; for LFS `lfs-rewrote`, `lfs-hit`, `lfs-miss`, `lfs-origin-error`), `reason` (why a
- * fetch passed through), `packUris`, `cache` (`hit`/`miss`), `originMs`
+ * `durationMs`, `action` (`answered`, `rewrote`, `cache-hit`, `passthrough`, `mirror`, `pack`,
+ * `proxied`, `edge`; for LFS `lfs-rewrote`, `lfs-hit`, `lfs-miss`, `lfs-origin-error`), `reason`
+ * (why a fetch passed through), `packUris`, `cache` (`hit`/`miss`), `mirror` (what the git
+ * mirror did: `hit`, `updated`, `fallback`, ...), `originMs`
  * (until the origin's headers, summed over its calls), `originStatus`, and `outcome` (`done`,
  * `cut`: the client went away, `error`: the body failed). Query strings (pack signatures) are
  * never logged, nor any header.
@@ -164,6 +165,7 @@ export function requestLog(ctx: ProxyContext, log: Logger): MiddlewareHandler<Ed
         action,
         reason: record.reason,
         cache: record.cache,
+        mirror: record.mirror,
         packUris: record.packUris,
         originMs: record.originMs,
         originStatus: record.originStatus,

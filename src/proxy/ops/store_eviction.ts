@@ -111,6 +111,8 @@ export interface StoreEvictorDeps {
   log?: Logger;
   /** LFS objects' pins and last uses; absent: LFS objects are not counted. */
   lfs?: LfsEvictionHooks;
+  /** Called with each evicted repository's id (its git mirror goes with it). */
+  onEvicted?: (repoId: string) => Promise<void>;
 }
 
 interface RepoUsage {
@@ -329,6 +331,7 @@ export class StoreEvictor {
           registry.endEviction(record, id, freed > 0);
         }
         total -= freed;
+        await this.#deps.onEvicted?.(id).catch(() => {});
         const path = record?.path ?? id;
         report.evicted.push({ id, path, bytes: freed });
         metrics.inc("gitedge_store_evictions_total");

@@ -39,6 +39,12 @@ export interface ServeExtras {
   logLevel: LogLevel;
   /** Unset: JSON unless stdout is a terminal. */
   logFormat?: LogFormat;
+  /** A git mirror per repository answers fetches the snapshot does not take (docs/mirror.md). */
+  mirror: boolean;
+  /** Directory of the mirrors; `<store>/mirrors` when unset. */
+  mirrorDir?: string;
+  /** Most bytes all mirrors take on disk; 0: no cap of their own. */
+  mirrorMaxBytes: number;
 }
 
 /** The settings of the Worker that are not the edge app's. */
@@ -373,6 +379,40 @@ export const SETTINGS: readonly Setting[] = withEnvNames([
       "Not on Workers.",
     parse: parseOnOff,
   },
+  {
+    key: "mirror",
+    edge: false,
+    flag: "--mirror",
+    arg: "on/off",
+    default: true,
+    defaultText: "on (where `git` runs)",
+    help: "Keep a git mirror of each repository, seeded from its snapshot and kept current by " +
+      "incremental fetches from the origin, and answer from it (git's `upload-pack`) the fetches " +
+      "the snapshot does not take: shallow, partial, incremental, by id. Only for credentials " +
+      "the origin accepted within `--auth-ttl`. Not on Workers.",
+    parse: parseOnOff,
+  },
+  text({
+    key: "mirrorDir",
+    edge: false,
+    flag: "--mirror-dir",
+    arg: "DIR",
+    defaultText: "`DIR/mirrors` of `--store`",
+    help: "Directory of the git mirrors (one bare repository per repository).",
+  }),
+  integer({
+    key: "mirrorMaxBytes",
+    edge: false,
+    flag: "--mirror-max-bytes",
+    arg: "N",
+    min: 0,
+    bytes: true,
+    default: 0,
+    defaultText: "0 (no cap of their own)",
+    help: "Most bytes the git mirrors take on disk; beyond, the least recently used are " +
+      "discarded (and seeded again from their snapshot when next needed). A mirror also goes " +
+      "when its repository's snapshot is evicted (`--store-max-bytes`).",
+  }),
   text({
     key: "adminToken",
     edge: true,

@@ -101,6 +101,8 @@ Deno.test("gitedge serve: flags in both spellings, repeated lists, every value i
     idleTimeoutSeconds: 7,
     drainTimeoutSeconds: 30,
     logLevel: "info",
+    mirror: true,
+    mirrorMaxBytes: 0,
   });
 });
 

@@ -427,3 +427,52 @@ Deno.test("fetch plan: haves are the snapshot's distinct tips", () => {
   assertEquals(plan.action, "rewrite");
   if (plan.action === "rewrite") assertEquals(plan.originArgs.haves, ALL);
 });
+
+Deno.test("fetch plan: with a mirror, what would go to the origin or the response cache goes to the mirror, with that as its fallback", () => {
+  const MIRROR = { mirror: { originAdvertisesFilter: true } };
+  const plan = (args: FetchArgs, more: Partial<FetchInputs> = {}, caps: string[] = []) =>
+    planFetch(inputs(args, { ...MIRROR, ...more }, caps));
+  const mirrored = (_input: FetchInputs, fallback: FetchPlan, askOrigin = true): FetchPlan =>
+    ({
+      passthrough: fallback.passthrough,
+      build: fallback.build,
+      action: "answer-from-mirror",
+      askOrigin,
+      fallback,
+    }) as FetchPlan;
+  const shallow = clone({ packfileUris: null, deepen: 1 });
+  // Shallow, blobless, incremental, one commit: the mirror, asking the origin first unless the
+  // credential is fresh in the memo.
+  assertEquals(
+    plan(shallow),
+    mirrored(inputs(shallow), forward("client did not ask for packfile-uris")),
+  );
+  assertEquals(
+    plan(shallow, { recentlyAuthorised: true }),
+    mirrored(inputs(shallow), forward("client did not ask for packfile-uris"), false),
+  );
+  const blobless = clone({ filter: "blob:none" });
+  const withCache = inputs(blobless, { ...MIRROR, responseCacheOn: true });
+  assertEquals(planFetch(withCache), mirrored(withCache, cached(withCache, null, "partial clone")));
+  const fetchFrom = clone({ haves: [oid("d")], done: false });
+  assertEquals(plan(fetchFrom).action, "answer-from-mirror");
+  // Whatever the mirror's upload-pack would refuse, or only the origin can answer, goes as before.
+  assertEquals(
+    plan(blobless, { mirror: { originAdvertisesFilter: false } }),
+    forward("partial clone"),
+  );
+  assertEquals(
+    plan(clone({ packfileUris: null, wantRefs: ["refs/heads/main"] })).action,
+    "forward",
+  );
+  assertEquals(plan(clone({ packfileUris: null, sidebandAll: true, deepen: 1 })).action, "forward");
+  assertEquals(plan(clone({ packfileUris: null, deepenNot: ["refs/tags/v1"] })).action, "forward");
+  assertEquals(plan(clone({ packfileUris: null, deepen: 1, other: ["x-new"] })).action, "forward");
+  assertEquals(plan(shallow, {}, ["object-format=sha256"]).action, "forward");
+  assertEquals(plan(clone({ packfileUris: null, wants: [], deepen: 1 })).action, "forward");
+  // The snapshot paths keep what they take.
+  assertEquals(plan(clone(), { recentlyAuthorised: true }).action, "answer-from-snapshot");
+  assertEquals(plan(clone({ wants: [...ALL, oid("e")] })).action, "rewrite");
+  // No mirror: as before.
+  assertEquals(planFetch(inputs(shallow)), forward("client did not ask for packfile-uris"));
+});

@@ -93,6 +93,8 @@ Deno.test("resolveSettings: defaults per settings source, the edge's settings in
     ...DEFAULT_CONNECTION_LIMITS,
     drainTimeoutSeconds: 30,
     logLevel: "info",
+    mirror: true,
+    mirrorMaxBytes: 0,
   });
   const worker = resolveSettings(
     "worker",

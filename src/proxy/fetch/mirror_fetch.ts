@@ -1,0 +1,107 @@
+/**
+ * The `answer-from-mirror` outcome of a fetch plan: git's own `upload-pack` answers from the
+ * edge's mirror of the repository (src/proxy/mirror), once the mirror holds every want. The
+ * origin is asked only for what is new (one incremental fetch per new state of the repository,
+ * shared by every request that needs it) and, for a credential it has not accepted within
+ * `--auth-ttl`, for a cheap `ls-refs` first. Whenever the mirror cannot answer (no snapshot to seed
+ * it from, the update failed, upload-pack failed), the fetch is carried out as with no mirror.
+ */
+import { noteBytesSaved } from "../ops/bytes_saved.ts";
+import { recordOutcome } from "../core/request_record.ts";
+import type { FallbackPlan } from "./fetch_plan.ts";
+import type { FetchCall, PlanOf } from "./fetch_call.ts";
+import { scheduleBuild } from "./fetch_call.ts";
+import { cachedFetch } from "./cached_fetch.ts";
+import { forwardedFetch } from "./forwarded_fetch.ts";
+import { authOf } from "../origin/origin.ts";
+import { forwardUploadPack } from "../origin/forwarding.ts";
+import { inBackground } from "../core/deps.ts";
+import { withoutArg } from "../origin/request_body.ts";
+import { serializeCommandRequest } from "../../git/command_request.ts";
+import { UPLOAD_PACK_RESULT_TYPE } from "../../git/media_types.ts";
+
+export async function mirrorFetch(
+  call: FetchCall,
+  plan: PlanOf<"answer-from-mirror">,
+): Promise<Response> {
+  const { ctx, request, repo, args } = call;
+  const mirrors = ctx.deps.mirrors;
+  if (!mirrors) return await fallback(call, plan.fallback);
+  if (plan.askOrigin && !await originAccepts(call)) {
+    // Refused (or the origin failed): the fetch goes to the origin, whose answer (a 401) the
+    // client gets; not a byte of the mirror.
+    recordOutcome(ctx, { action: "mirror", result: "not-authorised" });
+    return await fallback(call, plan.fallback);
+  }
+  const ready = await mirrors.ensure(
+    repo,
+    args.wants,
+    authOf(request.headers),
+    () => ctx.deps.coordinator.manifest(repo),
+  );
+  if (!ready.ready) {
+    recordOutcome(ctx, { action: "mirror", result: "fallback" });
+    ctx.deps.log?.log("info", "mirror.fallback", { repo: repo.path, reason: ready.reason });
+    return await fallback(call, plan.fallback);
+  }
+  // The mirror hands out no URIs: the client's `packfile-uris` line goes (upload-pack would
+  // refuse an argument it did not advertise).
+  const body = args.packfileUris ? withoutArg(call.sent, "packfile-uris") : call.sent;
+  const answer = await mirrors.serve(repo, body);
+  if (answer === null) {
+    recordOutcome(ctx, { action: "mirror", result: "busy" });
+    return await fallback(call, plan.fallback);
+  }
+  if (!answer.ok) {
+    // A damaged mirror is never served: it goes, and is seeded afresh by a later fetch.
+    recordOutcome(ctx, { action: "mirror", result: "damaged" });
+    ctx.deps.log?.log("warn", "mirror.discard", { repo: repo.path, reason: answer.reason });
+    inBackground(ctx.deps, mirrors.discard(repo.id));
+    return await fallback(call, plan.fallback);
+  }
+  recordOutcome(ctx, { action: "mirror", result: ready.updated ? "updated" : "hit" });
+  ctx.registry?.noteFetch(repo, "mirror", true, call.seen);
+  scheduleBuild(call, plan.build);
+  // Every byte of the mirror's answer is one the origin did not send.
+  const counted = answer.body.pipeThrough(
+    new TransformStream<Uint8Array, Uint8Array>({
+      transform(chunk, out) {
+        ctx.metrics.inc("gitedge_mirror_bytes_total", chunk.byteLength);
+        noteBytesSaved(ctx, repo.id, chunk.byteLength, "mirror");
+        out.enqueue(chunk);
+      },
+    }),
+  );
+  return new Response(counted, {
+    status: 200,
+    headers: { "content-type": UPLOAD_PACK_RESULT_TYPE, "cache-control": "no-cache" },
+  });
+}
+
+/** What the plan does when the mirror does not answer: as if there were no mirror. */
+async function fallback(call: FetchCall, plan: FallbackPlan): Promise<Response> {
+  return plan.action === "response-cache"
+    ? await cachedFetch(call, plan)
+    : await forwardedFetch(call, plan);
+}
+
+/**
+ * Asks the origin whether it accepts the caller's credential for this repository now: an
+ * `ls-refs` of one ref prefix that names nothing (a few bytes), with the caller's headers. A 200
+ * renews the credential memo; a 401/403 drops it.
+ */
+async function originAccepts(call: FetchCall): Promise<boolean> {
+  const { ctx, request, repo, req } = call;
+  const body = serializeCommandRequest({
+    command: "ls-refs",
+    capabilities: req.capabilities.filter((c) => c.startsWith("object-format=")),
+    args: ["ref-prefix refs/gitedge-authorisation-check/"],
+  });
+  try {
+    const res = await forwardUploadPack(ctx, request, repo, body);
+    await res.body?.cancel().catch(() => {});
+    return res.status === 200;
+  } catch {
+    return false;
+  }
+}

@@ -1,0 +1,362 @@
+/**
+ * The edge's git mirrors (one bare repository per repository, where a `git` binary runs: the Deno
+ * server), the runtime-free part: which wants a mirror holds, keeping it current single-flight,
+ * and what it saved. The runtime carries out the git work behind {@link MirrorHost}
+ * (edge/deno/mirror.ts); the fetch path uses {@link Mirrors} (src/proxy/fetch/mirror_fetch.ts).
+ *
+ * A mirror is seeded from the snapshot's stored packs (no second full transfer from the origin)
+ * and brought current by incremental fetches from the origin with the credential of a caller the
+ * origin just authorised (in memory only, for the length of that fetch). Concurrent requests that
+ * need an update join the one running: a new state of the repository costs the origin one
+ * incremental fetch, however many runners ask for it.
+ */
+import type { Manifest } from "../core/manifest.ts";
+import type { OriginAuth, RepoRef } from "../core/repo.ts";
+import type { CollectedFamily } from "../core/metrics.ts";
+
+/** What the runtime answers for one upload-pack run on the mirror. */
+export type MirrorAnswer =
+  /** The answer (a protocol-v2 fetch response) as git's `upload-pack` writes it. */
+  | { ok: true; body: ReadableStream<Uint8Array> }
+  /** upload-pack failed before its answer was handed out (a damaged mirror): nothing was sent. */
+  | { ok: false; reason: string };
+
+/** One mirror as the operator sees it. */
+export interface MirrorStatus {
+  /** `none`: no mirror; `ready`: serving. */
+  state: "none" | "ready";
+  /** Bytes on disk. */
+  bytes: number;
+  /** Last successful update from the origin (ms since epoch), or null. */
+  updatedAt: number | null;
+}
+
+/** The git work, done by the runtime (edge/deno/mirror.ts). Never given a credential to keep. */
+export interface MirrorHost {
+  /** Whether `repo` has a mirror (seeded and not discarded). */
+  exists(repo: RepoRef): Promise<boolean>;
+  /** The ids among `oids` the mirror lacks (`git cat-file --batch-check`). */
+  missing(repo: RepoRef, oids: readonly string[]): Promise<string[]>;
+  /**
+   * Creates the mirror from the snapshot `manifest`'s stored packs (indexed locally, refs set
+   * from its tips); nothing from the origin. A failure leaves no mirror.
+   */
+  seed(repo: RepoRef, manifest: Manifest): Promise<void>;
+  /**
+   * Fetches the origin's branches and tags (refs updated atomically, pruned), then `oids` by id
+   * when still missing, with `auth` passed to git in its environment (never on its command line,
+   * never written). A failure (killed, disk full) leaves the mirror as it was.
+   */
+  update(repo: RepoRef, auth: OriginAuth, oids: readonly string[]): Promise<void>;
+  /**
+   * Runs `git upload-pack --stateless-rpc` (protocol v2) on `request`. A run that fails before
+   * its answer is handed out answers `ok: false`.
+   */
+  serve(repo: RepoRef, request: Uint8Array): Promise<MirrorAnswer>;
+  /** Removes the mirror of the repository with id `repoId` (damaged, or evicted). */
+  discard(repoId: string): Promise<void>;
+  /** Bytes of the mirror on disk (0: none). */
+  size(repo: RepoRef): Promise<number>;
+  /** Every mirror on disk: its repository id and bytes. */
+  list(): Promise<{ id: string; bytes: number }[]>;
+}
+
+/** Bounds of {@link Mirrors}. */
+export interface MirrorLimits {
+  /** The clock (ms since epoch). */
+  now?: () => number;
+  /** Most upload-pack runs at once; beyond, fetches go as with no mirror. Default 16. */
+  maxServes?: number;
+  /**
+   * Most bytes all mirrors may take on disk; beyond, the least recently used are discarded after
+   * a seed or update (never the one just brought current). 0: no cap of their own (a mirror
+   * still goes when its repository's snapshot is evicted). Default 0.
+   */
+  maxBytes?: number;
+}
+
+/** What {@link Mirrors.ensure} found. */
+export type EnsureResult =
+  /** Every want is in the mirror (after an update, if one was needed). */
+  | { ready: true; updated: boolean }
+  /** The mirror cannot answer: no snapshot to seed it from, or the update failed or fell short. */
+  | { ready: false; reason: string };
+
+/** Bounds of what the operator page and metrics keep per repository. */
+const MAX_TRACKED = 4096;
+
+/**
+ * The mirrors of one process: single-flight seeding and updates per repository over a
+ * {@link MirrorHost}, and their state for the operator.
+ */
+export class Mirrors {
+  readonly host: MirrorHost;
+  /** Repository id → the seed or update running for it (joined by concurrent requests). */
+  readonly #running = new Map<string, Promise<void>>();
+  readonly #updatedAt = new Map<string, number>();
+  readonly #now: () => number;
+  readonly #maxServes: number;
+  readonly maxBytes: number;
+  /** Repository id → last time a fetch needed its mirror (ms). */
+  readonly #usedAt = new Map<string, number>();
+  #serving = 0;
+  /** Upload-pack answers served from mirrors, and their bytes (what the origin did not send). */
+  served = 0;
+  servedBytes = 0;
+  updates = 0;
+  updateFailures = 0;
+  discards = 0;
+  /** Mirrors discarded for the cap ({@link MirrorLimits.maxBytes}). */
+  evictions = 0;
+
+  constructor(host: MirrorHost, limits: MirrorLimits = {}) {
+    this.host = host;
+    this.#now = limits.now ?? (() => Date.now());
+    this.#maxServes = limits.maxServes ?? 16;
+    this.maxBytes = limits.maxBytes ?? 0;
+  }
+
+  /**
+   * The mirror's answer to `request` (see {@link MirrorHost.serve}), counted; null when
+   * {@link MirrorLimits.maxServes} runs are under way (the fetch then goes as with no mirror).
+   */
+  async serve(repo: RepoRef, request: Uint8Array): Promise<MirrorAnswer | null> {
+    if (this.#serving >= this.#maxServes) return null;
+    this.#serving++;
+    let answer: MirrorAnswer;
+    try {
+      answer = await this.host.serve(repo, request);
+    } catch (error) {
+      this.#serving--;
+      throw error;
+    }
+    if (!answer.ok) {
+      this.#serving--;
+      return answer;
+    }
+    this.served++;
+    let released = false;
+    const release = () => {
+      if (!released) this.#serving--;
+      released = true;
+    };
+    const reader = answer.body.getReader();
+    const body = new ReadableStream<Uint8Array>({
+      pull: async (c) => {
+        try {
+          const r = await reader.read();
+          if (r.done) {
+            release();
+            return c.close();
+          }
+          this.servedBytes += r.value.byteLength;
+          c.enqueue(r.value);
+        } catch (error) {
+          release();
+          c.error(error);
+        }
+      },
+      cancel: async (reason) => {
+        release();
+        await reader.cancel(reason).catch(() => {});
+      },
+    }, { highWaterMark: 0 });
+    return { ok: true, body };
+  }
+
+  /**
+   * Makes sure `repo`'s mirror holds every one of `wants`: seeds it from `manifest` when there is
+   * none, and when wants are missing, runs (or joins) one incremental fetch from the origin with
+   * `auth`, then looks again. Never throws: a failure is `ready: false`.
+   */
+  async ensure(
+    repo: RepoRef,
+    wants: readonly string[],
+    auth: OriginAuth,
+    manifest: () => Promise<Manifest | null>,
+  ): Promise<EnsureResult> {
+    try {
+      return await this.#ensure(repo, wants, auth, manifest);
+    } catch (error) {
+      // A mirror discarded under the request (its `cat-file` failed), say.
+      return { ready: false, reason: message(error) };
+    }
+  }
+
+  async #ensure(
+    repo: RepoRef,
+    wants: readonly string[],
+    auth: OriginAuth,
+    manifest: () => Promise<Manifest | null>,
+  ): Promise<EnsureResult> {
+    this.#touch(repo.id);
+    try {
+      if (!await this.host.exists(repo)) {
+        await this.#once(repo, async () => {
+          if (await this.host.exists(repo)) return;
+          const m = await manifest();
+          if (!m) throw new NoSeedError();
+          await this.host.seed(repo, m);
+          await this.#enforceCap(repo.id);
+        });
+      }
+    } catch (error) {
+      if (error instanceof NoSeedError) return { ready: false, reason: "no snapshot to seed" };
+      return { ready: false, reason: `seed failed: ${message(error)}` };
+    }
+    let missing = await this.host.missing(repo, wants);
+    if (missing.length === 0) return { ready: true, updated: false };
+    // One update at a time per repository: a request that finds one running waits for it and
+    // looks again, so a burst of runners in one new state costs the origin one fetch.
+    const running = this.#running.get(repo.id);
+    if (running) {
+      await running.catch(() => {});
+      missing = await this.host.missing(repo, wants);
+      if (missing.length === 0) return { ready: true, updated: true };
+    }
+    try {
+      await this.#once(repo, async () => {
+        const still = await this.host.missing(repo, missing);
+        if (still.length === 0) return;
+        try {
+          await this.host.update(repo, auth, still);
+        } catch (error) {
+          this.updateFailures++;
+          throw error;
+        }
+        this.updates++;
+        this.#noteUpdate(repo);
+        await this.#enforceCap(repo.id);
+      });
+    } catch (error) {
+      return { ready: false, reason: `update failed: ${message(error)}` };
+    }
+    missing = await this.host.missing(repo, wants);
+    if (missing.length > 0) return { ready: false, reason: "wants the origin did not send" };
+    return { ready: true, updated: true };
+  }
+
+  /**
+   * Seeds `repo`'s mirror from the snapshot just published, unless it has one (a mirror that has
+   * one is brought current by the fetches that need it). Never throws.
+   */
+  async seedFrom(repo: RepoRef, manifest: Manifest): Promise<void> {
+    try {
+      if (await this.host.exists(repo)) return;
+      await this.#once(repo, async () => {
+        if (await this.host.exists(repo)) return;
+        await this.host.seed(repo, manifest);
+        await this.#enforceCap(repo.id);
+      });
+    } catch {
+      // The fetch that needs the mirror tries again.
+    }
+  }
+
+  /** Discards the mirror of repository `repoId` (a failed answer, or its repository evicted). */
+  async discard(repoId: string): Promise<void> {
+    await this.#running.get(repoId)?.catch(() => {});
+    this.discards++;
+    this.#updatedAt.delete(repoId);
+    await this.host.discard(repoId);
+  }
+
+  /** The mirrors' counters as metric families (`/_edge/metrics`). */
+  families(): CollectedFamily[] {
+    const counter = (name: string, help: string, value: number): CollectedFamily => ({
+      name,
+      help,
+      type: "counter",
+      samples: [{ labels: {}, value }],
+    });
+    return [
+      counter(
+        "gitedge_mirror_answers_total",
+        "Fetches answered by upload-pack on a git mirror.",
+        this.served,
+      ),
+      counter(
+        "gitedge_mirror_answer_bytes_total",
+        "Bytes of those answers: bytes the origin did not send.",
+        this.servedBytes,
+      ),
+      counter(
+        "gitedge_mirror_updates_total",
+        "Incremental fetches from the origin into mirrors.",
+        this.updates,
+      ),
+      counter(
+        "gitedge_mirror_update_failures_total",
+        "Mirror updates that failed (the fetch went to the origin).",
+        this.updateFailures,
+      ),
+      counter(
+        "gitedge_mirror_discards_total",
+        "Mirrors discarded (damaged, or their repository evicted).",
+        this.discards,
+      ),
+    ];
+  }
+
+  /** `repo`'s mirror for the operator. */
+  async status(repo: RepoRef): Promise<MirrorStatus> {
+    const bytes = await this.host.size(repo);
+    return {
+      state: bytes > 0 ? "ready" : "none",
+      bytes,
+      updatedAt: this.#updatedAt.get(repo.id) ?? null,
+    };
+  }
+
+  /** Runs `work` unless one runs for `repo`, in which case it joins that one. */
+  #once(repo: RepoRef, work: () => Promise<void>): Promise<void> {
+    const running = this.#running.get(repo.id);
+    if (running) return running;
+    const run = work().finally(() => this.#running.delete(repo.id));
+    this.#running.set(repo.id, run);
+    return run;
+  }
+
+  #touch(id: string): void {
+    this.#usedAt.delete(id);
+    this.#usedAt.set(id, this.#now());
+    if (this.#usedAt.size > MAX_TRACKED) this.#usedAt.delete(this.#usedAt.keys().next().value!);
+  }
+
+  /**
+   * Discards the least recently used mirrors (not `keep`, none with a seed or update running)
+   * while all of them take more than {@link maxBytes}.
+   */
+  async #enforceCap(keep: string): Promise<void> {
+    if (this.maxBytes <= 0) return;
+    const all = await this.host.list();
+    let total = all.reduce((n, m) => n + m.bytes, 0);
+    if (total <= this.maxBytes) return;
+    const order = all
+      .filter((m) => m.id !== keep && !this.#running.has(m.id))
+      .sort((a, b) => (this.#usedAt.get(a.id) ?? 0) - (this.#usedAt.get(b.id) ?? 0));
+    for (const m of order) {
+      if (total <= this.maxBytes) break;
+      this.discards++;
+      this.evictions++;
+      this.#updatedAt.delete(m.id);
+      this.#usedAt.delete(m.id);
+      await this.host.discard(m.id);
+      total -= m.bytes;
+    }
+  }
+
+  #noteUpdate(repo: RepoRef): void {
+    this.#updatedAt.delete(repo.id);
+    this.#updatedAt.set(repo.id, this.#now());
+    if (this.#updatedAt.size > MAX_TRACKED) {
+      this.#updatedAt.delete(this.#updatedAt.keys().next().value!);
+    }
+  }
+}
+
+class NoSeedError extends Error {}
+
+function message(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
