@@ -106,6 +106,15 @@ export function planFetch(input: FetchInputs): FetchPlan {
     if (passthrough === null && manifest) inject = manifest;
     if (decision.refresh) build = { builtAt: manifest?.builtAt ?? null, rebuild: missingPack };
   }
+  // A plain full clone (streamed from the snapshot once there is one) starts the first build, and
+  // a refresh once the origin has moved past the snapshot, as a clone asking for URIs does.
+  if (input.snapshotPlainClones && fetch.plainClone) {
+    const { manifest, missingPack } = snapshot;
+    const tips = new Set(Object.values(manifest?.tips ?? {}));
+    if (!manifest || missingPack || args.wants.some((w) => !tips.has(w))) {
+      build = { builtAt: manifest?.builtAt ?? null, rebuild: missingPack };
+    }
+  }
   if (inject && answerable(fetch, args, inject) && input.recentlyAuthorised) {
     return { passthrough, build: null, action: "answer-from-snapshot", manifest: inject };
   }

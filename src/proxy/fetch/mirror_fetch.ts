@@ -6,6 +6,7 @@
  * `--auth-ttl`, for a cheap `ls-refs` first. Whenever the mirror cannot answer (no snapshot to seed
  * it from, the update failed, upload-pack failed), the fetch is carried out as with no mirror.
  */
+import { NO_SNAPSHOT_TO_SEED } from "../mirror/mirrors.ts";
 import { noteBytesSaved } from "../ops/bytes_saved.ts";
 import { recordOutcome } from "../core/request_record.ts";
 import type { FallbackPlan } from "./fetch_plan.ts";
@@ -42,7 +43,12 @@ export async function mirrorFetch(
   if (!ready.ready) {
     recordOutcome(ctx, { action: "mirror", result: "fallback" });
     ctx.deps.log?.log("info", "mirror.fallback", { repo: repo.path, reason: ready.reason });
-    return await fallback(call, plan.fallback);
+    // A repository that has no snapshot yet gets its first build once the origin has served this
+    // fetch (whatever its shape: CI's depth-1 and blobless fetches would otherwise never warm a
+    // repository): the mirror is seeded from it, and later fetches of this kind are its.
+    const first = ready.reason === NO_SNAPSHOT_TO_SEED && plan.fallback.build === null;
+    const build = first ? { builtAt: null, rebuild: false } : plan.fallback.build;
+    return await fallback(call, { ...plan.fallback, build });
   }
   // The mirror hands out no URIs: the client's `packfile-uris` line goes (upload-pack would
   // refuse an argument it did not advertise).

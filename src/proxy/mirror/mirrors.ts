@@ -14,6 +14,9 @@ import type { Manifest } from "../core/manifest.ts";
 import type { OriginAuth, RepoRef } from "../core/repo.ts";
 import type { CollectedFamily } from "../core/metrics.ts";
 
+/** Why a mirror cannot answer a repository that has no snapshot yet (nothing to seed it from). */
+export const NO_SNAPSHOT_TO_SEED = "no snapshot to seed";
+
 /** What the runtime answers for one upload-pack run on the mirror. */
 export type MirrorAnswer =
   /** The answer (a protocol-v2 fetch response) as git's `upload-pack` writes it. */
@@ -201,7 +204,7 @@ export class Mirrors {
         });
       }
     } catch (error) {
-      if (error instanceof NoSeedError) return { ready: false, reason: "no snapshot to seed" };
+      if (error instanceof NoSeedError) return { ready: false, reason: NO_SNAPSHOT_TO_SEED };
       return { ready: false, reason: `seed failed: ${message(error)}` };
     }
     let missing = await this.host.missing(repo, wants);
