@@ -35,11 +35,14 @@ export interface FetchInputs {
   snapshotPlainClones: boolean;
 }
 
-/** What to do; `passthrough` and `build` go with every action. */
+/** What to do; `noUris` and `build` go with every action. */
 export type FetchPlan =
   & {
-    /** Why the fetch gets no URIs (counted in `gitedge_fetch_passthrough_total`), or null. */
-    passthrough: string | null;
+    /**
+     * Why the fetch gets no packfile URIs, or null when it gets them (counted in
+     * `gitedge_fetch_passthrough_total`, logged as action `passthrough`: names users see, kept).
+     */
+    noUris: string | null;
     /**
      * Start a snapshot build (with the client's credentials) once the origin has served this
      * request, or null for none.
@@ -77,24 +80,24 @@ export function wantsSnapshot(fetch: FetchClass, plainClones = false): boolean {
 /** The plan for a fetch. */
 export function planFetch(input: FetchInputs): FetchPlan {
   const { req, args, fetch, snapshot } = input;
-  let passthrough = fetch.uriIneligible;
+  let noUris = fetch.uriIneligible;
   let inject: Manifest | null = null;
   let build: ScheduleBasis | null = null;
-  if (passthrough === null) {
+  if (noUris === null) {
     const { manifest, missingPack } = snapshot;
     const view = manifest &&
       { tips: manifest.tips, packs: manifestPacks(manifest).length, missingPack };
     const decision = rewriteDecision(fetch, args.wants, view);
-    passthrough = decision.reason;
-    if (passthrough === null && manifest) inject = manifest;
+    noUris = decision.reason;
+    if (noUris === null && manifest) inject = manifest;
     if (decision.refresh) build = { builtAt: manifest?.builtAt ?? null, rebuild: missingPack };
   }
   if (inject && answerable(fetch, args, inject) && input.recentlyAuthorised) {
-    return { passthrough, build: null, action: "answer-from-snapshot", manifest: inject };
+    return { noUris, build: null, action: "answer-from-snapshot", manifest: inject };
   }
   if (inject) {
     return {
-      passthrough,
+      noUris,
       build,
       action: "rewrite",
       manifest: inject,
@@ -108,7 +111,7 @@ export function planFetch(input: FetchInputs): FetchPlan {
     input.snapshotPlainClones && input.recentlyAuthorised && streamFrom &&
     fetch.plainClone && streamable(fetch, args, streamFrom)
   ) {
-    return { passthrough: null, build, action: "stream-snapshot", manifest: streamFrom };
+    return { noUris: null, build, action: "stream-snapshot", manifest: streamFrom };
   }
   // The origin never sees a `packfile-uris` argument it did not advertise itself (the edge added
   // it to the advertisement; git >= 2.45 dies on it).
@@ -116,9 +119,9 @@ export function planFetch(input: FetchInputs): FetchPlan {
   const originArgs = keepUris ? args : { ...args, packfileUris: null };
   if (input.responseCacheOn && uncacheable(originArgs) === null) {
     const originReq = keepUris ? req : { ...req, args: withoutArgLines(req.args, "packfile-uris") };
-    return { passthrough, build, action: "response-cache", originReq, originArgs };
+    return { noUris, build, action: "response-cache", originReq, originArgs };
   }
-  return { passthrough, build, action: "forward", stripUris: !keepUris };
+  return { noUris, build, action: "forward", stripUris: !keepUris };
 }
 
 /**
