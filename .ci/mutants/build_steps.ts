@@ -13,14 +13,14 @@ export const BUILD_STEPS_MUTANTS: Mutant[] = [
     name: "snapshot/abandon-keeps-segments",
     file: "src/proxy/snapshots/snapshot.ts",
     from:
-      "  async abandon(state: BuildState): Promise<void> {\n    await this.#deleteUnder(tmpPrefix(state.repo, state.id));\n",
+      "  async abandon(state: BuildState): Promise<void> {\n    await this.#deleteUnder(tmpPrefix(state.repo.id, state.id));\n",
     to: "  async abandon(state: BuildState): Promise<void> {\n",
     tests: [BUILD_STEPS],
   },
   {
     name: "snapshot/begin-keeps-leftovers",
     file: "src/proxy/snapshots/snapshot.ts",
-    from: "    await this.#deleteUnder(tmpPrefix(repo));\n",
+    from: "    await this.#deleteUnder(tmpPrefix(repo.id));\n",
     to: "",
     tests: [BUILD_STEPS],
   },
