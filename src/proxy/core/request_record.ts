@@ -29,8 +29,11 @@ export interface RequestRecord {
 
 /** An outcome of a request's handling. */
 export type Outcome =
-  /** A fetch got no packfile URIs, for `reason`. */
-  | { action: "passthrough"; reason: string }
+  /**
+   * A fetch got no packfile URIs, for `reason` (logged as action `passthrough`, counted in
+   * `gitedge_fetch_passthrough_total`: the names users see, kept).
+   */
+  | { action: "no-uris"; reason: string }
   /** A fetch answered by the edge alone, or rewritten: `packUris` handed out. */
   | { action: "answered" | "rewrote"; packUris: number }
   /** A fetch answered from the response cache, or sent to the origin through it. */
@@ -46,8 +49,8 @@ export type Outcome =
 
 /**
  * Writes `outcome` into the counters and into the request's `record` (absent outside a request).
- * An outcome later in a request names its action, but for a cache miss after a passthrough (the
- * passthrough tells more).
+ * An outcome later in a request names its action, but for a cache miss after no URIs (why no
+ * URIs tells more).
  */
 export function recordOutcome(
   ctx: { metrics: Metrics; record?: RequestRecord },
@@ -56,7 +59,7 @@ export function recordOutcome(
   const { metrics } = ctx;
   const record = ctx.record ?? {};
   switch (outcome.action) {
-    case "passthrough":
+    case "no-uris":
       metrics.inc("gitedge_fetch_passthrough_total", 1, { reason: outcome.reason });
       record.action = "passthrough";
       record.reason = outcome.reason;

@@ -44,11 +44,14 @@ export interface FetchInputs {
 /** What the edge does when the mirror cannot answer: what it would do with no mirror. */
 export type FallbackPlan = Extract<FetchPlan, { action: "response-cache" | "forward" }>;
 
-/** What to do; `passthrough` and `build` go with every action. */
+/** What to do; `noUris` and `build` go with every action. */
 export type FetchPlan =
   & {
-    /** Why the fetch gets no URIs (counted in `gitedge_fetch_passthrough_total`), or null. */
-    passthrough: string | null;
+    /**
+     * Why the fetch gets no packfile URIs, or null when it gets them (counted in
+     * `gitedge_fetch_passthrough_total`, logged as action `passthrough`: names users see, kept).
+     */
+    noUris: string | null;
     /**
      * Start a snapshot build (with the client's credentials) once the origin has served this
      * request, or null for none.
@@ -94,16 +97,16 @@ export function wantsSnapshot(fetch: FetchClass, plainClones = false): boolean {
 /** The plan for a fetch. */
 export function planFetch(input: FetchInputs): FetchPlan {
   const { req, args, fetch, snapshot } = input;
-  let passthrough = fetch.uriIneligible;
+  let noUris = fetch.uriIneligible;
   let inject: Manifest | null = null;
   let build: ScheduleBasis | null = null;
-  if (passthrough === null) {
+  if (noUris === null) {
     const { manifest, missingPack } = snapshot;
     const view = manifest &&
       { tips: manifest.tips, packs: manifestPacks(manifest).length, missingPack };
     const decision = rewriteDecision(fetch, args.wants, view);
-    passthrough = decision.reason;
-    if (passthrough === null && manifest) inject = manifest;
+    noUris = decision.reason;
+    if (noUris === null && manifest) inject = manifest;
     if (decision.refresh) build = { builtAt: manifest?.builtAt ?? null, rebuild: missingPack };
   }
   // A plain full clone (streamed from the snapshot once there is one) starts the first build, and
@@ -116,11 +119,11 @@ export function planFetch(input: FetchInputs): FetchPlan {
     }
   }
   if (inject && answerable(fetch, args, inject) && input.recentlyAuthorised) {
-    return { passthrough, build: null, action: "answer-from-snapshot", manifest: inject };
+    return { noUris, build: null, action: "answer-from-snapshot", manifest: inject };
   }
   if (inject) {
     return {
-      passthrough,
+      noUris,
       build,
       action: "rewrite",
       manifest: inject,
@@ -134,7 +137,7 @@ export function planFetch(input: FetchInputs): FetchPlan {
     input.snapshotPlainClones && input.recentlyAuthorised && streamFrom &&
     fetch.plainClone && streamable(fetch, args, streamFrom)
   ) {
-    return { passthrough: null, build, action: "stream-snapshot", manifest: streamFrom };
+    return { noUris: null, build, action: "stream-snapshot", manifest: streamFrom };
   }
   // The origin never sees a `packfile-uris` argument it did not advertise itself (the edge added
   // it to the advertisement; git >= 2.45 dies on it).
@@ -143,13 +146,13 @@ export function planFetch(input: FetchInputs): FetchPlan {
   let fallback: FallbackPlan;
   if (input.responseCacheOn && uncacheable(originArgs) === null) {
     const originReq = keepUris ? req : { ...req, args: withoutArgLines(req.args, "packfile-uris") };
-    fallback = { passthrough, build, action: "response-cache", originReq, originArgs };
+    fallback = { noUris, build, action: "response-cache", originReq, originArgs };
   } else {
-    fallback = { passthrough, build, action: "forward", stripUris: !keepUris };
+    fallback = { noUris, build, action: "forward", stripUris: !keepUris };
   }
   if (input.mirror && mirrorable(req, args, input.mirror.originAdvertisesFilter)) {
     return {
-      passthrough,
+      noUris,
       build,
       action: "answer-from-mirror",
       askOrigin: !input.recentlyAuthorised,

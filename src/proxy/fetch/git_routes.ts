@@ -244,9 +244,7 @@ async function uploadPack(
   ) {
     pinSnapshot(ctx, repo, epoch);
   }
-  if (plan.passthrough !== null) {
-    recordOutcome(ctx, { action: "passthrough", reason: plan.passthrough });
-  }
+  if (plan.noUris !== null) recordOutcome(ctx, { action: "no-uris", reason: plan.noUris });
   const seen = looked.manifest && !looked.missingPack ? looked.manifest : undefined;
   const call: FetchCall = { ctx, request, repo, url, req, args, sent, seen };
   // One function carries out each outcome of the plan.

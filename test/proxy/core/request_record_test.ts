@@ -6,7 +6,7 @@ Deno.test("an outcome is written once: into the counters and the request's recor
   const metrics = new Metrics();
   const record: RequestRecord = {};
   const ctx = { metrics, record };
-  recordOutcome(ctx, { action: "passthrough", reason: "shallow" });
+  recordOutcome(ctx, { action: "no-uris", reason: "shallow" });
   recordOutcome(ctx, { action: "cache-miss" });
   assertEquals(record, { action: "passthrough", reason: "shallow", cache: "miss" }, "miss after");
   recordOutcome(ctx, { action: "cache-hit" });

@@ -80,8 +80,8 @@ function inputs(
   };
 }
 
-const forward = (passthrough: string | null, more: Partial<FetchPlan> = {}): FetchPlan =>
-  ({ passthrough, build: null, action: "forward", stripUris: true, ...more }) as FetchPlan;
+const forward = (noUris: string | null, more: Partial<FetchPlan> = {}): FetchPlan =>
+  ({ noUris, build: null, action: "forward", stripUris: true, ...more }) as FetchPlan;
 
 /** What the origin gets when the snapshot's packs go by URI. */
 const REWRITTEN = (args: FetchArgs): FetchArgs => ({
@@ -93,10 +93,10 @@ const REWRITTEN = (args: FetchArgs): FetchArgs => ({
 });
 
 /** The origin's request through the response cache: no `packfile-uris`, anywhere. */
-function cached(input: FetchInputs, build: FetchPlan["build"], passthrough: string): FetchPlan {
+function cached(input: FetchInputs, build: FetchPlan["build"], noUris: string): FetchPlan {
   const originArgs = { ...input.args, packfileUris: null };
   return {
-    passthrough,
+    noUris,
     build,
     action: "response-cache",
     originReq: { ...input.req, args: serializeFetchArgs(originArgs) },
@@ -170,13 +170,13 @@ const TABLE: [string, FetchInputs, FetchPlan][] = [
   [
     "full clone, origin vouched recently: the edge answers alone",
     inputs(clone(), { recentlyAuthorised: true }),
-    { passthrough: null, build: null, action: "answer-from-snapshot", manifest: MANIFEST },
+    { noUris: null, build: null, action: "answer-from-snapshot", manifest: MANIFEST },
   ],
   [
     "full clone, no recent word from the origin: rewrite",
     inputs(clone()),
     {
-      passthrough: null,
+      noUris: null,
       build: null,
       action: "rewrite",
       manifest: MANIFEST,
@@ -187,7 +187,7 @@ const TABLE: [string, FetchInputs, FetchPlan][] = [
     "full clone without done (negotiation): rewrite",
     inputs(clone({ done: false }), { recentlyAuthorised: true }),
     {
-      passthrough: null,
+      noUris: null,
       build: null,
       action: "rewrite",
       manifest: MANIFEST,
@@ -198,7 +198,7 @@ const TABLE: [string, FetchInputs, FetchPlan][] = [
     "unknown argument: rewrite, not answered",
     inputs(clone({ other: ["future-arg"] }), { recentlyAuthorised: true }),
     {
-      passthrough: null,
+      noUris: null,
       build: null,
       action: "rewrite",
       manifest: MANIFEST,
@@ -209,7 +209,7 @@ const TABLE: [string, FetchInputs, FetchPlan][] = [
     "sha256 request: rewrite, not answered",
     inputs(clone(), { recentlyAuthorised: true }, ["object-format=sha256"]),
     {
-      passthrough: null,
+      noUris: null,
       build: null,
       action: "rewrite",
       manifest: MANIFEST,
@@ -223,7 +223,7 @@ const TABLE: [string, FetchInputs, FetchPlan][] = [
       snapshot: { manifest: SHA256_MANIFEST, missingPack: false },
     }, ["object-format=sha256"]),
     {
-      passthrough: null,
+      noUris: null,
       build: null,
       action: "answer-from-snapshot",
       manifest: SHA256_MANIFEST,
@@ -233,7 +233,7 @@ const TABLE: [string, FetchInputs, FetchPlan][] = [
     "full clone after main moved: rewrite and refresh",
     inputs(clone({ wants: [oid("d"), oid("b"), oid("c")] }), { recentlyAuthorised: true }),
     {
-      passthrough: null,
+      noUris: null,
       build: { builtAt: BUILT, rebuild: false },
       action: "rewrite",
       manifest: MANIFEST,
@@ -244,7 +244,7 @@ const TABLE: [string, FetchInputs, FetchPlan][] = [
     "the response cache never takes a rewrite",
     inputs(clone(), { responseCacheOn: true }),
     {
-      passthrough: null,
+      noUris: null,
       build: null,
       action: "rewrite",
       manifest: MANIFEST,
@@ -279,7 +279,7 @@ function cacheCases(): [string, FetchInputs, FetchPlan][] {
       "cache: an origin advertising packfile-uris gets the request as sent",
       theirs,
       {
-        passthrough: "client did not ask for packfile-uris",
+        noUris: "client did not ask for packfile-uris",
         build: null,
         action: "response-cache",
         originReq: theirs.req,
@@ -323,7 +323,7 @@ function streamCases(): [string, FetchInputs, FetchPlan][] {
   const on = { snapshotPlainClones: true, recentlyAuthorised: true, snapshot: ONE };
   const plain = (more: Partial<FetchArgs> = {}) => clone({ packfileUris: null, ...more });
   const streamed: FetchPlan = {
-    passthrough: null,
+    noUris: null,
     build: null,
     action: "stream-snapshot",
     manifest: ONE_LAYER,
@@ -398,7 +398,7 @@ function streamCases(): [string, FetchInputs, FetchPlan][] {
     [
       "stream: a URI clone still gets URIs",
       inputs(clone(), on),
-      { passthrough: null, build: null, action: "answer-from-snapshot", manifest: ONE_LAYER },
+      { noUris: null, build: null, action: "answer-from-snapshot", manifest: ONE_LAYER },
     ],
   ];
 }
@@ -438,7 +438,7 @@ Deno.test("fetch plan: with a mirror, what would go to the origin or the respons
     planFetch(inputs(args, { ...MIRROR, ...more }, caps));
   const mirrored = (_input: FetchInputs, fallback: FetchPlan, askOrigin = true): FetchPlan =>
     ({
-      passthrough: fallback.passthrough,
+      noUris: fallback.noUris,
       build: fallback.build,
       action: "answer-from-mirror",
       askOrigin,
