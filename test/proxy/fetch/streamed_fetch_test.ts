@@ -16,6 +16,7 @@ import { warm } from "../edge_suite.ts";
 import { decodePkts, encodePkts, MAX_PKT_LENGTH } from "../../../src/git/pktline.ts";
 import { sidebandPack } from "../../../src/proxy/fetch/streamed_fetch.ts";
 import { makeAwkwardRepo } from "../../support/awkward.ts";
+import { withinDeadline } from "../../support/deadline.ts";
 
 const PLAIN = ["-c", "protocol.version=2", "clone", "-q"];
 
@@ -66,16 +67,31 @@ Deno.test("plain clones the snapshot does not match exactly take today's path, e
   assertEquals(origin.stats.commands.fetch, 1, "single branch: the origin's pack");
   await assertSameClone(`${d}/direct-single`, `${d}/single`);
 
-  // The origin moved since the build: the wants differ from the tips.
+  // The origin moved since the build: the wants differ from the tips. The clone gets the
+  // origin's pack and starts a refresh (its own fetch, of what is new, runs behind the clone).
   await addCommits(origin, "r.git", { commits: 2 });
   await git(["clone", "-q", origin.repoUrl("r.git"), `${d}/direct-moved`]);
+  const builtBefore = await builtAt(edge);
   origin.stats.reset();
   await git([...PLAIN, url, `${d}/moved`]);
-  assertEquals(origin.stats.commands.fetch, 1, "moved: the origin's pack");
+  assert((origin.stats.commands.fetch ?? 0) >= 1, "moved: the origin's pack");
   await assertSameClone(`${d}/direct-moved`, `${d}/moved`);
   await assertSameObjects(`${d}/direct-moved`, `${d}/moved`);
   assertEquals(await metric(edge, "gitedge_fetch_streamed_total"), 1, "nothing more streamed");
+  // Once refreshed, a plain clone of the new tips is the snapshot's again.
+  await withinDeadline(
+    (async () => {
+      while (await builtAt(edge) === builtBefore) await new Promise((r) => setTimeout(r, 100));
+    })(),
+    "the refresh a plain clone started",
+  );
 });
+
+/** When the snapshot of r.git in force was built. */
+async function builtAt(edge: EdgeUnderTest): Promise<unknown> {
+  const res = await fetch(`${edge.url}/_edge/status/r.git`);
+  return (await res.json()).snapshot?.builtAt;
+}
 
 Deno.test("a snapshot of several layers is not streamed: git --strict refuses an object twice", async () => {
   await using origin = await startOrigin();
