@@ -82,7 +82,10 @@ export function createApp(
     maxBytes: deps.config.storeMaxBytes,
     log: deps.log,
   });
-  metrics.collect("repos", () => Promise.resolve(repoFamilies(registry, deps.clock)));
+  metrics.collect(
+    "repos",
+    (scrape) => Promise.resolve(repoFamilies(registry, deps.clock, undefined, scrape)),
+  );
   metrics.collect("store", () => storeFamilies(evictor));
   const ctx: ProxyContext = {
     deps,
@@ -117,9 +120,15 @@ export function createApp(
     return readyResponse(ready, checks);
   });
 
+  // Per-repository series name repositories: only for a scrape with the admin token (the
+  // operator page's rule; `Authorization: Bearer TOKEN`, as Prometheus sends it), aggregates
+  // otherwise, and always without a token configured (no caller can prove it may see them all).
   app.get("/_edge/metrics", async (c) => {
     metrics.inc("gitedge_requests_total", 1, { route: "metrics" });
-    return c.text(await metrics.renderAll(), 200, {
+    const token = deps.config.adminToken;
+    const perRepository = token !== undefined && token !== "" &&
+      isAdmin(c.req.header("authorization"), token);
+    return c.text(await metrics.renderAll({ perRepository }), 200, {
       "content-type": "text/plain; version=0.0.4",
     });
   });

@@ -46,6 +46,7 @@ import {
 } from "../../git/command_request.ts";
 import { parseFetchArgs } from "../../git/fetch_request.ts";
 import { streamedFetch } from "./streamed_fetch.ts";
+import { probeFetch } from "../origin/fetch_probe.ts";
 import { answerBundleUri, offersBundles, withCapability } from "../bundles/bundle_answer.ts";
 
 function isV2(request: Request): boolean {
@@ -66,8 +67,8 @@ export async function handleInfoRefs(
     method: "GET",
     headers: forwardHeaders(request.headers),
   });
-  // Refusals drop a memo; acceptance is noted from upload-pack requests only (an origin may
-  // advertise refs to anyone and still guard fetches).
+  // Refusals drop a memo; acceptance is noted from fetches only (an origin may advertise and
+  // list refs to anyone and still guard its objects).
   if (service === "git-upload-pack" && origin.status !== 200) {
     noteOriginVerdict(ctx, request, repo, origin.status);
   }
@@ -224,6 +225,22 @@ async function uploadPack(
     snapshotPlainClones: plainClones,
   };
   let plan = planFetch(inputs);
+  if (!inputs.recentlyAuthorised && eligible) {
+    // Serving objects the origin did not send for this request needs the origin's word that this
+    // credential may fetch (fetch_probe.ts); a listing of refs is not that word.
+    const trusted = planFetch({ ...inputs, recentlyAuthorised: true });
+    if (trusted.action === "answer-from-snapshot" || trusted.action === "stream-snapshot") {
+      const verdict = await probeFetch(
+        ctx,
+        request,
+        repo,
+        args.wants,
+        trusted.manifest.objectFormat ?? "sha1",
+      );
+      if (verdict instanceof Response) return verdict;
+      if (verdict === "authorised") plan = trusted;
+    }
+  }
   // Packs handed out are pinned (store eviction spares them until their URLs expire); a snapshot
   // being evicted, or evicted since it was looked up, is not handed out: the fetch passes through.
   if (

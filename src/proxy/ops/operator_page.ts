@@ -50,11 +50,12 @@ export interface RepoView {
 
 export interface Overview {
   generatedAt: string;
+  /** The store's use; null for a caller who sees only what the origin lets it read. */
   store: {
     bytes: number;
     maxBytes: number | null;
     measuredAt: string;
-  };
+  } | null;
   totals: {
     repositories: number;
     fetches: number;
@@ -66,8 +67,12 @@ export interface Overview {
   repositories: RepoView[];
   /** Repositories whose last build failed, the latest first. */
   recentFailures: { path: string; at: string | null; error: string }[];
-  /** Repositories known but not listed (beyond {@link MAX_LISTED}, or not visible to the caller). */
-  notListed: number;
+  /**
+   * Repositories known but not listed (beyond {@link MAX_LISTED}); null for a caller who sees only
+   * what the origin lets it read (a count of the others would tell it of repositories it may not
+   * know of).
+   */
+  notListed: number | null;
 }
 
 export function iso(ms: number | null | undefined): string | null {
@@ -121,7 +126,11 @@ export async function overview(
   const fromSnapshot = sum((r) => r.fromSnapshot);
   return {
     generatedAt: iso(now)!,
-    store: { bytes: usage.bytes, maxBytes: usage.maxBytes || null, measuredAt: iso(usage.at)! },
+    // A caller who sees only what the origin lets it read learns nothing of the rest: neither
+    // the store's size (the sum of every repository's) nor how many were left out.
+    store: opts.visible
+      ? null
+      : { bytes: usage.bytes, maxBytes: usage.maxBytes || null, measuredAt: iso(usage.at)! },
     totals: {
       repositories: repositories.length,
       fetches,
@@ -136,7 +145,7 @@ export async function overview(
       .sort((a, b) => (b.failedAt ?? "").localeCompare(a.failedAt ?? ""))
       .slice(0, MAX_FAILURES)
       .map((r) => ({ path: r.path, at: r.failedAt, error: r.lastError! })),
-    notListed: records.length - repositories.length,
+    notListed: opts.visible ? null : records.length - repositories.length,
   };
 }
 
@@ -245,8 +254,10 @@ time{white-space:nowrap}
 export function renderPage(o: Overview): string {
   const e = escapeHtml;
   const s = o.store;
-  const fill = s.maxBytes ? Math.min(1, s.bytes / s.maxBytes) : 0;
-  const storeCard = s.maxBytes
+  const fill = s?.maxBytes ? Math.min(1, s.bytes / s.maxBytes) : 0;
+  const storeCard = !s
+    ? ""
+    : s.maxBytes
     ? `<div class="card">Store<b>${e(humanBytes(s.bytes))} of ${e(humanBytes(s.maxBytes))}</b>` +
       `<div class="bar${s.bytes > s.maxBytes ? " over" : ""}"><i style="width:${
         (fill * 100).toFixed(1)
@@ -286,15 +297,15 @@ export function renderPage(o: Overview): string {
         `<td class="err">${e(f.error)}</td></tr>`
       ).join("")
     }</table>`;
-  const more = o.notListed > 0 ? `<p class="sub">${o.notListed} more not listed.</p>` : "";
+  const more = o.notListed ? `<p class="sub">${o.notListed} more not listed.</p>` : "";
   return `<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width,initial-scale=1">
 <title>gitedge</title><style>${STYLE}</style></head>
 <body>
 <h1>gitedge</h1>
-<p class="sub">As of ${e(o.generatedAt)} · store measured ${
-    e(s.measuredAt)
+<p class="sub">As of ${e(o.generatedAt)}${
+    s ? ` · store measured ${e(s.measuredAt)}` : ""
   } · also as JSON at <code>/_edge/repos</code></p>
 <div class="cards">${cards}</div>
 <h2>Repositories</h2>
