@@ -12,6 +12,7 @@ import { DOWNLOADS_MUTANTS } from "./downloads.ts";
 import { REQUEST_BOUNDS_MUTANTS } from "./request_bounds.ts";
 import { PLAIN_CLONES_MUTANTS } from "./plain_clones.ts";
 import { SELF_MUTANTS } from "./self.ts";
+import { ACCESS_MUTANTS, PURGE_MUTANTS } from "./access.ts";
 
 export const MUTANTS: Mutant[] = [
   ...SIGNED_URLS_MUTANTS,
@@ -26,4 +27,6 @@ export const MUTANTS: Mutant[] = [
   ...REQUEST_BOUNDS_MUTANTS,
   ...PLAIN_CLONES_MUTANTS,
   ...SELF_MUTANTS,
+  ...ACCESS_MUTANTS,
+  ...PURGE_MUTANTS,
 ];

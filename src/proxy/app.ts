@@ -32,6 +32,7 @@ import { RepoRegistry } from "./ops/repo_registry.ts";
 import { StoreEvictor } from "./ops/store_eviction.ts";
 import { overview, renderPage, statusJson } from "./ops/operator_page.ts";
 import { repoFamilies, storeFamilies } from "./ops/repo_metrics.ts";
+import { purgeRepo } from "./ops/purge.ts";
 
 export interface EdgeApp {
   app: Hono;
@@ -248,6 +249,23 @@ export function createApp(
     return c.json({ repo: repo.path, snapshot: statusJson(status) });
   });
 
+  // Purging one repository now (a secret removed at the origin): the admin token, always; an
+  // edge without one configured has no purge (src/proxy/ops/purge.ts, docs/access.md).
+  app.post("/_edge/purge/*", async (c) => {
+    metrics.inc("gitedge_requests_total", 1, { route: "purge" });
+    const token = deps.config.adminToken;
+    if (!token) {
+      return c.json({ error: "purge needs an admin token configured (--admin-token)" }, 403);
+    }
+    if (!isAdmin(c.req.header("authorization"), token)) {
+      return c.json({ error: "admin token required" }, 401);
+    }
+    const repo = repoFromEdgePath(c, "/_edge/purge/", ctx);
+    const purged = await purgeRepo(deps.store, repo);
+    log.log("info", "repo.purge", { repo: repo.path, ...purged });
+    return c.json({ repo: repo.path, purged }, 200, { "cache-control": "no-store" });
+  });
+
   app.all("*", async (c) => {
     const url = new URL(c.req.url);
     const split = splitGitPath(url.pathname);
@@ -291,7 +309,7 @@ export function createApp(
 function routeOf(pathname: string): string {
   if (pathname.startsWith("/_edge/packs/")) return "pack";
   if (pathname === "/_edge" || pathname === "/_edge/") return "page";
-  const edge = /^\/_edge\/(metrics|status|warm|repos)(\/|$)/.exec(pathname);
+  const edge = /^\/_edge\/(metrics|status|warm|repos|purge)(\/|$)/.exec(pathname);
   if (edge) return edge[1];
   return splitGitPath(pathname)?.endpoint ?? "other";
 }

@@ -33,6 +33,7 @@ import {
   OriginAnswerError,
   type OriginFormat,
   originFormat,
+  orphanedSince,
   postUploadPack,
   readingOrigin,
 } from "../origin/origin.ts";
@@ -208,8 +209,12 @@ export class SnapshotBuilder {
     await this.#deleteUnder(tmpPrefix(repo));
     // An empty repository (no branches or tags) gets an empty snapshot: nothing to hand out.
     const wants = unique(Object.values(tips));
+    // A refresh layers on the previous packs only while every object they hold is still
+    // reachable at the origin: after a force push or a deleted ref (a secret removed), it is a
+    // full build, so nothing the origin dropped is served again (docs/access.md).
     const incremental = previous !== null && previous.layers.length < this.#deps.maxLayers &&
-      (previous.objectFormat ?? "sha1") === objectFormat && wants.length > 0;
+      (previous.objectFormat ?? "sha1") === objectFormat && wants.length > 0 &&
+      !await orphanedSince(originFetch, repo, auth, origin, Object.values(previous.tips), wants);
     return {
       state: {
         version: 1,

@@ -308,3 +308,79 @@ Deno.test("replaying another user's incremental fetch without credentials costs 
   assertEquals(cached, never, "cached vs never fetched: [status, origin calls]");
   assertEquals(cached[0], 401);
 });
+
+Deno.test("a secret removed at the origin is served by no path after a refresh; a purge drops a repository at once", async () => {
+  // Failed before: the refresh after the force push layered on the packs built before it, so
+  // clones by URIs and bundles still held the secret blob (plain and direct clones did not).
+  const bin = await gitBin();
+  await using dir = await tempDir();
+  await using origin = await startOrigin();
+  const token = "purge-t0ken";
+  const admin = { authorization: `Bearer ${token}` };
+  await using edge = await denoEdgeFactory({ origin: origin.url, chunks: 2, adminToken: token });
+  const bare = await origin.createBare(REPO);
+  const work = `${dir.path}/work`;
+  const inWork = (args: string[]) => git(args, { cwd: work, bin });
+  await git(["init", "-q", "-b", "main", work], { bin });
+  await Deno.writeTextFile(`${work}/a.txt`, "hello\n");
+  await inWork(["add", "a.txt"]);
+  await inWork(["commit", "-q", "-m", "a"]);
+  await inWork(["checkout", "-q", "-b", "feature"]);
+  await Deno.writeTextFile(`${work}/secret.txt`, "AKIA-not-for-anyone-4711\n");
+  await inWork(["add", "secret.txt"]);
+  await inWork(["commit", "-q", "-m", "oops"]);
+  const secret = (await inWork(["rev-parse", "HEAD:secret.txt"])).trim();
+  await inWork(["push", "-q", bare, "main", "feature"]);
+  await warm(edge, REPO, admin);
+  const url = `${edge.url}/${REPO}`;
+  const has = async (clone: string) =>
+    await gitStatus(["-C", clone, "cat-file", "-e", secret], bin) === 0;
+  await git([...URI_CLONE, url, `${dir.path}/before`], { bin });
+  assert(await has(`${dir.path}/before`), "the secret was there before (the test's premise)");
+
+  // The origin removes it: feature rewritten without the file, history expired and pruned.
+  await inWork(["reset", "-q", "--hard", "main"]);
+  await Deno.writeTextFile(`${work}/b.txt`, "nothing to see\n");
+  await inWork(["add", "b.txt"]);
+  await inWork(["commit", "-q", "-m", "b"]);
+  await inWork(["push", "-q", "-f", bare, "feature"]);
+  await git(["reflog", "expire", "--expire=now", "--all"], { cwd: bare, bin });
+  await git(["gc", "-q", "--prune=now"], { cwd: bare, bin });
+  assert(await gitStatus(["-C", bare, "cat-file", "-e", secret], bin) !== 0, "gone at the origin");
+  await warm(edge, REPO, admin);
+
+  const listUrl = `${edge.url}/_edge/bundle-list/${REPO}`;
+  const paths: [string, string[]][] = [
+    ["uris", URI_CLONE],
+    ["plain", ["clone", "-q"]],
+    ["bundle-uri", ["-c", "transfer.bundleURI=true", "clone", "-q"]],
+    ["bundle-list", ["clone", "-q", `--bundle-uri=${listUrl}`]],
+  ];
+  await git(["clone", "-q", "--mirror", origin.repoUrl(REPO), `${dir.path}/direct`], { bin });
+  for (const [what, args] of paths) {
+    await git([...args, url, `${dir.path}/after-${what}`], { bin });
+    assert(!await has(`${dir.path}/after-${what}`), `${what}: the removed secret was served`);
+  }
+
+  // Purge: the admin token only; then nothing of the repository is left in the store.
+  const refused = await fetch(`${edge.url}/_edge/purge/${REPO}`, { method: "POST" });
+  await refused.body?.cancel();
+  assertEquals(refused.status, 401);
+  const purged = await fetch(`${edge.url}/_edge/purge/${REPO}`, { method: "POST", headers: admin });
+  const body = await purged.json();
+  assertEquals(purged.status, 200, JSON.stringify(body));
+  assert(body.purged.objects > 0, JSON.stringify(body));
+  assertEquals([...await edge.listStored("repos/"), ...await edge.listStored("cache/")], []);
+  // Clones go on (by the origin, and the snapshot is built again from scratch).
+  await git([...URI_CLONE, url, `${dir.path}/after-purge`], { bin });
+  assert(!await has(`${dir.path}/after-purge`));
+  await warm(edge, REPO, admin);
+  await git([...URI_CLONE, url, `${dir.path}/rebuilt`], { bin });
+  assert(!await has(`${dir.path}/rebuilt`));
+  const { HEAD: _, ...direct } = await refsOf(`${dir.path}/direct`);
+  const rebuilt = await refsOf(`${dir.path}/rebuilt`);
+  for (const [ref, oid] of Object.entries(direct)) {
+    const local = ref.replace(/^refs\/heads\//, "refs/remotes/origin/");
+    assertEquals(rebuilt[local] ?? rebuilt[ref], oid, ref);
+  }
+});
