@@ -249,12 +249,17 @@ export function edgeSuite(
         "every pack by URI",
       );
       await assertSameClone(`${w.dir}/direct`, `${w.dir}/edge`);
-      // The ref advertisement (info/refs, ls-refs) is all the origin saw: one upload-pack POST.
+      // The ref advertisement (info/refs, ls-refs) and the edge's probe fetch (the origin's word
+      // that this caller may fetch: no pack, docs/access.md) are all the origin saw.
       const byPath = w.origin.stats.byPath;
-      assertEquals(byPath["POST /r.git/git-upload-pack"]?.requests, 1, JSON.stringify(byPath));
+      assertEquals(byPath["POST /r.git/git-upload-pack"]?.requests, 2, JSON.stringify(byPath));
       assertEquals(byPath["GET /r.git/info/refs"]?.requests, 1, JSON.stringify(byPath));
-      assertEquals(w.origin.stats.requests, 2, JSON.stringify(byPath));
-      assertEquals(w.origin.stats.commands, { "ls-refs": 1 }, "no fetch reached the origin");
+      assertEquals(w.origin.stats.requests, 3, JSON.stringify(byPath));
+      assertEquals(
+        w.origin.stats.commands,
+        { "ls-refs": 1, "fetch-probe": 1 },
+        "no fetch for a pack reached the origin",
+      );
       // sideband-all: the edge's own answer is banded throughout, and git still takes it.
       await w.git(["config", "uploadpack.allowSidebandAll", "true"], {
         cwd: `${w.origin.root}/r.git`,
@@ -265,7 +270,8 @@ export function edgeSuite(
       assert(/> sideband-all$/m.test(banded), "fetch-pack requested sideband-all");
       assert(/< \\1packfile-uris$/m.test(banded), "a band-1 packfile-uris header");
       await assertSameClone(`${w.dir}/direct`, `${w.dir}/banded`);
-      assertEquals(w.origin.stats.byPath["POST /r.git/git-upload-pack"]?.requests, 2, "ls-refs");
+      // Its ls-refs only: the probe's answer is remembered for --auth-ttl.
+      assertEquals(w.origin.stats.byPath["POST /r.git/git-upload-pack"]?.requests, 3, "ls-refs");
       const text = await (await fetch(`${w.edge.url}/_edge/metrics`)).text();
       assert(/^gitedge_fetch_answered_total 2$/m.test(text), text);
     },
@@ -419,7 +425,7 @@ export function edgeSuite(
     },
   );
 
-  t("without a credential memo, a cached answer is still served after a cheap check", async (w) => {
+  t("without a credential memo, a cached answer is still served after a probe fetch", async (w) => {
     await makeRepo(w.origin, "r.git", { commits: 6, tags: 1 });
     // As actions/checkout fetches: one commit by id, depth 1, --no-tags (no include-tag).
     const tip = (await refsOf(`${w.origin.root}/r.git`))["refs/heads/main"];
@@ -452,12 +458,13 @@ export function edgeSuite(
     w.origin.stats.reset();
     await Promise.all([0, 1, 2].map(fetchOne));
     await Promise.all([3, 4, 5].map(fetchOne));
-    // The first fetch computed the pack; each of the five others was vouched for by a tag
-    // listing of its own (absent counts are 0: a bypass of the check must show here).
-    const fetches = w.origin.stats.commands.fetch ?? 0;
-    const checks = (w.origin.stats.commands["ls-refs"] ?? 0) - 6 * own;
-    assertEquals(fetches, 1, "one fetch");
-    assert(checks >= 5 && checks <= 8, `ls-refs beyond the clones' own ${own} each: ${checks}`);
+    // The first fetch computed the pack; each of the six was vouched for first by a probe fetch
+    // of its own, which costs the origin no pack (absent counts are 0: a bypass of the check
+    // must show here), and no listing beyond the clones' own.
+    const commands = JSON.stringify(w.origin.stats.commands);
+    assertEquals(w.origin.stats.commands.fetch ?? 0, 1, `one fetch: ${commands}`);
+    assertEquals(w.origin.stats.commands["fetch-probe"] ?? 0, 6, `a probe each: ${commands}`);
+    assert((w.origin.stats.commands["ls-refs"] ?? 0) <= 6 * own, `no other listing: ${commands}`);
   }, { edge: () => ({ authTtlSeconds: 0 }) });
 
   t("the response cache off: every shallow clone goes to the origin", async (w) => {
