@@ -46,7 +46,7 @@ import {
 } from "../../git/command_request.ts";
 import { parseFetchArgs } from "../../git/fetch_request.ts";
 import { streamedFetch } from "./streamed_fetch.ts";
-import { probeFetch } from "../origin/fetch_probe.ts";
+import { authorisedToFetch, probeAhead } from "../origin/fetch_probe.ts";
 import { answerBundleUri, offersBundles, withCapability } from "../bundles/bundle_answer.ts";
 
 function isV2(request: Request): boolean {
@@ -154,6 +154,8 @@ async function uploadPack(
     if (command === "ls-refs" && ctx.lsRefsAhead) {
       const ahead = await ctx.lsRefsAhead.answer(ctx, request, repo, head, reader, budget);
       if (ahead.response) {
+        // A clone's fetch follows its listing: the origin's word on it is asked for now.
+        probeAhead(ctx, request, repo);
         return ctx.tagListings?.observe(
           ctx,
           request,
@@ -180,6 +182,9 @@ async function uploadPack(
       const askedAt = ctx.deps.clock.now();
       const res = await streamThrough(ctx, request, originUrl, rest);
       noteOriginVerdict(ctx, request, repo, res.status);
+      // A listing the origin gave (a credential it knows): a clone's fetch follows, and the
+      // origin's word on that is asked for now, not when the fetch comes.
+      if (command === "ls-refs" && res.status === 200) probeAhead(ctx, request, repo);
       if (command !== "ls-refs" || !ctx.tagListings) return res;
       return ctx.tagListings.observe(ctx, request, repo, head, askedAt, res);
     }
@@ -230,7 +235,7 @@ async function uploadPack(
     // credential may fetch (fetch_probe.ts); a listing of refs is not that word.
     const trusted = planFetch({ ...inputs, recentlyAuthorised: true });
     if (trusted.action === "answer-from-snapshot" || trusted.action === "stream-snapshot") {
-      const verdict = await probeFetch(
+      const verdict = await authorisedToFetch(
         ctx,
         request,
         repo,

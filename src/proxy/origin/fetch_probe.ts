@@ -18,6 +18,7 @@ import type { ObjectFormat } from "../../git/object_id.ts";
 import { forwardHeaders } from "./origin.ts";
 import {
   fromOrigin,
+  inBackground,
   noteFetchVerdict,
   peekAnswer,
   recentlyAuthorised,
@@ -33,8 +34,9 @@ export const MAX_PROBE_TIPS = 256;
 export type ProbeVerdict = "authorised" | "ask-origin" | Response;
 
 /**
- * Whether `request`'s credential may fetch `repo`: the memo's word within `--auth-ttl`, else the
- * origin's answer to a probe fetch of `tips` (see the module doc).
+ * Whether `request`'s credential may fetch `repo`: the memo's word within `--auth-ttl` (after a
+ * probe sent ahead for it, if one is under way), else the origin's answer to a probe fetch of
+ * `tips` (see the module doc).
  */
 export async function authorisedToFetch(
   ctx: ProxyContext,
@@ -43,8 +45,45 @@ export async function authorisedToFetch(
   tips: readonly string[],
   format: ObjectFormat,
 ): Promise<ProbeVerdict> {
-  if (recentlyAuthorised(ctx, request, repo)) return "authorised";
+  if (await probedAhead(ctx, request, repo)) return "authorised";
   return await probeFetch(ctx, request, repo, tips, format);
+}
+
+/** Probes sent ahead and not yet answered, per memo (process or isolate), by memo key. */
+const AHEAD = new WeakMap<object, Map<string, Promise<boolean>>>();
+/** Probes under way ahead at most, per memo. */
+const MAX_AHEAD = 256;
+
+/**
+ * On a client's `ls-refs` of a repository the edge has a snapshot of (a clone's fetch comes
+ * next): when the memo does not vouch for its credential, the probe fetch goes to the origin now,
+ * alongside the listing, so the clone's fetch finds the origin's word in the memo instead of
+ * waiting a round trip for it. Nothing changes in what is served: the memo is filled only by the
+ * origin's answer to that fetch, dated when it was asked.
+ */
+export function probeAhead(ctx: ProxyContext, request: Request, repo: RepoRef): void {
+  if (ctx.deps.config.authTtlSeconds <= 0 || recentlyAuthorised(ctx, request, repo)) return;
+  let pending = AHEAD.get(ctx.authMemo);
+  if (!pending) AHEAD.set(ctx.authMemo, pending = new Map());
+  const key = ctx.authMemo.key(repo.id, request.headers.get("authorization"));
+  if (pending.has(key) || pending.size >= MAX_AHEAD) return;
+  const probe = (async () => {
+    const manifest = await ctx.deps.coordinator.manifest(repo);
+    if (!manifest) return false;
+    const tips = [...new Set(Object.values(manifest.tips))];
+    const verdict = await probeFetch(ctx, request, repo, tips, manifest.objectFormat ?? "sha1");
+    if (verdict instanceof Response) await verdict.body?.cancel().catch(() => {});
+    return verdict === "authorised";
+  })().catch(() => false).finally(() => pending.delete(key));
+  pending.set(key, probe);
+  inBackground(ctx, probe);
+}
+
+/** Whether the memo vouches for `request`'s credential, once a probe sent ahead has its answer. */
+async function probedAhead(ctx: ProxyContext, request: Request, repo: RepoRef): Promise<boolean> {
+  const key = ctx.authMemo.key(repo.id, request.headers.get("authorization"));
+  await AHEAD.get(ctx.authMemo)?.get(key);
+  return recentlyAuthorised(ctx, request, repo);
 }
 
 /** The probe itself (the memo not consulted). */

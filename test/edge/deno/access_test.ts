@@ -384,3 +384,35 @@ Deno.test("a secret removed at the origin is served by no path after a refresh; 
     assertEquals(rebuilt[local] ?? rebuilt[ref], oid, ref);
   }
 });
+
+Deno.test("the probe fetch goes with the clone's listing, not after its fetch comes: a warm clone waits no extra round trip", async () => {
+  await using origin = await startOrigin({ requireAuth: ALICE });
+  await using edge = await denoEdgeFactory({ origin: origin.url, chunks: 2 });
+  const { refs } = await makeRepo(origin, REPO, { commits: 3 });
+  const alice = basic(ALICE.user, ALICE.password);
+  await warm(edge, REPO, { "x-origin-authorization": alice });
+  const url = `${edge.url}/${REPO}`;
+  const headers = { authorization: alice };
+  origin.stats.reset();
+  const listed = await command(url, ["command=ls-refs\n", "delim", "peel\n", "flush"], headers);
+  assertEquals(listed.status, 200);
+  for (let i = 0; i < 50 && !origin.stats.commands["fetch-probe"]; i++) {
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  assertEquals(origin.stats.commands["fetch-probe"], 1, "probed alongside the listing");
+  const fetched = await command(url, plainFetch(Object.values(refs)), headers);
+  assertEquals(fetched.status, 200);
+  assertEquals(
+    origin.stats.commands,
+    { "ls-refs": 1, "fetch-probe": 1 },
+    "the fetch found the origin's word in the memo (streamed, no second probe)",
+  );
+  // A listing the origin refuses sends no probe (no second failed login for it).
+  origin.stats.reset();
+  const refused = await command(url, ["command=ls-refs\n", "delim", "peel\n", "flush"], {
+    authorization: basic("alice", "wrong"),
+  });
+  assertEquals(refused.status, 401);
+  await new Promise((r) => setTimeout(r, 200));
+  assertEquals(origin.stats.requests, 1, JSON.stringify(origin.stats.commands));
+});
