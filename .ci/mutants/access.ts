@@ -99,9 +99,16 @@ export const PURGE_MUTANTS: Mutant[] = [
   {
     name: "access/refresh-layers-on-orphans",
     file: "src/proxy/snapshots/snapshot.ts",
-    from:
-      "      !await orphanedSince(originFetch, repo, auth, origin, Object.values(previous.tips), wants);",
-    to: "      true;",
+    from: '(previous.objectFormat ?? "sha1") === objectFormat && wants.length > 0 && !orphaned;',
+    to: '(previous.objectFormat ?? "sha1") === objectFormat && wants.length > 0;',
+    tests: [ACCESS_TEST],
+    filter: "/secret removed/",
+  },
+  {
+    name: "access/orphans-keep-cached-answers",
+    file: "src/proxy/snapshots/snapshot.ts",
+    from: "    if (orphaned) await this.#deleteUnder(`${CACHE_PREFIX}${repo.id}/`);",
+    to: "",
     tests: [ACCESS_TEST],
     filter: "/secret removed/",
   },

@@ -38,6 +38,7 @@ import {
   readingOrigin,
 } from "../origin/origin.ts";
 import type { ObjectFormat } from "../../git/object_id.ts";
+import { CACHE_PREFIX } from "../core/response_cache.ts";
 import { type PackSeeds, seedsPrefix } from "./pack_seeds.ts";
 import { DEFAULT_SEGMENT_BYTES, segmentSink, segmentSource } from "../../storage/segments.ts";
 
@@ -211,10 +212,13 @@ export class SnapshotBuilder {
     const wants = unique(Object.values(tips));
     // A refresh layers on the previous packs only while every object they hold is still
     // reachable at the origin: after a force push or a deleted ref (a secret removed), it is a
-    // full build, so nothing the origin dropped is served again (docs/access.md).
+    // full build, so nothing the origin dropped is served again (docs/access.md); the stored
+    // fetch answers go too (one for old wants would still hold those objects).
+    const orphaned = previous !== null && wants.length > 0 &&
+      await orphanedSince(originFetch, repo, auth, origin, Object.values(previous.tips), wants);
+    if (orphaned) await this.#deleteUnder(`${CACHE_PREFIX}${repo.id}/`);
     const incremental = previous !== null && previous.layers.length < this.#deps.maxLayers &&
-      (previous.objectFormat ?? "sha1") === objectFormat && wants.length > 0 &&
-      !await orphanedSince(originFetch, repo, auth, origin, Object.values(previous.tips), wants);
+      (previous.objectFormat ?? "sha1") === objectFormat && wants.length > 0 && !orphaned;
     return {
       state: {
         version: 1,

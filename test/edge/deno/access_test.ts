@@ -337,6 +337,32 @@ Deno.test("a secret removed at the origin is served by no path after a refresh; 
     await gitStatus(["-C", clone, "cat-file", "-e", secret], bin) === 0;
   await git([...URI_CLONE, url, `${dir.path}/before`], { bin });
   assert(await has(`${dir.path}/before`), "the secret was there before (the test's premise)");
+  // An incremental fetch of the secret's commit (over main) is stored by the response cache.
+  const oldFeature = (await inWork(["rev-parse", "feature"])).trim();
+  const oldMain = (await inWork(["rev-parse", "main"])).trim();
+  const incremental = [
+    "command=fetch\n",
+    "agent=git/2.39.5\n",
+    "delim",
+    "ofs-delta\n",
+    "no-progress\n",
+    `want ${oldFeature}\n`,
+    `have ${oldMain}\n`,
+    "done\n",
+    "flush",
+  ] as (string | "delim" | "flush")[];
+  const hits = async () => {
+    const text = await (await fetch(`${edge.url}/_edge/metrics`)).text();
+    const line = text.split("\n").find((l) =>
+      l.startsWith('gitedge_response_cache_total{result="hit"} ')
+    );
+    return Number(line?.split(" ")[1] ?? 0);
+  };
+  for (let i = 0; i < 50 && await hits() === 0; i++) {
+    assertEquals((await command(url, incremental)).status, 200);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  assert(await hits() > 0, "the old state's answer is stored");
 
   // The origin removes it: feature rewritten without the file, history expired and pruned.
   await inWork(["reset", "-q", "--hard", "main"]);
@@ -361,6 +387,12 @@ Deno.test("a secret removed at the origin is served by no path after a refresh; 
     await git([...args, url, `${dir.path}/after-${what}`], { bin });
     assert(!await has(`${dir.path}/after-${what}`), `${what}: the removed secret was served`);
   }
+  // The stored answer for the old state is gone with the layers: the origin answers it as it
+  // answers a direct fetch of what it no longer has (`not our ref`, its answer cut short).
+  const hitsBefore = await hits();
+  const replay = await command(url, incremental).catch(() => null);
+  assertEquals(await hits(), hitsBefore, "the old state's stored answer was served");
+  assert(!replay || !new TextDecoder().decode(replay.body).includes("packfile\n"), "a pack");
 
   // Purge: the admin token only; then nothing of the repository is left in the store.
   const refused = await fetch(`${edge.url}/_edge/purge/${REPO}`, { method: "POST" });
