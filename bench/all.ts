@@ -22,6 +22,7 @@ const BENCHES = [
   "wan.ts",
   "lfs.ts",
   "bundles.ts",
+  "access_oracle.ts",
 ];
 
 const firstFlag = Deno.args.findIndex((a) => a.startsWith("-"));

@@ -16,6 +16,7 @@ import { HOUSE_MUTANTS } from "./house.ts";
 import { LFS_MUTANTS } from "./lfs.ts";
 import { OPERATOR_ACCESS_MUTANTS } from "./operator_access.ts";
 import { MIRROR_MUTANTS } from "./mirror.ts";
+import { ACCESS_MUTANTS, PURGE_MUTANTS } from "./access.ts";
 
 export const MUTANTS: Mutant[] = [
   ...SIGNED_URLS_MUTANTS,
@@ -34,4 +35,6 @@ export const MUTANTS: Mutant[] = [
   ...LFS_MUTANTS,
   ...OPERATOR_ACCESS_MUTANTS,
   ...MIRROR_MUTANTS,
+  ...ACCESS_MUTANTS,
+  ...PURGE_MUTANTS,
 ];

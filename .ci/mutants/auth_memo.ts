@@ -40,8 +40,8 @@ export const AUTH_MEMO_MUTANTS: Mutant[] = [
   {
     name: "forwarding/any-answer-remembered",
     file: "src/proxy/origin/forwarding.ts",
-    from: "if (status === 200) ctx.authMemo.remember(key, ctx.deps.clock.now());",
-    to: "if (status < 500) ctx.authMemo.remember(key, ctx.deps.clock.now());",
+    from: "if (status === 200) ctx.authMemo.remember(key, askedAt);",
+    to: "if (status < 500) ctx.authMemo.remember(key, askedAt);",
     tests: ["test/proxy/origin/auth_memo_test.ts", EDGE_SUITE],
     filter: "private origin",
   },

@@ -38,6 +38,7 @@ import { handleLfsObjectGet, LfsState } from "./lfs/lfs_objects.ts";
 import { handleLfsBatch, handleLfsPassThrough } from "./lfs/lfs_api.ts";
 import { lfsError } from "./lfs/lfs_origin.ts";
 import { BASIC_CHALLENGE, isAdmin } from "./ops/admin_auth.ts";
+import { purgeRepo } from "./ops/purge.ts";
 
 export interface EdgeApp {
   app: Hono<EdgeEnv>;
@@ -100,7 +101,10 @@ export function createApp(
     // A repository's git mirror goes with its snapshot.
     onEvicted: deps.mirrors ? (id) => deps.mirrors!.discard(id) : undefined,
   });
-  metrics.collect("repos", () => Promise.resolve(repoFamilies(registry, deps.clock)));
+  metrics.collect(
+    "repos",
+    (scrape) => Promise.resolve(repoFamilies(registry, deps.clock, undefined, scrape)),
+  );
   metrics.collect("store", () => storeFamilies(evictor));
   if (deps.mirrors) {
     const mirrors = deps.mirrors;
@@ -140,9 +144,15 @@ export function createApp(
     return readyResponse(ready, checks);
   });
 
+  // Per-repository series name repositories: only for a scrape with the admin token (the
+  // operator page's rule; `Authorization: Bearer TOKEN`, as Prometheus sends it), aggregates
+  // otherwise, and always without a token configured (no caller can prove it may see them all).
   app.get("/_edge/metrics", async (c) => {
     count(c);
-    return c.text(await metrics.renderAll(), 200, {
+    const token = deps.config.adminToken;
+    const perRepository = token !== undefined && token !== "" &&
+      isAdmin(c.req.header("authorization"), token, { basic: true });
+    return c.text(await metrics.renderAll({ perRepository }), 200, {
       "content-type": "text/plain; version=0.0.4",
     });
   });
@@ -278,6 +288,23 @@ export function createApp(
     // The store grew: with a cap, sweep it now (the Deno server also does after every build).
     if (evictor.maxBytes > 0) background(evictor.sweep());
     return c.json({ repo: repo.path, snapshot: statusJson(status) });
+  });
+
+  // Purging one repository now (a secret removed at the origin): the admin token, always; an
+  // edge without one configured has no purge (src/proxy/ops/purge.ts, docs/access.md).
+  app.post("/_edge/purge/*", async (c) => {
+    metrics.inc("gitedge_requests_total", 1, { route: "purge" });
+    const token = deps.config.adminToken;
+    if (!token) {
+      return c.json({ error: "purge needs an admin token configured (--admin-token)" }, 403);
+    }
+    if (!isAdmin(c.req.header("authorization"), token)) {
+      return c.json({ error: "admin token required" }, 401);
+    }
+    const repo = repoFromEdgePath(c, "/_edge/purge/", ctx);
+    const purged = await purgeRepo(deps.store, repo);
+    log.log("info", "repo.purge", { repo: repo.path, ...purged });
+    return c.json({ repo: repo.path, purged }, 200, { "cache-control": "no-store" });
   });
 
   app.all("*", async (c) => {

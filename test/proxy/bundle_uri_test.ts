@@ -284,8 +284,10 @@ Deno.test({
     await using dir = await tempDir();
     await makeRepo(origin, "r.git", { commits: 10, branches: 1, tags: 1 });
     const url = `${edge.url}/r.git`;
-    // The client cloned before the edge's first layer and never saw its tips.
-    await run(["clone", "-q", url, `${dir.path}/c`]);
+    // The client cloned before the edge's first layer and never saw its tips (from the origin:
+    // a plain clone through the edge would start that first build itself).
+    await run(["clone", "-q", origin.repoUrl("r.git"), `${dir.path}/c`]);
+    await run(["remote", "set-url", "origin", url], `${dir.path}/c`);
     await addCommits(origin, "r.git", { commits: 2 });
     await warm(edge, "r.git");
     const first = await bundleList(url);

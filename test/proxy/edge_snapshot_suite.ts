@@ -96,12 +96,17 @@ export function snapshotCases({ t, gits }: Suite): void {
         "every pack by URI",
       );
       await assertSameClone(`${w.dir}/direct`, `${w.dir}/edge`);
-      // The ref advertisement (info/refs, ls-refs) is all the origin saw: one upload-pack POST.
+      // The ref advertisement (info/refs, ls-refs) and the edge's probe fetch (the origin's word
+      // that this caller may fetch: no pack, docs/access.md) are all the origin saw.
       const byPath = w.origin.stats.byPath;
-      assertEquals(byPath["POST /r.git/git-upload-pack"]?.requests, 1, JSON.stringify(byPath));
+      assertEquals(byPath["POST /r.git/git-upload-pack"]?.requests, 2, JSON.stringify(byPath));
       assertEquals(byPath["GET /r.git/info/refs"]?.requests, 1, JSON.stringify(byPath));
-      assertEquals(w.origin.stats.requests, 2, JSON.stringify(byPath));
-      assertEquals(w.origin.stats.commands, { "ls-refs": 1 }, "no fetch reached the origin");
+      assertEquals(w.origin.stats.requests, 3, JSON.stringify(byPath));
+      assertEquals(
+        w.origin.stats.commands,
+        { "ls-refs": 1, "fetch-probe": 1 },
+        "no fetch for a pack reached the origin",
+      );
       // sideband-all: the edge's own answer is banded throughout, and git still takes it.
       await w.git(["config", "uploadpack.allowSidebandAll", "true"], {
         cwd: `${w.origin.root}/r.git`,
@@ -112,7 +117,8 @@ export function snapshotCases({ t, gits }: Suite): void {
       assert(/> sideband-all$/m.test(banded), "fetch-pack requested sideband-all");
       assert(/< \\1packfile-uris$/m.test(banded), "a band-1 packfile-uris header");
       await assertSameClone(`${w.dir}/direct`, `${w.dir}/banded`);
-      assertEquals(w.origin.stats.byPath["POST /r.git/git-upload-pack"]?.requests, 2, "ls-refs");
+      // Its ls-refs only: the probe's answer is remembered for --auth-ttl.
+      assertEquals(w.origin.stats.byPath["POST /r.git/git-upload-pack"]?.requests, 3, "ls-refs");
       const text = await (await fetch(`${w.edge.url}/_edge/metrics`)).text();
       assert(/^gitedge_fetch_answered_total 2$/m.test(text), text);
     },

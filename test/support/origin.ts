@@ -13,7 +13,8 @@ export interface OriginStats extends TrafficStats {
   bytesIn: number;
   /**
    * Protocol-v2 upload-pack commands received, by name (`fetch`, `ls-refs`): `fetch` is the one
-   * that makes the origin compute a pack.
+   * that makes the origin compute a pack; `fetch-probe` a fetch of nothing (every want also a
+   * have, or no want), the edge's authorisation probe.
    */
   commands: Record<string, number>;
 }
@@ -22,8 +23,16 @@ export interface OriginStats extends TrafficStats {
 export interface OriginOptions {
   /** Directory holding the bare repositories; a fresh temp dir (removed on stop) if omitted. */
   root?: string;
-  /** Require HTTP Basic auth with these credentials on every request. */
+  /**
+   * Require HTTP Basic auth with these credentials on every request (read on each request: a test
+   * may change the password, as an origin revoking it).
+   */
   requireAuth?: { user: string; password: string };
+  /**
+   * With `requireAuth`: `"fetch"` guards only protocol-v2 `fetch` commands (and receive-pack),
+   * listing refs (`info/refs`, `ls-refs`) to anyone; default `"all"`.
+   */
+  authScope?: "all" | "fetch";
   /** The git whose `http-backend` serves (and that creates repositories); default `git`. */
   gitBin?: string;
   /**
@@ -94,7 +103,11 @@ const MAX_COUNTED_REQUEST = 1 << 20;
  * The body of an upload-pack POST, read whole so its protocol-v2 command can be counted (gunzipped
  * for the count only; the backend gets the bytes as sent).
  */
-async function countCommand(req: Request, stats: OriginCounter): Promise<Request> {
+async function countCommand(
+  req: Request,
+  stats: OriginCounter,
+): Promise<{ req: Request; command: string | null }> {
+  let command: string | null = null;
   const bytes = new Uint8Array(await req.arrayBuffer());
   if (bytes.byteLength <= MAX_COUNTED_REQUEST) {
     let plain = bytes;
@@ -107,10 +120,24 @@ async function countCommand(req: Request, stats: OriginCounter): Promise<Request
         await new Response(new Blob([bytes]).stream().pipeThrough(gunzip)).arrayBuffer(),
       );
     }
-    const m = /command=([a-z-]+)/.exec(new TextDecoder().decode(plain.subarray(0, 4096)));
-    if (m) stats.commands[m[1]] = (stats.commands[m[1]] ?? 0) + 1;
+    const text = new TextDecoder().decode(plain);
+    const m = /command=([a-z-]+)/.exec(text.slice(0, 4096));
+    command = m?.[1] ?? null;
+    // A fetch whose every want is also a have makes the origin compute no pack: the edge's
+    // authorisation probe (src/proxy/origin/fetch_probe.ts), counted apart as `fetch-probe`.
+    const wants = [...text.matchAll(/want ([0-9a-f]{40,64})/g)].map((w) => w[1]);
+    const haves = new Set([...text.matchAll(/have ([0-9a-f]{40,64})/g)].map((h) => h[1]));
+    // (A deepen or a shallow fetch may want what it has: it asks for more history, not less.)
+    const deepens = /\n?[0-9a-f]{4}(deepen|shallow)[ -]/.test(text);
+    const counted = command === "fetch" && !deepens && wants.every((w) => haves.has(w))
+      ? "fetch-probe"
+      : command;
+    if (counted) stats.commands[counted] = (stats.commands[counted] ?? 0) + 1;
   }
-  return new Request(req.url, { method: req.method, headers: req.headers, body: bytes });
+  return {
+    req: new Request(req.url, { method: req.method, headers: req.headers, body: bytes }),
+    command,
+  };
 }
 
 /** Starts an origin on 127.0.0.1 with an ephemeral port. */
@@ -123,7 +150,14 @@ export async function startOrigin(opts: OriginOptions = {}): Promise<Origin> {
   // serveLoopback's stop() drops connections: a client holding a response unread (its bytes stuck
   // in socket buffers) cannot keep stop() waiting, as a graceful shutdown would.
   const server = serveLoopback((req, info) =>
-    handle(req, info, { root, stats, backends, auth: opts.requireAuth, gitBin })
+    handle(req, info, {
+      root,
+      stats,
+      backends,
+      auth: opts.requireAuth,
+      authScope: opts.authScope ?? "all",
+      gitBin,
+    })
   );
   const url = server.url;
 
@@ -226,6 +260,7 @@ interface HandlerContext {
   stats: OriginCounter;
   backends: BackendSet;
   auth?: { user: string; password: string };
+  authScope: "all" | "fetch";
 }
 
 async function handle(
@@ -235,8 +270,16 @@ async function handle(
 ): Promise<Response> {
   const url = new URL(req.url);
   const key = ctx.stats.request(req.method, url.pathname, req.headers);
+  let command: string | null = null;
+  if (req.method === "POST" && url.pathname.endsWith("/git-upload-pack")) {
+    ({ req, command } = await countCommand(req, ctx.stats));
+  }
   const user = ctx.auth ? authenticatedUser(req, ctx.auth) : undefined;
-  if (ctx.auth && user === undefined) {
+  // Guarding fetches only: listings (and v0/v1, whose POST is always a fetch) are open.
+  const guarded = ctx.authScope === "all" || command === "fetch" ||
+    url.pathname.endsWith("/git-receive-pack") ||
+    (req.method === "POST" && command === null);
+  if (ctx.auth && user === undefined && guarded) {
     return new Response("authentication required\n", {
       status: 401,
       headers: { "WWW-Authenticate": 'Basic realm="origin"' },
@@ -244,9 +287,6 @@ async function handle(
   }
   if (url.pathname.startsWith(`/${BUNDLES}/`) && req.method === "GET") {
     return await serveBundle(ctx.root, url.pathname);
-  }
-  if (req.method === "POST" && url.pathname.endsWith("/git-upload-pack")) {
-    req = await countCommand(req, ctx.stats);
   }
   const backend = spawnBackend(req, cgiEnv(req, url, info, ctx.root, user), ctx.gitBin);
   ctx.backends.add(backend);

@@ -70,6 +70,14 @@ const HISTOGRAMS: Record<string, readonly number[]> = {
   gitedge_snapshot_build_duration_seconds: DURATION_BUCKETS,
 };
 
+/**
+ * Who is scraping: `perRepository` only for a caller allowed to see repository names (the admin
+ * token), else collectors give aggregates without a `repo` label.
+ */
+export interface Scrape {
+  perRepository: boolean;
+}
+
 /** One series of a collected family: its labels (none for `{}`) and value. */
 export interface Sample {
   labels: Record<string, string>;
@@ -97,7 +105,7 @@ const GAUGES = new Set(["gitedge_connections_open"]);
 export class Metrics {
   readonly #values = new Map<string, Map<string, number>>();
   readonly #histograms = new Map<string, Map<string, Histogram>>();
-  readonly #collectors = new Map<string, () => Promise<CollectedFamily[]>>();
+  readonly #collectors = new Map<string, (scrape: Scrape) => Promise<CollectedFamily[]>>();
 
   /** Adds `by` to counter `name` with the given labels. */
   inc(name: string, by = 1, labels: Record<string, string> = {}): void {
@@ -125,15 +133,18 @@ export class Metrics {
    * Sets the source named `name` of families computed at each scrape (see {@link renderAll}); a
    * later one of the same name replaces it (apps built per request share one `Metrics`).
    */
-  collect(name: string, collector: () => Promise<CollectedFamily[]>): void {
+  collect(name: string, collector: (scrape: Scrape) => Promise<CollectedFamily[]>): void {
     this.#collectors.set(name, collector);
   }
 
-  /** {@link render} plus every collector's families (a failing collector is left out). */
-  async renderAll(): Promise<string> {
+  /**
+   * {@link render} plus every collector's families (a failing collector is left out), for a
+   * scrape that may see per-repository series or not (the default: aggregates only).
+   */
+  async renderAll(scrape: Scrape = { perRepository: false }): Promise<string> {
     const lines = [this.render()];
     for (const collector of this.#collectors.values()) {
-      const families = await collector().catch((error) => {
+      const families = await collector(scrape).catch((error) => {
         console.error("gitedge: a metrics collector failed:", error);
         return [];
       });

@@ -10,7 +10,9 @@ import { entryKey } from "../core/store_layout.ts";
 import { noteBytesSaved } from "../ops/bytes_saved.ts";
 import { TagDigest } from "../origin/tag_listings.ts";
 import { OriginAnswerError } from "../origin/origin.ts";
-import { forwardUploadPack, recentlyAuthorised, relay } from "../origin/forwarding.ts";
+import { forwardUploadPack, relay } from "../origin/forwarding.ts";
+import { authorisedToFetch } from "../origin/fetch_probe.ts";
+import type { ObjectFormat } from "../../git/object_id.ts";
 import { type FetchCall, type PlanOf, scheduleBuild, servedAnswer } from "./fetch_call.ts";
 import { type CommandRequest, serializeCommandRequest } from "../../git/command_request.ts";
 import { type FetchArgs, serializeFetchArgs } from "../../git/fetch_request.ts";
@@ -24,10 +26,8 @@ export function responseCacheBytes(ctx: ProxyContext): number {
 
 /**
  * A fetch (a clone's, or an incremental one keyed by its haves), through the response cache (see
- * `response_cache.ts`). A stored answer goes only to a client the origin just authorised: when
- * the key has the origin's tags (see `keyedByTags`), by the ls-refs of tags the key needs anyway;
- * else by the credential memo. Anyone else's request goes to the origin, whose answer may fill
- * the cache.
+ * `response_cache.ts`). A stored answer goes only to a client the origin authorised to fetch
+ * (the credential memo, else a probe fetch: fetch_probe.ts), looked up only after that.
  */
 export async function cachedFetch(
   call: FetchCall,
@@ -46,8 +46,15 @@ async function throughCache(
   build: ScheduleBasis | null,
 ): Promise<Response> {
   const { ctx, request, repo } = call;
+  // Authorisation comes first and is the same whatever the cache holds or is filling: a caller
+  // the origin did not vouch for gets the origin's refusal (or its own answer), having cost the
+  // origin the same calls either way, so its answer tells nothing of what others fetched.
+  const verdict = await authorisedToFetch(ctx, request, repo, args.wants, formatOf(req));
+  if (verdict instanceof Response) return verdict;
+  if (verdict !== "authorised") {
+    return await forwardUploadPack(ctx, request, repo, serializeCommandRequest(req));
+  }
   let tags = "-";
-  let authorised: boolean;
   if (keyedByTags(args)) {
     // The clone's own ls-refs listed the tags moments ago, most often (tag_listings.ts).
     const digest = ctx.tagListings?.digest(ctx, request, repo) ??
@@ -57,19 +64,8 @@ async function throughCache(
       return await forwardUploadPack(ctx, request, repo, serializeCommandRequest(req));
     }
     tags = digest;
-    authorised = true;
-  } else {
-    authorised = recentlyAuthorised(ctx, request, repo);
   }
   const storeKey = entryKey(repo.id, cacheKey(repo.id, req, args, tags));
-  if (!authorised && (ctx.cacheFills.pending(storeKey) || await ctx.deps.store.head(storeKey))) {
-    // An answer is there (or coming) but the memo has lapsed: ask the origin the cheap way (a
-    // tag listing, no pack) rather than have it compute the pack again.
-    if (await originTagDigest(ctx, request, repo, req) === null) {
-      return await forwardUploadPack(ctx, request, repo, serializeCommandRequest(req));
-    }
-    authorised = true;
-  }
   // A stored answer starts the build the fetch asked for, as the origin's own answer does (below):
   // it goes only to a client the origin vouched for, and without the build a repository whose
   // fetches all hit the cache would never get its snapshot, nor heal a damaged one.
@@ -77,31 +73,23 @@ async function throughCache(
     scheduleBuild(call, build);
     return hit;
   };
-  if (authorised) {
-    const hit = await cachedAnswer(ctx, storeKey, repo.id);
-    if (hit) return stored(hit);
-    const pending = ctx.cacheFills.pending(storeKey);
-    if (pending && await pending) {
-      const filled = await cachedAnswer(ctx, storeKey, repo.id);
-      if (filled) return stored(filled);
-    }
+  const hit = await cachedAnswer(ctx, storeKey, repo.id);
+  if (hit) return stored(hit);
+  const pending = ctx.cacheFills.pending(storeKey);
+  if (pending && await pending) {
+    const filled = await cachedAnswer(ctx, storeKey, repo.id);
+    if (filled) return stored(filled);
   }
   let claim = ctx.cacheFills.claim(storeKey);
   if (!claim) {
     // Another request is filling this entry (it claimed while this one looked): wait for it
-    // rather than have the origin compute the pack again, once the origin vouched for this one.
-    if (!authorised) {
-      if (await originTagDigest(ctx, request, repo, req) === null) {
-        return await forwardUploadPack(ctx, request, repo, serializeCommandRequest(req));
-      }
-      authorised = true;
-    }
+    // rather than have the origin compute the pack again.
     await ctx.cacheFills.pending(storeKey);
     const filled = await cachedAnswer(ctx, storeKey, repo.id);
     if (filled) return stored(filled);
     claim = ctx.cacheFills.claim(storeKey);
   }
-  if (claim && authorised) {
+  if (claim) {
     // A fill may have landed between this request's lookup and its claim.
     const landed = await cachedAnswer(ctx, storeKey, repo.id);
     if (landed) {
@@ -180,7 +168,7 @@ async function originTagDigest(
     capabilities: req.capabilities.filter((c) => c.startsWith("object-format=")),
     args: ["peel", "ref-prefix refs/tags/"],
   });
-  const res = await forwardUploadPack(ctx, request, repo, body);
+  const res = await forwardUploadPack(ctx, request, repo, body, "ls-refs");
   const url = `${repo.originUrl}/git-upload-pack`;
   if (res.status !== 200 || !res.body) {
     await res.body?.cancel();
@@ -208,4 +196,10 @@ async function originTagDigest(
   }
   ctx.metrics.inc("gitedge_tag_digest_total", 1, { source: "origin" });
   return value;
+}
+
+/** The object format a request names (sha1 when it names none). */
+function formatOf(req: CommandRequest): ObjectFormat {
+  const named = req.capabilities.find((c) => c.startsWith("object-format="))?.slice(14);
+  return named === "sha256" ? "sha256" : "sha1";
 }

@@ -49,6 +49,7 @@ import {
 } from "../../git/command_request.ts";
 import { parseFetchArgs } from "../../git/fetch_request.ts";
 import { streamedFetch } from "./streamed_fetch.ts";
+import { authorisedToFetch, probeAhead } from "../origin/fetch_probe.ts";
 import { answerBundleUri, offersBundles, withCapability } from "../bundles/bundle_answer.ts";
 
 function isV2(request: Request): boolean {
@@ -69,8 +70,8 @@ export async function handleInfoRefs(
     method: "GET",
     headers: forwardHeaders(request.headers),
   });
-  // Refusals drop a memo; acceptance is noted from upload-pack requests only (an origin may
-  // advertise refs to anyone and still guard fetches).
+  // Refusals drop a memo; acceptance is noted from fetches only (an origin may advertise and
+  // list refs to anyone and still guard its objects).
   if (service === "git-upload-pack" && origin.status !== 200) {
     noteOriginVerdict(ctx, request, repo, origin.status);
   }
@@ -156,6 +157,8 @@ async function uploadPack(
     if (command === "ls-refs" && ctx.lsRefsAhead) {
       const ahead = await ctx.lsRefsAhead.answer(ctx, request, repo, head, reader, budget);
       if (ahead.response) {
+        // A clone's fetch follows its listing: the origin's word on it is asked for now.
+        probeAhead(ctx, request, repo);
         return ctx.tagListings?.observe(
           ctx,
           request,
@@ -182,6 +185,9 @@ async function uploadPack(
       const askedAt = ctx.deps.clock.now();
       const res = await streamThrough(ctx, request, originUrl, rest);
       noteOriginVerdict(ctx, request, repo, res.status);
+      // A listing the origin gave (a credential it knows): a clone's fetch follows, and the
+      // origin's word on that is asked for now, not when the fetch comes.
+      if (command === "ls-refs" && res.status === 200) probeAhead(ctx, request, repo);
       if (command !== "ls-refs" || !ctx.tagListings) return res;
       return ctx.tagListings.observe(ctx, request, repo, head, askedAt, res);
     }
@@ -221,22 +227,42 @@ async function uploadPack(
   // A snapshot being evicted, or evicted since it was looked up, is not handed out: the fetch
   // plans as with none. Nothing is awaited from here to the pin below, so no eviction begins in
   // between and the pin holds.
-  const pinnable = !ctx.registry || ctx.registry.pinnable(repo.id, epoch);
   const mirror = ctx.deps.mirrors
     ? { originAdvertisesFilter: ctx.originFeatures?.advertises(repo, "filter") ?? false }
     : undefined;
-  const plan = planFetch({
+  const inputs = {
     req,
     args,
     fetch,
-    snapshot: pinnable ? looked : NO_SNAPSHOT,
+    snapshot: looked,
     originAdvertisesUris: ctx.originFeatures?.advertises(repo, "packfile-uris") ?? false,
     recentlyAuthorised: (eligible || mirror !== undefined) &&
       recentlyAuthorised(ctx, request, repo),
     responseCacheOn: responseCacheBytes(ctx) > 0,
     snapshotPlainClones: plainClones,
     mirror,
-  });
+  };
+  if (!inputs.recentlyAuthorised && eligible && looked.manifest) {
+    // Serving objects the origin did not send for this request needs the origin's word that this
+    // credential may fetch (fetch_probe.ts); a listing of refs is not that word.
+    const trusted = planFetch({ ...inputs, recentlyAuthorised: true });
+    if (trusted.action === "answer-from-snapshot" || trusted.action === "stream-snapshot") {
+      const verdict = await authorisedToFetch(
+        ctx,
+        request,
+        repo,
+        args.wants,
+        trusted.manifest.objectFormat ?? "sha1",
+      );
+      if (verdict instanceof Response) return verdict;
+      if (verdict === "authorised") inputs.recentlyAuthorised = true;
+    }
+  }
+  // A snapshot being evicted, or evicted since it was looked up, is not handed out: the fetch
+  // plans as with none. Nothing is awaited from here to the pin below, so no eviction begins in
+  // between and the pin holds.
+  const pinnable = !ctx.registry || ctx.registry.pinnable(repo.id, epoch);
+  const plan = planFetch({ ...inputs, snapshot: pinnable ? looked : NO_SNAPSHOT });
   // Packs handed out are pinned: store eviction spares them until their URLs expire.
   if (
     plan.action === "answer-from-snapshot" || plan.action === "rewrite" ||

@@ -6,6 +6,7 @@
  * `--auth-ttl`, for a cheap `ls-refs` first. Whenever the mirror cannot answer (no snapshot to seed
  * it from, the update failed, upload-pack failed), the fetch is carried out as with no mirror.
  */
+import { authorisedToFetch } from "../origin/fetch_probe.ts";
 import { NO_SNAPSHOT_TO_SEED } from "../mirror/mirrors.ts";
 import { noteBytesSaved } from "../ops/bytes_saved.ts";
 import { recordOutcome } from "../core/request_record.ts";
@@ -15,10 +16,8 @@ import { scheduleBuild } from "./fetch_call.ts";
 import { cachedFetch } from "./cached_fetch.ts";
 import { forwardedFetch } from "./forwarded_fetch.ts";
 import { authOf } from "../origin/origin.ts";
-import { forwardUploadPack } from "../origin/forwarding.ts";
 import { inBackground } from "../core/deps.ts";
 import { withoutArg } from "../origin/request_body.ts";
-import { serializeCommandRequest } from "../../git/command_request.ts";
 import { UPLOAD_PACK_RESULT_TYPE } from "../../git/media_types.ts";
 
 export async function mirrorFetch(
@@ -28,7 +27,12 @@ export async function mirrorFetch(
   const { ctx, request, repo, args } = call;
   const mirrors = ctx.deps.mirrors;
   if (!mirrors) return await fallback(call, plan.fallback);
-  if (plan.askOrigin && !await originAccepts(call)) {
+  const accepted = plan.askOrigin ? await originAccepts(call) : true;
+  if (accepted instanceof Response) {
+    recordOutcome(ctx, { action: "mirror", result: "not-authorised" });
+    return accepted;
+  }
+  if (!accepted) {
     // Refused (or the origin failed): the fetch goes to the origin, whose answer (a 401) the
     // client gets; not a byte of the mirror.
     recordOutcome(ctx, { action: "mirror", result: "not-authorised" });
@@ -92,21 +96,16 @@ async function fallback(call: FetchCall, plan: FallbackPlan): Promise<Response> 
 }
 
 /**
- * Asks the origin whether it accepts the caller's credential for this repository now: an
- * `ls-refs` of one ref prefix that names nothing (a few bytes), with the caller's headers. A 200
- * renews the credential memo; a 401/403 drops it.
+ * Asks the origin whether it lets the caller fetch this repository now: a probe fetch with the
+ * caller's headers that costs the origin no pack (fetch_probe.ts; a listing of refs is not that
+ * word: an origin may list refs to anyone and guard its objects). A 401/403 is the client's
+ * answer as the origin sent it; a 200 renews the credential memo.
  */
-async function originAccepts(call: FetchCall): Promise<boolean> {
-  const { ctx, request, repo, req } = call;
-  const body = serializeCommandRequest({
-    command: "ls-refs",
-    capabilities: req.capabilities.filter((c) => c.startsWith("object-format=")),
-    args: ["ref-prefix refs/gitedge-authorisation-check/"],
-  });
+async function originAccepts(call: FetchCall): Promise<boolean | Response> {
+  const { ctx, request, repo } = call;
   try {
-    const res = await forwardUploadPack(ctx, request, repo, body);
-    await res.body?.cancel().catch(() => {});
-    return res.status === 200;
+    const verdict = await authorisedToFetch(ctx, request, repo, [], "sha1");
+    return verdict instanceof Response ? verdict : verdict === "authorised";
   } catch {
     return false;
   }

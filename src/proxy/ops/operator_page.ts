@@ -56,6 +56,7 @@ export interface RepoView {
 
 export interface Overview {
   generatedAt: string;
+  /** The store's use; null for a caller who sees only what the origin lets it read. */
   store: {
     /** Snapshots: what the cap counts. */
     bytes: number;
@@ -64,8 +65,11 @@ export interface Overview {
     totalBytes: number;
     byKind: Record<StoreKind, number>;
     measuredAt: string;
-  };
-  /** LFS objects in the store, and this process's downloads of them from the store and origin. */
+  } | null;
+  /**
+   * LFS objects in the store, and this process's downloads of them from the store and origin
+   * (absent for a caller who sees only what the origin lets it read).
+   */
   lfs?: {
     objects: number;
     bytes: number;
@@ -86,8 +90,12 @@ export interface Overview {
   mirrors?: { answers: number; bytes: number; updates: number };
   /** Repositories whose last build failed, the latest first. */
   recentFailures: { path: string; at: string | null; error: string }[];
-  /** Repositories known but not listed (beyond {@link MAX_LISTED}, or not visible to the caller). */
-  notListed: number;
+  /**
+   * Repositories known but not listed (beyond {@link MAX_LISTED}); null for a caller who sees only
+   * what the origin lets it read (a count of the others would tell it of repositories it may not
+   * know of).
+   */
+  notListed: number | null;
 }
 
 export function iso(ms: number | null | undefined): string | null {
@@ -149,14 +157,16 @@ export async function overview(
   const fromSnapshot = sum((r) => r.fromSnapshot);
   return {
     generatedAt: iso(now)!,
-    store: {
+    // A caller who sees only what the origin lets it read learns nothing of the rest: neither
+    // the store's size (the sum of every repository's) nor how many were left out.
+    store: opts.visible ? null : {
       bytes: usage.bytes,
       maxBytes: usage.maxBytes || null,
       totalBytes: usage.totalBytes,
       byKind: usage.byKind,
       measuredAt: iso(usage.at)!,
     },
-    lfs: lfsView(usage, opts.lfs ?? { hits: 0, misses: 0 }),
+    lfs: opts.visible ? undefined : lfsView(usage, opts.lfs ?? { hits: 0, misses: 0 }),
     totals: {
       repositories: repositories.length,
       fetches,
@@ -180,7 +190,7 @@ export async function overview(
       .sort((a, b) => (b.failedAt ?? "").localeCompare(a.failedAt ?? ""))
       .slice(0, MAX_FAILURES)
       .map((r) => ({ path: r.path, at: r.failedAt, error: r.lastError! })),
-    notListed: records.length - repositories.length,
+    notListed: opts.visible ? null : records.length - repositories.length,
   };
 }
 
@@ -309,12 +319,12 @@ const KIND_NAMES: Record<StoreKind, string> = {
 export function renderPage(o: Overview): string {
   const e = escapeHtml;
   const s = o.store;
-  const fill = s.maxBytes ? Math.min(1, s.bytes / s.maxBytes) : 0;
-  const kinds = (Object.entries(s.byKind) as [StoreKind, number][])
+  const fill = s?.maxBytes ? Math.min(1, s.bytes / s.maxBytes) : 0;
+  const kinds = (Object.entries(s?.byKind ?? {}) as [StoreKind, number][])
     .filter(([, n]) => n > 0)
     .map(([kind, n]) => `${e(KIND_NAMES[kind])} ${e(humanBytes(n))}`)
     .join(" · ");
-  const storeCard = `<div class="card">Store<b>${e(humanBytes(s.totalBytes))}</b>` +
+  const storeCard = !s ? "" : `<div class="card">Store<b>${e(humanBytes(s.totalBytes))}</b>` +
     `<span class="kinds">${kinds || "empty"}</span>` +
     (s.maxBytes
       ? `<br>snapshots ${e(humanBytes(s.bytes))} of ${e(humanBytes(s.maxBytes))} cap` +
@@ -377,15 +387,15 @@ export function renderPage(o: Overview): string {
         `<td class="err">${e(f.error)}</td></tr>`
       ).join("")
     }</table>`;
-  const more = o.notListed > 0 ? `<p class="sub">${o.notListed} more not listed.</p>` : "";
+  const more = o.notListed ? `<p class="sub">${o.notListed} more not listed.</p>` : "";
   return `<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width,initial-scale=1">
 <title>gitedge</title><style>${STYLE}</style></head>
 <body>
 <h1>gitedge</h1>
-<p class="sub">As of ${e(o.generatedAt)} · store measured ${
-    e(s.measuredAt)
+<p class="sub">As of ${e(o.generatedAt)}${
+    s ? ` · store measured ${e(s.measuredAt)}` : ""
   } · also as JSON at <code>/_edge/repos</code></p>
 <div class="cards">${cards}</div>
 <h2>Repositories</h2>

@@ -1,11 +1,12 @@
 /**
  * Per-repository series for dashboards, with a bounded number of label values: the
  * {@link TOP_REPOS} repositories with the most fetches in this process (Worker isolate) are named
- * (`repo="x/y.git"`), the rest add up under `repo="other"`. Plus the store's use against its cap.
+ * (`repo="x/y.git"`), the rest add up under `repo="other"`. Names only for a scrape allowed to
+ * see them (the admin token); any other scrape gets every repository under `repo="other"`. Plus the store's use against its cap.
  * Computed at each scrape from the registry and the evictor (see `Metrics.collect`).
  */
 import type { Clock } from "../core/deps.ts";
-import type { CollectedFamily, Sample } from "../core/metrics.ts";
+import type { CollectedFamily, Sample, Scrape } from "../core/metrics.ts";
 import type { Counts, RepoRegistry } from "./repo_registry.ts";
 import type { StoreEvictor } from "./store_eviction.ts";
 
@@ -16,12 +17,14 @@ export function repoFamilies(
   registry: RepoRegistry,
   clock: Clock,
   top = TOP_REPOS,
+  scrape: Scrape = { perRepository: true },
 ): CollectedFamily[] {
   const all = registry.traffic().sort((a, b) =>
     b.counts.fetches - a.counts.fetches || b.counts.packBytes - a.counts.packBytes
   );
-  const named = all.slice(0, top);
-  const rest = all.slice(top);
+  // A scrape without the admin token sees no repository's name: everything is `other`.
+  const named = scrape.perRepository ? all.slice(0, top) : [];
+  const rest = all.slice(named.length);
   const counter = (key: keyof Counts): Sample[] => {
     const samples = named.map((r) => ({ labels: { repo: r.path }, value: r.counts[key] }));
     if (rest.length > 0) {

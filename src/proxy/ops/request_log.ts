@@ -36,13 +36,14 @@ const EDGE_ROUTES: Record<string, string> = {
   repos: "repos",
   status: "status",
   warm: "warm",
+  purge: "purge",
   lfs: "lfs-object",
 };
 
 /**
  * The route label (a bounded set: the log's `route`, the metrics' `route`) and the repository a
  * request's path names: a Git endpoint (`info/refs`, `git-upload-pack`, ...), `pack`, `bundle`,
- * `bundle-list`, `page`, `repos`, `status`, `warm`, `metrics`, `health/live`, `health/ready`,
+ * `bundle-list`, `page`, `repos`, `status`, `warm`, `purge`, `metrics`, `health/live`, `health/ready`,
  * `lfs` (the LFS API), `lfs-object`, or `other`.
  */
 export function routeOf(pathname: string): { route: string; repo?: string } {
@@ -54,7 +55,7 @@ export function routeOf(pathname: string): { route: string; repo?: string } {
       return { route: `health/${rest}` };
     }
     const route = EDGE_ROUTES[first] ?? "other";
-    const named = route === "status" || route === "warm";
+    const named = route === "status" || route === "warm" || route === "purge";
     return named && rest ? { route, repo: rest.replace(/\/+$/, "") } : { route };
   }
   const lfs = splitLfsPath(pathname);

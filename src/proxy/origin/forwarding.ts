@@ -42,8 +42,10 @@ function credentialKey(ctx: ProxyContext, request: Request, repo: RepoRef): stri
 }
 
 /**
- * Records the origin's answer to an upload-pack-service request: a 200 renews the memo of the
- * request's credential for this repository, a 401/403 drops it.
+ * Records the origin's refusal of an upload-pack-service request (`info/refs`, `ls-refs`, any
+ * command): a 401/403 drops the memo of the request's credential for this repository. Nothing
+ * else renews it: an `ls-refs` the origin answers says nothing of whether it serves objects
+ * (see {@link noteFetchVerdict}).
  */
 export function noteOriginVerdict(
   ctx: ProxyContext,
@@ -51,8 +53,24 @@ export function noteOriginVerdict(
   repo: RepoRef,
   status: number,
 ): void {
+  if (status === 401 || status === 403) ctx.authMemo.forget(credentialKey(ctx, request, repo));
+}
+
+/**
+ * Records the origin's answer to a `fetch` sent at `askedAt` (ms) with `request`'s credential: a
+ * 200 renews the memo as of when it was asked (the origin's word is no newer than that), a
+ * 401/403 drops it. Only a fetch answered by the origin now counts, never an answer sent ahead
+ * or kept.
+ */
+export function noteFetchVerdict(
+  ctx: ProxyContext,
+  request: Request,
+  repo: RepoRef,
+  status: number,
+  askedAt: number,
+): void {
   const key = credentialKey(ctx, request, repo);
-  if (status === 200) ctx.authMemo.remember(key, ctx.deps.clock.now());
+  if (status === 200) ctx.authMemo.remember(key, askedAt);
   else if (status === 401 || status === 403) ctx.authMemo.forget(key);
 }
 
@@ -87,19 +105,25 @@ export async function streamThrough(
   return relay(origin, origin.body);
 }
 
-/** POSTs `body` to the origin's upload-pack with the client's headers; notes the verdict. */
+/**
+ * POSTs `body` (a `command` request) to the origin's upload-pack with the client's headers; notes
+ * the verdict (a 200 renews the credential memo only for a `fetch`).
+ */
 export async function forwardUploadPack(
   ctx: ProxyContext,
   request: Request,
   repo: RepoRef,
   body: Uint8Array,
+  command: "fetch" | "ls-refs" = "fetch",
 ): Promise<Response> {
+  const askedAt = ctx.deps.clock.now();
   const origin = await fromOrigin(ctx, `${repo.originUrl}/git-upload-pack`, {
     method: "POST",
     headers: forwardHeaders(request.headers),
     body: body as Uint8Array<ArrayBuffer>,
   });
-  noteOriginVerdict(ctx, request, repo, origin.status);
+  if (command === "fetch") noteFetchVerdict(ctx, request, repo, origin.status, askedAt);
+  else noteOriginVerdict(ctx, request, repo, origin.status);
   return origin;
 }
 

@@ -324,3 +324,67 @@ export async function listTips(
   }
   return tips;
 }
+
+/**
+ * Whether some object `previousTips` reach is no longer reachable from `tips` at the origin (a
+ * ref deleted, or moved other than fast-forward, and what only it reached gone or going): then a
+ * refresh must not layer on the packs built for `previousTips`, which would go on serving those
+ * objects. Asked as a fetch of the old tips with the new ones as haves: the origin's pack header
+ * says how many objects the old tips reach beyond the new ones (none when every old tip is an
+ * ancestor of a new one), and only the header is read. An old tip the origin no longer has (an
+ * `ERR`), or any answer but such a header, counts as orphaned: the refresh is a full build.
+ */
+export async function orphanedSince(
+  originFetch: OriginFetch,
+  repo: RepoRef,
+  auth: OriginAuth,
+  origin: OriginFormat,
+  previousTips: readonly string[],
+  tips: readonly string[],
+): Promise<boolean> {
+  const now = new Set(tips);
+  const gone = [...new Set(previousTips)].filter((t) => !now.has(t));
+  if (gone.length === 0) return false;
+  const body = serializeCommandRequest({
+    command: "fetch",
+    capabilities: origin.capabilities,
+    args: [
+      "no-progress",
+      ...gone.map((t) => `want ${t}`),
+      ...[...now].map((t) => `have ${t}`),
+      "done",
+    ],
+  });
+  let res: Response;
+  try {
+    res = await postUploadPack(originFetch, repo, auth, body);
+  } catch {
+    return true;
+  }
+  const reader = new PktLineReader(res.body!);
+  try {
+    const first = await reader.read();
+    if (first?.type !== "data" || new TextDecoder().decode(first.data) !== "packfile\n") {
+      return true;
+    }
+    let head = new Uint8Array(0);
+    while (head.length < 12) {
+      const pkt = await reader.read();
+      if (pkt?.type !== "data" || pkt.data.length === 0) return true;
+      const band = pkt.data[0];
+      if (band === 2) continue;
+      if (band !== 1) return true;
+      const joined = new Uint8Array(head.length + pkt.data.length - 1);
+      joined.set(head);
+      joined.set(pkt.data.subarray(1), head.length);
+      head = joined;
+    }
+    if (new TextDecoder().decode(head.subarray(0, 4)) !== "PACK") return true;
+    const objects = new DataView(head.buffer, head.byteOffset + 8, 4).getUint32(0);
+    return objects > 0;
+  } catch {
+    return true;
+  } finally {
+    await reader.cancel().catch(() => {});
+  }
+}

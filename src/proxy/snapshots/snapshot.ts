@@ -30,12 +30,14 @@ import {
   OriginAnswerError,
   type OriginFormat,
   originFormat,
+  orphanedSince,
   postUploadPack,
   readingOrigin,
 } from "../origin/origin.ts";
 import type { ObjectFormat } from "../../git/object_id.ts";
 import type { PackSeeds } from "./pack_seeds.ts";
 import {
+  cachePrefix,
   indexKeyOf,
   manifestKey,
   packKey,
@@ -208,8 +210,15 @@ export class SnapshotBuilder {
     await this.#deleteUnder(tmpPrefix(repo.id));
     // An empty repository (no branches or tags) gets an empty snapshot: nothing to hand out.
     const wants = unique(Object.values(tips));
+    // A refresh layers on the previous packs only while every object they hold is still
+    // reachable at the origin: after a force push or a deleted ref (a secret removed), it is a
+    // full build, so nothing the origin dropped is served again (docs/access.md); the stored
+    // fetch answers go too (one for old wants would still hold those objects).
+    const orphaned = previous !== null && wants.length > 0 &&
+      await orphanedSince(originFetch, repo, auth, origin, Object.values(previous.tips), wants);
+    if (orphaned) await this.#deleteUnder(cachePrefix(repo.id));
     const incremental = previous !== null && previous.layers.length < this.#deps.maxLayers &&
-      (previous.objectFormat ?? "sha1") === objectFormat && wants.length > 0;
+      (previous.objectFormat ?? "sha1") === objectFormat && wants.length > 0 && !orphaned;
     return {
       state: {
         version: 1,

@@ -15,10 +15,18 @@ Deno.test(
   async () => {
     await using origin = await startOrigin();
     const app = await makeRepo(origin, "team/app.git", { commits: 6, binaryBytes: 100_000 });
-    await using worker = await startWorkerEdge({ config: { origin: origin.url, chunks: 2 } });
+    // The store's size and per-repository metrics are the operator's: the admin token's
+    // (docs/access.md).
+    const admin = { authorization: "Bearer op-t0ken" };
+    await using worker = await startWorkerEdge({
+      config: { origin: origin.url, chunks: 2, adminToken: "op-t0ken" },
+    });
     await using dir = await tempDir();
     await git([...URI_CLONE, `${worker.url}/team/app.git`, `${dir.path}/first`]);
-    const warm = await fetch(`${worker.url}/_edge/warm/team/app.git`, { method: "POST" });
+    const warm = await fetch(`${worker.url}/_edge/warm/team/app.git`, {
+      method: "POST",
+      headers: admin,
+    });
     const warmed = await warm.json();
     assertEquals(warmed.snapshot.state, "ready", JSON.stringify(warmed));
     assert(Date.parse(warmed.snapshot.builtAt) > 0, `ISO 8601: ${warmed.snapshot.builtAt}`);
@@ -26,17 +34,19 @@ Deno.test(
     await git(["clone", "-q", app.url, `${dir.path}/direct`]);
     await assertSameClone(`${dir.path}/second`, `${dir.path}/direct`);
 
-    const o = await (await fetch(`${worker.url}/_edge/repos`)).json();
+    const o = await (await fetch(`${worker.url}/_edge/repos`, { headers: admin })).json();
     const r = o.repositories.find((x: { path: string }) => x.path === "team/app.git");
     assert(r, JSON.stringify(o));
     assertEquals([r.state, r.builds, r.fetches, r.fromSnapshot], ["ready", 1, 2, 1]);
     assert(r.originBytesSaved > 0 && r.bytes > 0, JSON.stringify(r));
     assert(o.store.bytes >= r.bytes, JSON.stringify(o.store));
-    const page = await fetch(`${worker.url}/_edge/`);
+    const page = await fetch(`${worker.url}/_edge/`, { headers: admin });
     assertEquals(page.status, 200);
     assertMatch(await page.text(), /<td class="path">team\/app\.git<\/td>/);
-    const metrics = await (await fetch(`${worker.url}/_edge/metrics`)).text();
+    const metrics = await (await fetch(`${worker.url}/_edge/metrics`, { headers: admin })).text();
     assertMatch(metrics, /^gitedge_repo_fetches_total\{repo="team\/app\.git"\} 2$/m);
+    const anonymous = await (await fetch(`${worker.url}/_edge/metrics`)).text();
+    assert(!anonymous.includes("team/app.git"), "no repository named without the token");
     assertMatch(
       metrics,
       /^gitedge_request_duration_seconds_count\{route="git-upload-pack"\} \d+$/m,
@@ -58,8 +68,9 @@ Deno.test({
     await makeRepo(origin, name, { commits: 6, binaryBytes: 150_000, seed: 3 + i });
   }
   // One snapshot of these is about 430 KB: the cap holds one, not two.
+  const admin = { authorization: "Bearer op-t0ken" };
   await using worker = await startWorkerEdge({
-    config: { origin: origin.url, chunks: 2 },
+    config: { origin: origin.url, chunks: 2, adminToken: "op-t0ken" },
     vars: { STORE_MAX_BYTES: String(600_000) },
   });
   await using dir = await tempDir();
@@ -70,7 +81,10 @@ Deno.test({
       ),
     );
   for (const name of ["a.git", "b.git"]) {
-    const warm = await fetch(`${worker.url}/_edge/warm/${name}`, { method: "POST" });
+    const warm = await fetch(`${worker.url}/_edge/warm/${name}`, {
+      method: "POST",
+      headers: admin,
+    });
     assertEquals(warm.status, 200, await warm.text());
   }
   // The sweep after b's warm runs in the background: wait for a's packs to go.
@@ -80,7 +94,7 @@ Deno.test({
     held = await packsOf();
   }
   assertEquals(held.size, 1, "one snapshot left");
-  const o = await (await fetch(`${worker.url}/_edge/repos`)).json();
+  const o = await (await fetch(`${worker.url}/_edge/repos`, { headers: admin })).json();
   const a = o.repositories.find((x: { path: string }) => x.path === "a.git");
   assertEquals([a?.state, a?.evictions], ["evicted", 1], JSON.stringify(o));
   assert(o.store.bytes <= 600_000, JSON.stringify(o.store));

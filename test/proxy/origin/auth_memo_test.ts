@@ -1,5 +1,9 @@
 import { AuthMemo } from "../../../src/proxy/origin/auth_memo.ts";
-import { noteOriginVerdict, recentlyAuthorised } from "../../../src/proxy/origin/forwarding.ts";
+import {
+  noteFetchVerdict,
+  noteOriginVerdict,
+  recentlyAuthorised,
+} from "../../../src/proxy/origin/forwarding.ts";
 import type { ProxyContext } from "../../../src/proxy/core/context.ts";
 import type { RepoRef } from "../../../src/proxy/core/repo.ts";
 import { assert, assertEquals } from "../../support/assert.ts";
@@ -60,24 +64,28 @@ Deno.test("the origin's verdicts: a 200 vouches for one repository and credentia
     });
   const alice = as("Basic YWxpY2U6czNjcmV0");
   assert(!recentlyAuthorised(ctx, alice, r1), "nothing known yet");
+  // An ls-refs or info/refs the origin answers vouches for nothing (it may list refs to anyone).
   noteOriginVerdict(ctx, alice, r1, 200);
+  assert(!recentlyAuthorised(ctx, alice, r1), "a listing is no leave to fetch");
+  noteFetchVerdict(ctx, alice, r1, 200, now);
   assert(recentlyAuthorised(ctx, alice, r1), "accepted for r1");
   assert(!recentlyAuthorised(ctx, alice, r2), "r1's acceptance does not unlock r2");
   assert(!recentlyAuthorised(ctx, as("Basic YWxpY2U6d3Jvbmc="), r1), "nor another password");
   assert(!recentlyAuthorised(ctx, as(), r1), "nor the anonymous");
-  noteOriginVerdict(ctx, alice, r1, 500);
-  noteOriginVerdict(ctx, alice, r1, 404);
+  noteFetchVerdict(ctx, alice, r1, 500, now);
+  noteFetchVerdict(ctx, alice, r1, 404, now);
   assert(recentlyAuthorised(ctx, alice, r1), "an origin failure is no verdict on the credential");
   noteOriginVerdict(ctx, alice, r2, 401);
   assert(recentlyAuthorised(ctx, alice, r1), "a refusal for r2 leaves r1's acceptance");
   for (const refusal of [401, 403]) {
-    noteOriginVerdict(ctx, alice, r1, 200);
+    noteFetchVerdict(ctx, alice, r1, 200, now);
     assert(recentlyAuthorised(ctx, alice, r1), `accepted again before the ${refusal}`);
     noteOriginVerdict(ctx, alice, r1, refusal);
     assert(!recentlyAuthorised(ctx, alice, r1), `a ${refusal} revokes at once, within the TTL`);
   }
-  noteOriginVerdict(ctx, alice, r1, 200);
-  now += 59_999;
+  // The acceptance dates from when the fetch was asked, not from when its answer came.
+  noteFetchVerdict(ctx, alice, r1, 200, now - 10_000);
+  now += 49_999;
   assert(recentlyAuthorised(ctx, alice, r1), "within the TTL");
   now += 1;
   assert(!recentlyAuthorised(ctx, alice, r1), "the TTL lapsed");
