@@ -2,6 +2,8 @@
 import type { Mutant } from "./mutant.ts";
 
 const FULL_DISK = "test/edge/deno/full_disk_test.ts";
+const AHEAD = "test/edge/deno/ls_refs_ahead_limits_test.ts";
+const AHEAD_FILE = "src/proxy/origin/ls_refs_ahead.ts";
 
 export const LIMITS_MUTANTS: Mutant[] = [
   {
@@ -27,5 +29,39 @@ export const LIMITS_MUTANTS: Mutant[] = [
     to: "export const STORE_PROBE_BYTES = 16;",
     tests: [FULL_DISK],
     filter: "readiness on a full disk",
+  },
+
+  {
+    name: "limits/ahead-learns-refused",
+    file: AHEAD_FILE,
+    from: "      if (status === 200) this.#learn(memoKey, request, key, read);",
+    to: "      this.#learn(memoKey, request, key, read);",
+    tests: [AHEAD],
+    filter: "anonymous",
+  },
+  {
+    name: "limits/ahead-request-unbounded",
+    file: AHEAD_FILE,
+    from: "    if (body.byteLength > MAX_LEARNED_REQUEST_BYTES) return;",
+    to: "",
+    tests: [AHEAD],
+    filter: "anonymous",
+  },
+  {
+    name: "limits/ahead-answer-unchecked",
+    file: AHEAD_FILE,
+    from:
+      "      if (contentType !== UPLOAD_PACK_RESULT_TYPE || !wellFormedListing(bytes)) return null;",
+    to: "      if (contentType !== UPLOAD_PACK_RESULT_TYPE) return null;",
+    tests: [AHEAD],
+    filter: "cut short",
+  },
+  {
+    name: "limits/ahead-always-trusted",
+    file: AHEAD_FILE,
+    from: "    this.#learned.set(at, { key, body, trusted: !prior || prior.key === key });",
+    to: "    this.#learned.set(at, { key, body, trusted: true });",
+    tests: [AHEAD],
+    filter: "in turn",
   },
 ];

@@ -150,6 +150,7 @@ async function uploadPack(
     let head = await readPkts(reader, budget, false);
     if (head.length === 0) throw new ClientRequestError("empty request", 400);
     const { command } = requestCommand(head);
+    let learn: ((status: number) => void) | undefined;
     if (command === "ls-refs" && ctx.lsRefsAhead) {
       const ahead = await ctx.lsRefsAhead.answer(ctx, request, repo, head, reader, budget);
       if (ahead.response) {
@@ -164,6 +165,7 @@ async function uploadPack(
           ahead.response;
       }
       head = ahead.read;
+      learn = ahead.learn;
     }
     if (command !== "fetch") {
       guarded.passThrough();
@@ -179,6 +181,7 @@ async function uploadPack(
       const askedAt = ctx.deps.clock.now();
       const res = await streamThrough(ctx, request, originUrl, rest);
       noteOriginVerdict(ctx, request, repo, res.status);
+      learn?.(res.status);
       if (command !== "ls-refs" || !ctx.tagListings) return res;
       return ctx.tagListings.observe(ctx, request, repo, head, askedAt, res);
     }
