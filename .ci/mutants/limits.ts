@@ -64,4 +64,27 @@ export const LIMITS_MUTANTS: Mutant[] = [
     tests: [AHEAD],
     filter: "in turn",
   },
+
+  {
+    name: "limits/cache-tee-unbounded",
+    file: "src/proxy/fetch/cached_fetch.ts",
+    from: "  const [toClient, toStore] = windowedTee(answer.body, CACHE_COPY_WINDOW_BYTES);",
+    to: "  const [toClient, toStore] = answer.body.tee();",
+    tests: ["test/edge/deno/slow_reader_test.ts"],
+  },
+  {
+    name: "limits/tee-window-ignored",
+    file: "src/proxy/core/streams.ts",
+    from: "      if ((copy.desiredSize ?? 0) < result.value.byteLength) {",
+    to: "      if (false) {",
+    tests: ["test/proxy/core/streams_test.ts"],
+  },
+  {
+    name: "limits/unknown-repo-state-kept",
+    file: "src/proxy/snapshots/in_process_coordinator.ts",
+    from:
+      "    if (!manifest && !s.busy && this.#repos.get(repo.id) === s) this.#repos.delete(repo.id);",
+    to: "    void manifest;",
+    tests: ["test/edge/deno/unknown_repos_test.ts"],
+  },
 ];

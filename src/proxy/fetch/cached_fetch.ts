@@ -6,6 +6,7 @@ import type { ScheduleBasis } from "../core/deps.ts";
 import type { RepoRef } from "../core/repo.ts";
 import type { ProxyContext } from "../core/context.ts";
 import { countingStream } from "../core/metrics.ts";
+import { windowedTee } from "../core/streams.ts";
 import { cacheKey, entryKey, keyedByTags } from "../core/response_cache.ts";
 import { TagDigest } from "../origin/tag_listings.ts";
 import { OriginAnswerError } from "../origin/origin.ts";
@@ -19,6 +20,9 @@ import { type FetchCall, type PlanOf, scheduleBuild, servedAnswer } from "./fetc
 import { type CommandRequest, serializeCommandRequest } from "../../git/command_request.ts";
 import { type FetchArgs, serializeFetchArgs } from "../../git/fetch_request.ts";
 import { UPLOAD_PACK_RESULT_TYPE } from "../../git/media_types.ts";
+
+/** Bytes of an answer the copy going to the store may lag behind its client. */
+export const CACHE_COPY_WINDOW_BYTES = 4 << 20;
 
 export function responseCacheBytes(ctx: ProxyContext): number {
   return ctx.deps.config.responseCacheBytes;
@@ -131,7 +135,8 @@ async function throughCache(
     claim?.abandon();
     return relay(origin, answer.body);
   }
-  const [toClient, toStore] = answer.body.tee();
+  // A slow client holds the origin back; a store falling behind loses the entry (streams.ts).
+  const [toClient, toStore] = windowedTee(answer.body, CACHE_COPY_WINDOW_BYTES);
   inBackground(
     ctx,
     claim.fill(ctx.deps.store, ctx.metrics, toStore, { maxBytes: responseCacheBytes(ctx) }),
