@@ -87,4 +87,13 @@ export const LIMITS_MUTANTS: Mutant[] = [
     to: "    void manifest;",
     tests: ["test/edge/deno/unknown_repos_test.ts"],
   },
+
+  {
+    name: "limits/ahead-no-follow-ups",
+    file: AHEAD_FILE,
+    from: "    if (learned && live && !live.settled && live.request === learned.key) {",
+    to: "    if (false) {",
+    tests: [AHEAD],
+    filter: "burst",
+  },
 ];

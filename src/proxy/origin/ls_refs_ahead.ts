@@ -20,9 +20,13 @@
  *
  * Freshness: the answer was computed by the origin after the clone's first request reached the
  * edge, never before, so it cannot hide a change made before the clone started; it is handed out
- * to the requests it was made for (same credential), and only within the bound; the next
- * `info/refs` of the credential replaces it (it predates that clone) with its own answer, which
- * then serves both clones (a burst of clones each gets one, never one older than itself).
+ * to the requests it was made for (same credential), and only within the bound. The next
+ * `info/refs` of the credential makes it serve nobody (it predates that clone): once it was
+ * answered, that `info/refs` sends its own, which serves both clones; while it is still under
+ * way, nothing more is sent until it is answered, and then one follow-up for every clone that
+ * came meanwhile (a burst of clones costs the origin two `ls-refs`, not one each, and no clone
+ * gets an answer older than itself; an `ls-refs` that comes before the follow-up goes to the
+ * origin).
  *
  * Checked like every origin answer: only a status 200 of the upload-pack result type whose body
  * is well-formed pkt-lines ending in a flush (no `ERR`) is used; anything else (an answer cut
@@ -80,6 +84,12 @@ interface Entry {
   answer: Promise<Answer | null>;
   /** The `info/refs` it stands for whose `ls-refs` has not come yet (this one's and earlier). */
   clones: number;
+  /** Whether its answer came (or failed). */
+  settled: boolean;
+  /** `info/refs` that came while it was under way: it serves none of them (nor its own). */
+  followUps: number;
+  /** The last of those, whose credentials the follow-up is sent with. */
+  next?: { request: Request; repo: RepoRef };
 }
 
 /** The requests learned and the answers under way, of one process. */
@@ -109,30 +119,63 @@ export class LsRefsAhead implements LsRefsAheadHooks {
     if (boundMs(ctx) <= 0) return;
     const key = ctx.authMemo.key(repo.id, request.headers.get("authorization"));
     // An answer sent ahead for an earlier info/refs predates this clone: whatever this one does,
-    // that answer goes to no `ls-refs` from now on. The clones it was for get this one's (newer)
-    // answer instead, if this one sends any (concurrent clones of one credential each get theirs).
+    // that answer goes to no `ls-refs` from now on. The clones it was for get a newer answer
+    // instead, if this one sends any (concurrent clones of one credential each get theirs).
     const prior = this.#ahead.get(key);
-    this.#dropAhead(key);
     const now = ctx.deps.clock.now();
-    const carried = prior && now - prior.at <= boundMs(ctx) ? prior.clones : 0;
-    remember(this.#infoRefs, key, ctx.deps.clock.now());
+    const live = prior && now - prior.at <= boundMs(ctx) ? prior : undefined;
+    remember(this.#infoRefs, key, now);
+    const learned = this.#sendable(ctx, request, repo, key);
+    if (learned && live && !live.settled && live.request === learned.key) {
+      // Still under way: one more is sent when it is answered, for this clone and the others
+      // that came meanwhile (a burst of clones costs the origin two, not one each).
+      live.followUps++;
+      live.next = { request, repo };
+      return;
+    }
+    this.#dropAhead(key);
+    if (learned) this.#send(ctx, request, repo, key, learned, (live?.clones ?? 0) + 1);
+  }
+
+  /** The request to send ahead for this `info/refs`, or null when nothing is to be sent. */
+  #sendable(ctx: ProxyContext, request: Request, repo: RepoRef, key: string): Learned | null {
     const learned = this.#learned.get(learnedKey(key, request));
-    if (!learned?.trusted) return;
+    if (!learned?.trusted) return null;
     // Only for a credential the origin accepted lately: one it refused (whose memo was dropped)
     // gets nothing sent ahead, and its `info/refs` alone goes to the origin.
-    if (ctx.deps.config.authTtlSeconds > 0 && !recentlyAuthorised(ctx, request, repo)) return;
+    if (ctx.deps.config.authTtlSeconds > 0 && !recentlyAuthorised(ctx, request, repo)) return null;
     // A client that sends its `ls-refs` with its `info/refs` (gitedge clone) may have had it
     // answered already: nothing to send ahead for it.
     const early = this.#early.get(key);
     this.#early.delete(key);
-    if (early !== undefined && ctx.deps.clock.now() - early < EARLY_MS) return;
+    if (early !== undefined && ctx.deps.clock.now() - early < EARLY_MS) return null;
     // git asks anonymously first and again with credentials after a 401: a credential (or none)
     // the origin refused lately gets nothing sent ahead.
     const refused = this.#refused.get(key);
-    if (refused !== undefined && ctx.deps.clock.now() - refused < REFUSED_MS) return;
+    if (refused !== undefined && ctx.deps.clock.now() - refused < REFUSED_MS) return null;
+    return learned;
+  }
+
+  /** Sends `learned` to the origin with `request`'s credentials, for `clones` clones. */
+  #send(
+    ctx: ProxyContext,
+    request: Request,
+    repo: RepoRef,
+    key: string,
+    learned: Learned,
+    clones: number,
+  ): void {
     const headers = forwardHeaders(request.headers);
     headers.set("content-type", UPLOAD_PACK_REQUEST_TYPE);
     headers.set("accept", UPLOAD_PACK_RESULT_TYPE);
+    const entry: Entry = {
+      at: ctx.deps.clock.now(),
+      request: learned.key,
+      answer: Promise.resolve(null),
+      clones,
+      settled: false,
+      followUps: 0,
+    };
     const answer = (async (): Promise<Answer | null> => {
       const res = await fromOrigin(ctx, `${repo.originUrl}/git-upload-pack`, {
         method: "POST",
@@ -164,9 +207,30 @@ export class LsRefsAhead implements LsRefsAheadHooks {
       const contentType = res.headers.get("content-type");
       if (contentType !== UPLOAD_PACK_RESULT_TYPE || !wellFormedListing(bytes)) return null;
       return { status: res.status, contentType, bytes };
-    })().catch(() => null);
+    })().catch(() => null).then((result) => {
+      entry.settled = true;
+      // Clones whose info/refs came while it was under way: it may predate them, so it serves
+      // nobody; one more, sent now, serves them and the clones this one was for.
+      if (entry.followUps > 0 && this.#ahead.get(key) === entry && entry.next) {
+        this.#dropAhead(key);
+        const again = this.#learned.get(learnedKey(key, entry.next.request));
+        if (result && again?.key === entry.request) {
+          this.#send(
+            ctx,
+            entry.next.request,
+            entry.next.repo,
+            key,
+            again,
+            entry.clones + entry.followUps,
+          );
+        }
+      }
+      entry.next = undefined;
+      return result;
+    });
+    entry.answer = answer;
     inBackground(ctx, answer);
-    this.#ahead.set(key, { at: now, request: learned.key, answer, clones: carried + 1 });
+    this.#ahead.set(key, entry);
     this.#aheadBytes += MAX_ANSWER_BYTES;
     while (this.#ahead.size > MAX_ENTRIES || this.#aheadBytes > MAX_ANSWERS_BYTES) {
       this.#dropAhead(this.#ahead.keys().next().value!);
@@ -240,6 +304,13 @@ export class LsRefsAhead implements LsRefsAheadHooks {
       if (infoRefs === undefined || ctx.deps.clock.now() - infoRefs >= EARLY_MS) {
         remember(this.#early, memoKey, ctx.deps.clock.now());
       }
+      return { response: null, read, learn };
+    }
+    if (entry.followUps > 0) {
+      // Clones came after it was sent: this may be one of them. It goes to the origin, and the
+      // follow-up stands for one clone fewer.
+      entry.followUps--;
+      ctx.metrics.inc("gitedge_ls_refs_ahead_total", 1, { result: "unused" });
       return { response: null, read, learn };
     }
     // It serves as many `ls-refs` as there were `info/refs` since it (or the one it replaced) was
