@@ -9,6 +9,7 @@ import { StoreError } from "../../../src/storage/store.ts";
 import { startDenoEdge } from "../../../edge/deno/server.ts";
 import { assert, assertEquals, assertRejects } from "../../support/assert.ts";
 import { git, tempDir } from "../../support/git.ts";
+import { skipped } from "../../support/skips.ts";
 import { startOrigin } from "../../support/origin.ts";
 import { assertSameClone, makeRepo } from "../../support/fixtures.ts";
 
@@ -21,7 +22,10 @@ async function smallTmpfs(size: number): Promise<(AsyncDisposable & { path: stri
     stderr: "piped",
   }).output().catch((err) => ({ success: false, stderr: new TextEncoder().encode(String(err)) }));
   if (!mount.success) {
-    console.log(`skipped: cannot mount a tmpfs: ${new TextDecoder().decode(mount.stderr).trim()}`);
+    skipped(
+      "full disk (tmpfs)",
+      `cannot mount a tmpfs: ${new TextDecoder().decode(mount.stderr).trim()}`,
+    );
     await Deno.remove(path).catch(() => {});
     return null;
   }
