@@ -42,7 +42,8 @@ export const LIMITS_MUTANTS: Mutant[] = [
   {
     name: "limits/ahead-request-unbounded",
     file: AHEAD_FILE,
-    from: "    if (body.byteLength > MAX_LEARNED_REQUEST_BYTES) return;",
+    from:
+      "        if (size > MAX_LEARNED_REQUEST_BYTES) return { response: null, read: [...head, ...args] };",
     to: "",
     tests: [AHEAD],
     filter: "anonymous",

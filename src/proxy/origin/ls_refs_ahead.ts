@@ -43,7 +43,7 @@ import { forwardHeaders } from "./origin.ts";
 import { fromOrigin, inBackground, noteOriginVerdict, recentlyAuthorised } from "./forwarding.ts";
 import { type Pkt, type PktLineReader, pktSpans } from "../../git/pktline.ts";
 import { parseCommandRequest, serializeCommandRequest } from "../../git/command_request.ts";
-import { readPkts } from "./request_body.ts";
+import { RequestTooLargeError } from "../core/errors.ts";
 import { UPLOAD_PACK_REQUEST_TYPE, UPLOAD_PACK_RESULT_TYPE } from "../../git/media_types.ts";
 
 /** An `info/refs` this soon after its client's `ls-refs` sends nothing ahead (ms). */
@@ -58,7 +58,7 @@ export const MAX_ANSWER_BYTES = 1 << 20;
 export const MAX_ANSWERS_BYTES = 8 << 20;
 /** Requests learned at once (oldest dropped first). */
 export const MAX_LEARNED = 4096;
-/** Larger requests are not learned (a clone's `ls-refs` is a few hundred bytes). */
+/** Larger requests are not read, nor learned (a clone's `ls-refs` is a few hundred bytes). */
 export const MAX_LEARNED_REQUEST_BYTES = 16 * 1024;
 /** All requests learned, in bytes. */
 export const MAX_LEARNED_BYTES = 1 << 20;
@@ -255,7 +255,6 @@ export class LsRefsAhead implements LsRefsAheadHooks {
       this.#learnedBytes -= prior.body.byteLength;
     }
     const body = withAgent(read);
-    if (body.byteLength > MAX_LEARNED_REQUEST_BYTES) return;
     // A request unlike the last one is sent ahead only once it comes again.
     this.#learned.set(at, { key, body, trusted: !prior || prior.key === key });
     this.#learnedBytes += body.byteLength;
@@ -285,7 +284,27 @@ export class LsRefsAhead implements LsRefsAheadHooks {
     learn?: (status: number) => void;
   }> {
     let read = head;
-    if (head.at(-1)?.type === "delim") read = [...head, ...await readPkts(reader, budget, true)];
+    // Requests beyond what could be learned (nothing larger is ever sent ahead) are not read
+    // further here: the rest streams to the origin as it came, never parsed or held.
+    let size = head.reduce((n, p) => n + (p.type === "data" ? p.data.length + 4 : 4), 0);
+    if (size > MAX_LEARNED_REQUEST_BYTES) return { response: null, read };
+    if (head.at(-1)?.type === "delim") {
+      const args: Pkt[] = [];
+      for (;;) {
+        const pkt = await reader.read();
+        if (pkt === null) break;
+        const n = pkt.type === "data" ? pkt.data.length + 4 : 4;
+        budget.left -= n;
+        if (budget.left < 0) {
+          throw new RequestTooLargeError(`request body exceeds ${budget.max} bytes`);
+        }
+        args.push(pkt);
+        size += n;
+        if (pkt.type === "flush") break;
+        if (size > MAX_LEARNED_REQUEST_BYTES) return { response: null, read: [...head, ...args] };
+      }
+      read = [...head, ...args];
+    }
     const complete = read.at(-1)?.type === "flush" && await reader.peek() === null;
     if (!complete) return { response: null, read };
     const key = requestKey(read);
