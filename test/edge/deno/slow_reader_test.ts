@@ -33,7 +33,6 @@ Deno.test("response cache miss: a client that reads slowly holds the origin back
     "done\n",
     "flush",
   ]) as Uint8Array<ArrayBuffer>;
-  const before = Deno.memoryUsage();
   const res = await fetch(`${edge.url}/big.git/git-upload-pack`, {
     method: "POST",
     headers: {
@@ -48,7 +47,6 @@ Deno.test("response cache miss: a client that reads slowly holds the origin back
   while (read < 256 * 1024) read += (await reader.read()).value!.byteLength;
   await new Promise((r) => setTimeout(r, 1500));
   const sentWhilePaused = origin.stats.bytesOut;
-  const external = Deno.memoryUsage().external - before.external;
   for (;;) {
     const { done, value } = await reader.read();
     if (done) break;
@@ -57,13 +55,12 @@ Deno.test("response cache miss: a client that reads slowly holds the origin back
   assert(read > 24 * MB, `${read}`);
   // What a slow reader may cost: socket buffers on both hops (loopback's autotuned buffers hold
   // several MB each), the store copy's window (4 MiB); never the rest of the answer. Measured on
-  // this test: 14 MB sent while paused (the whole 25 MB with tee()); external memory +16 MB
-  // (+32 MB with tee(); origin, edge and client share this process).
+  // this test: 14 MB sent while paused (the whole 25 MB with tee()); the process's external
+  // memory +16 MB (+32 MB with tee()), not asserted: other test files share the process.
   assert(
     sentWhilePaused < read - 4 * MB,
     `the origin sent ${sentWhilePaused} of ${read} bytes while the client had read 256 KiB`,
   );
-  assert(external < 24 * MB, `external memory grew ${external} bytes`);
   await edge.settled("big.git", () => true);
   const stored = await edge.listStored("cache/");
   assertEquals(stored.length, 1, "the answer was stored");
