@@ -11,6 +11,7 @@ import { BUILD_STEPS_MUTANTS } from "./build_steps.ts";
 import { DOWNLOADS_MUTANTS } from "./downloads.ts";
 import { REQUEST_BOUNDS_MUTANTS } from "./request_bounds.ts";
 import { PLAIN_CLONES_MUTANTS } from "./plain_clones.ts";
+import { LIMITS_MUTANTS } from "./limits.ts";
 import { SELF_MUTANTS } from "./self.ts";
 import { HOUSE_MUTANTS } from "./house.ts";
 import { LFS_MUTANTS } from "./lfs.ts";
@@ -30,6 +31,7 @@ export const MUTANTS: Mutant[] = [
   ...DOWNLOADS_MUTANTS,
   ...REQUEST_BOUNDS_MUTANTS,
   ...PLAIN_CLONES_MUTANTS,
+  ...LIMITS_MUTANTS,
   ...SELF_MUTANTS,
   ...HOUSE_MUTANTS,
   ...LFS_MUTANTS,

@@ -49,7 +49,13 @@ export interface LsRefsAheadHooks {
     head: Pkt[],
     reader: PktLineReader,
     budget: { left: number; max: number },
-  ): Promise<{ response: Response | null; read: Pkt[]; askedAt?: number }>;
+  ): Promise<{
+    response: Response | null;
+    read: Pkt[];
+    askedAt?: number;
+    /** To call with the origin's status once the `ls-refs` was forwarded to it. */
+    learn?: (status: number) => void;
+  }>;
 }
 
 /** What the routes call of `TagListings` (tag_listings.ts). */

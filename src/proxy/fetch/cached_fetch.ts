@@ -8,6 +8,7 @@ import type { ProxyContext } from "../core/context.ts";
 import { cacheKey, keyedByTags } from "../core/response_cache.ts";
 import { entryKey } from "../core/store_layout.ts";
 import { noteBytesSaved } from "../ops/bytes_saved.ts";
+import { windowedTee } from "../core/streams.ts";
 import { TagDigest } from "../origin/tag_listings.ts";
 import { OriginAnswerError } from "../origin/origin.ts";
 import { forwardUploadPack, relay } from "../origin/forwarding.ts";
@@ -19,6 +20,9 @@ import { type FetchArgs, serializeFetchArgs } from "../../git/fetch_request.ts";
 import { UPLOAD_PACK_RESULT_TYPE } from "../../git/media_types.ts";
 import { recordOutcome } from "../core/request_record.ts";
 import { inBackground } from "../core/deps.ts";
+
+/** Bytes of an answer the copy going to the store may lag behind its client. */
+export const CACHE_COPY_WINDOW_BYTES = 4 << 20;
 
 export function responseCacheBytes(ctx: ProxyContext): number {
   return ctx.deps.config.responseCacheBytes;
@@ -117,7 +121,8 @@ async function throughCache(
     claim?.abandon();
     return relay(origin, answer.body);
   }
-  const [toClient, toStore] = answer.body.tee();
+  // A slow client holds the origin back; a store falling behind loses the entry (streams.ts).
+  const [toClient, toStore] = windowedTee(answer.body, CACHE_COPY_WINDOW_BYTES);
   inBackground(
     ctx.deps,
     claim.fill(ctx.deps.store, ctx.metrics, toStore, { maxBytes: responseCacheBytes(ctx) }),

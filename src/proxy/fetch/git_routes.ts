@@ -154,6 +154,7 @@ async function uploadPack(
     let head = await readPkts(reader, budget, false);
     if (head.length === 0) throw new ClientRequestError("empty request", 400);
     const { command } = requestCommand(head);
+    let learn: ((status: number) => void) | undefined;
     if (command === "ls-refs" && ctx.lsRefsAhead) {
       const ahead = await ctx.lsRefsAhead.answer(ctx, request, repo, head, reader, budget);
       if (ahead.response) {
@@ -170,6 +171,7 @@ async function uploadPack(
           ahead.response;
       }
       head = ahead.read;
+      learn = ahead.learn;
     }
     if (command !== "fetch") {
       guarded.passThrough();
@@ -188,6 +190,7 @@ async function uploadPack(
       // A listing the origin gave (a credential it knows): a clone's fetch follows, and the
       // origin's word on that is asked for now, not when the fetch comes.
       if (command === "ls-refs" && res.status === 200) probeAhead(ctx, request, repo);
+      learn?.(res.status);
       if (command !== "ls-refs" || !ctx.tagListings) return res;
       return ctx.tagListings.observe(ctx, request, repo, head, askedAt, res);
     }

@@ -7,13 +7,14 @@
  *   new traffic: it is draining (the Deno server after SIGTERM), its store is not writable, or it
  *   has no signing key (a Worker without `EDGE_SIGNING_KEY`).
  *
- * Both are unauthenticated and cheap: they never reach the origin; readiness writes one small
- * object to the store at most every {@link STORE_PROBE_TTL.okMs} (a failed write is tried again
+ * Both are unauthenticated and cheap: they never reach the origin; readiness writes an object of
+ * {@link STORE_PROBE_BYTES} to the store and reads it back (a store that takes an empty write but
+ * not an answer's worth of bytes, as a full disk does, is not writable) at most every {@link STORE_PROBE_TTL.okMs} (a failed write is tried again
  * after {@link STORE_PROBE_TTL.failMs}), shared by every probe in the meantime. Bodies are JSON
  * naming each check, with no server paths.
  */
 import type { Clock } from "../core/deps.ts";
-import { type PackStore, putBytes } from "../../storage/store.ts";
+import { getBytes, type PackStore, putBytes } from "../../storage/store.ts";
 
 export const HEALTH_ROUTES = {
   live: "/_edge/health/live",
@@ -25,6 +26,19 @@ export const STORE_PROBE_TTL = { okMs: 30_000, failMs: 2_000 } as const;
 
 /** The key the store probe writes. */
 export const STORE_PROBE_KEY = "health/probe";
+
+/** Size of the object the store probe writes and reads back: about a small fetch answer. */
+export const STORE_PROBE_BYTES = 64 * 1024;
+
+/** The probe's bytes: different on every probe, so a stale object does not read back as new. */
+function probeBytes(now: number): Uint8Array {
+  const bytes = new Uint8Array(STORE_PROBE_BYTES);
+  const stamp = new TextEncoder().encode(`${now} ${crypto.randomUUID()}\n`);
+  for (let at = 0; at < bytes.length; at += stamp.length) {
+    bytes.set(stamp.subarray(0, bytes.length - at), at);
+  }
+  return bytes;
+}
 
 /** What readiness looks at. */
 export interface ReadinessDeps {
@@ -46,13 +60,22 @@ export class StoreProbe {
 
   constructor(readonly ttl: { okMs: number; failMs: number } = STORE_PROBE_TTL) {}
 
-  /** Writes a few bytes to the store unless a recent probe answered; never throws. */
+  /** Writes and reads back a probe object unless a recent probe answered; never throws. */
   async check(store: PackStore, clock: Clock): Promise<{ ok: boolean; error?: unknown }> {
     if (clock.now() < this.#until) return this.#result;
     this.#running ??= (async () => {
       let result: { ok: boolean; error?: unknown };
       try {
-        await putBytes(store, STORE_PROBE_KEY, new TextEncoder().encode(String(clock.now())));
+        const bytes = probeBytes(clock.now());
+        await putBytes(store, STORE_PROBE_KEY, bytes);
+        const back = await getBytes(store, STORE_PROBE_KEY);
+        if (
+          !back || back.byteLength !== bytes.byteLength || !back.every((b, i) => b === bytes[i])
+        ) {
+          throw new Error(
+            `the store probe read back ${back?.byteLength ?? "no"} bytes, not those written`,
+          );
+        }
         result = { ok: true };
       } catch (error) {
         result = { ok: false, error };

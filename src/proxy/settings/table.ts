@@ -325,8 +325,8 @@ export const SETTINGS: readonly Setting[] = withEnvNames([
     workerVar: "LS_REFS_AHEAD_SECONDS",
     min: 0,
     default: DEFAULT_EDGE_CONFIG.lsRefsAheadSeconds,
-    help: "With a v2 `info/refs`, the edge sends the origin the `ls-refs` the repository's last " +
-      "client sent; the same client's `ls-refs` within this many seconds gets that answer " +
+    help: "With a v2 `info/refs`, the edge sends the origin the `ls-refs` that credential last " +
+      "sent there (answered 200); its `ls-refs` within this many seconds gets that answer " +
       "(computed after its clone began), and its cached fetch that listing's tag digest (0: off).",
   }),
   integer({

@@ -221,6 +221,11 @@ export class RepoSnapshots {
     return { status: await this.status(repo), started };
   }
 
+  /** Whether a build runs (or is carried across invocations) in this instance. */
+  get busy(): boolean {
+    return this.#building !== null || this.#waiter !== null;
+  }
+
   /** Resolves once no build is running (whatever its outcome). */
   async idle(): Promise<void> {
     while (this.#building) await this.#building.catch(() => {});

@@ -490,7 +490,15 @@ export class SnapshotBuilder {
       const failedPut = (await Promise.allSettled(puts)).find((r) => r.status === "rejected");
       throw failedPut ? (failedPut as PromiseRejectedResult).reason ?? error : error;
     }
-    await Promise.all(puts);
+    const stored = await Promise.all(puts);
+    // A pack is counted only once the store holds every byte the split wrote.
+    stored.forEach(({ size }, i) => {
+      if (size !== written[i].size) {
+        throw new SnapshotBuildError(
+          `build ${state.id}: ${keys[i]} stored ${size} of ${written[i].size} bytes`,
+        );
+      }
+    });
     const packs = [
       ...state.written,
       ...written.map((w, i) => ({
