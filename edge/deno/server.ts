@@ -52,6 +52,8 @@ export interface DenoEdgeOptions {
   onStoreRequest?: (command: string) => void;
   /** `redis://…`: coordinate with the other edges on the same store (a fleet). */
   coordinator?: string;
+  /** Term of the fleet's leases (`--lease-seconds`); default DEFAULT_LEASE_MS. */
+  leaseSeconds?: number;
   /** The fleet's lease term (ms; default DEFAULT_LEASE_MS) and this node's state (tests). */
   fleet?: { leaseMs?: number; state?: FleetState; token?: string };
   host?: string;
@@ -116,11 +118,14 @@ export async function startDenoEdge(opts: DenoEdgeOptions): Promise<RunningEdge>
       ? new RedisFleetState({ url: opts.coordinator, namespace: opts.store })
       : undefined);
   if (fleetState instanceof RedisFleetState) await fleetState.connect();
-  const leaseMs = opts.fleet?.leaseMs ?? DEFAULT_LEASE_MS;
+  const leaseMs = opts.fleet?.leaseMs ??
+    (opts.leaseSeconds ? opts.leaseSeconds * 1000 : DEFAULT_LEASE_MS);
   const token = opts.fleet?.token ?? crypto.randomUUID();
   let fleetBuilder: FleetBuilder | undefined;
   // With a fleet, the builder's manifest writes are fenced by this node's build leases.
-  const store = fleetState ? FleetCoordinator.fence(shared, () => fleetBuilder!) : shared;
+  const store = fleetState
+    ? FleetCoordinator.fence(shared, () => fleetBuilder!, fleetState, token)
+    : shared;
   const metrics = new Metrics();
   const clock = opts.clock ?? { now: () => Date.now() };
   const originFetch = (req: Request) => fetch(req);

@@ -33,6 +33,8 @@ export interface Fleet extends AsyncDisposable {
 export interface FleetOptions extends EdgeUnderTestOptions {
   leaseMs?: number;
   storeMaxBytes?: number;
+  /** Per node: how far its clock is off (ms; nodes' clocks apart by seconds). */
+  clockSkewMs?: number[];
 }
 
 export async function startFleet(n: number, opts: FleetOptions): Promise<Fleet> {
@@ -59,6 +61,7 @@ export async function startFleet(n: number, opts: FleetOptions): Promise<Fleet> 
       coordinator: redis.url,
       signingKey,
       fleet: { leaseMs: opts.leaseMs ?? 3000 },
+      clock: { now: () => Date.now() + (opts.clockSkewMs?.[i] ?? 0) },
       config: {
         ...edgeConfigFor({ ...opts, publicUrl: front.url }),
         ...(opts.storeMaxBytes ? { storeMaxBytes: opts.storeMaxBytes } : {}),

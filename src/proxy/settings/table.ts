@@ -32,6 +32,8 @@ export interface ServeExtras {
   store: string;
   /** `redis://…`: the fleet's coordinator (edges on one store act as one). */
   coordinator?: string;
+  /** Term of the fleet's leases (s): a node killed mid-build is replaced after this long. */
+  leaseSeconds?: number;
   /** Path-style requests to an `s3://` store. */
   s3PathStyle?: boolean;
   maxConnections: number;
@@ -183,6 +185,16 @@ export const SETTINGS: readonly Setting[] = withEnvNames([
       "one store build each snapshot once for all, under leases kept there.",
     parse: parseRedisUrl,
   },
+  integer({
+    key: "leaseSeconds",
+    edge: false,
+    flag: "--lease-seconds",
+    arg: "N",
+    min: 1,
+    defaultText: "30",
+    help: "With `--coordinator`: term of a build lease, renewed every third of it; a node killed " +
+      "mid-build is replaced by another after this long (kept on the coordinator's clock).",
+  }),
   {
     key: "multiOriginScheme",
     edge: true,

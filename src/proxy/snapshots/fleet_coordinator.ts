@@ -71,16 +71,76 @@ export const DEFAULT_LEASE_MS = 30_000;
 
 const MANIFEST_KEY_RE = /^repos\/([^/]+)\/manifest\.json$/;
 
+/** Where response-cache entries live (`CACHE_PREFIX` of core/response_cache.ts). */
+const CACHE_KEY_RE = /^cache\//;
+
+/** How long a node's claim on a response-cache fill keeps the others from writing that entry. */
+export const FILL_CLAIM_MS = 10 * 60_000;
+
+/** How long a node waits for the entry another node fills before giving up on it (ms). */
+export const FILL_WAIT_MS = 30_000;
+
+/** Another node fills this response-cache entry: this node does not write it too. */
+export class FillTakenError extends Error {
+  override name = "FillTakenError";
+}
+
 /**
  * A `PackStore` whose writes of a manifest (`repos/<id>/manifest.json`) go through only while
  * `holds(id)` confirms this node holds that repository's build lease: the publish of a build
- * that lost its lease (or whose node is cut off from the coordinator) is refused.
+ * that lost its lease (or whose node is cut off from the coordinator) is refused. With `claim`,
+ * a response-cache entry (`cache/…`) is written by one node of the fleet only: the node that
+ * claims its fill first (the claim outlives the write, so nobody rewrites the entry under its
+ * readers). Another node's fill of it stores nothing and resolves once the entry is there whole,
+ * so the requests waiting on that node's fill read it (single-flight across the fleet, one
+ * origin answer per node at most).
  */
 export class FencedStore implements PackStore {
   constructor(
     readonly inner: PackStore,
     readonly holds: (repoId: string) => Promise<boolean>,
+    readonly claim?: {
+      take(key: string): Promise<boolean>;
+      drop(key: string): Promise<void>;
+    },
   ) {}
+
+  /** Writes `key` by `write`, claiming the fill first when it is a response-cache entry. */
+  async #write<T>(key: string, write: () => Promise<T>, onRefused: () => Promise<void>) {
+    if (!this.claim || !CACHE_KEY_RE.test(key)) {
+      try {
+        await this.#fence(key);
+      } catch (error) {
+        await onRefused();
+        throw error;
+      }
+      return await write();
+    }
+    let taken = false;
+    try {
+      taken = await this.claim.take(key);
+    } catch {
+      /* coordinator away: write as a lone node would */
+      taken = true;
+    }
+    if (!taken) {
+      // Another node writes this entry: wait for it to appear whole instead of rewriting it.
+      await onRefused();
+      const deadline = Date.now() + FILL_WAIT_MS;
+      while (Date.now() < deadline) {
+        const info = await this.inner.head(key);
+        if (info) return { size: info.size } as T;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      throw new FillTakenError(`another node fills ${key}, and it did not appear`);
+    }
+    try {
+      return await write();
+    } catch (error) {
+      await this.claim.drop(key).catch(() => {});
+      throw error;
+    }
+  }
 
   async #fence(key: string): Promise<void> {
     const repoId = key.match(MANIFEST_KEY_RE)?.[1];
@@ -97,20 +157,19 @@ export class FencedStore implements PackStore {
     if (!held) throw new LeaseLostError(`the build lease of ${repoId} is held by another node`);
   }
 
-  async put(key: string, body: ReadableStream<Uint8Array>): Promise<{ size: number }> {
-    try {
-      await this.#fence(key);
-    } catch (error) {
-      await body.cancel().catch(() => {});
-      throw error;
-    }
-    return await this.inner.put(key, body);
+  put(key: string, body: ReadableStream<Uint8Array>): Promise<{ size: number }> {
+    return this.#write(
+      key,
+      () => this.inner.put(key, body),
+      () => body.cancel().catch(() => {}),
+    );
   }
 
-  async putBuffer(key: string, bytes: Uint8Array): Promise<{ size: number }> {
-    await this.#fence(key);
-    if (this.inner.putBuffer) return await this.inner.putBuffer(key, bytes);
-    return await this.inner.put(key, new Blob([bytes as Uint8Array<ArrayBuffer>]).stream());
+  putBuffer(key: string, bytes: Uint8Array): Promise<{ size: number }> {
+    return this.#write(key, () => {
+      if (this.inner.putBuffer) return this.inner.putBuffer(key, bytes);
+      return this.inner.put(key, new Blob([bytes as Uint8Array<ArrayBuffer>]).stream());
+    }, () => Promise.resolve());
   }
 
   get(key: string, range?: ByteRange): Promise<StoredObject | null> {
@@ -359,8 +418,19 @@ export class FleetCoordinator implements SnapshotCoordinator {
     await Promise.all([...this.#repos.values()].map((g) => g.coordinator.idle()));
   }
 
-  /** A store whose manifest writes are fenced by this node's build leases. */
-  static fence(store: PackStore, builder: () => FleetBuilder): FencedStore {
-    return new FencedStore(store, (id) => builder().holds(id));
+  /**
+   * A store whose manifest writes are fenced by this node's build leases, and whose
+   * response-cache entries are filled by one node of the fleet (a claim `fill:<key>` in `state`).
+   */
+  static fence(
+    store: PackStore,
+    builder: () => FleetBuilder,
+    state: FleetState,
+    token: string,
+  ): FencedStore {
+    return new FencedStore(store, (id) => builder().holds(id), {
+      take: (key) => state.acquire(`fill:${key}`, token, FILL_CLAIM_MS),
+      drop: (key) => state.release(`fill:${key}`, token),
+    });
   }
 }
