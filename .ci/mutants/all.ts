@@ -12,6 +12,7 @@ import { DOWNLOADS_MUTANTS } from "./downloads.ts";
 import { REQUEST_BOUNDS_MUTANTS } from "./request_bounds.ts";
 import { PLAIN_CLONES_MUTANTS } from "./plain_clones.ts";
 import { SELF_MUTANTS } from "./self.ts";
+import { FLEET_MUTANTS } from "./fleet.ts";
 
 export const MUTANTS: Mutant[] = [
   ...SIGNED_URLS_MUTANTS,
@@ -26,4 +27,5 @@ export const MUTANTS: Mutant[] = [
   ...REQUEST_BOUNDS_MUTANTS,
   ...PLAIN_CLONES_MUTANTS,
   ...SELF_MUTANTS,
+  ...FLEET_MUTANTS,
 ];
