@@ -21,6 +21,7 @@ const BENCHES = [
   "deno_front.ts",
   "wan.ts",
   "bundles.ts",
+  "fleet.ts",
 ];
 
 const firstFlag = Deno.args.findIndex((a) => a.startsWith("-"));

@@ -35,6 +35,8 @@ export interface FleetOptions extends EdgeUnderTestOptions {
   storeMaxBytes?: number;
   /** Per node: how far its clock is off (ms; nodes' clocks apart by seconds). */
   clockSkewMs?: number[];
+  /** Told of every S3 request any node sends (benches). */
+  onStoreRequest?: (command: string) => void;
 }
 
 export async function startFleet(n: number, opts: FleetOptions): Promise<Fleet> {
@@ -58,6 +60,7 @@ export async function startFleet(n: number, opts: FleetOptions): Promise<Fleet> 
       store,
       port: 0,
       s3Client: s3.client,
+      onStoreRequest: opts.onStoreRequest,
       coordinator: redis.url,
       signingKey,
       fleet: { leaseMs: opts.leaseMs ?? 3000 },
