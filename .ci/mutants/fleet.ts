@@ -60,6 +60,14 @@ export const FLEET_MUTANTS: Mutant[] = [
     tests: [REDIS],
   },
   {
+    name: "fleet/sweep-never-runs",
+    file: COORDINATOR,
+    from: "    if (!await this.#deps.state.acquire(name, token, ttlMs)) return false;",
+    to: "    if (name) return false;",
+    tests: ["test/edge/deno/fleet_test.ts"],
+    filter: "cap holds",
+  },
+  {
     name: "s3/read-etag-unchecked",
     file: "edge/deno/s3_store.ts",
     from: "      if (got !== etag) {",

@@ -102,3 +102,39 @@ Deno.test({
     await git(["fsck", "--full"], { cwd: `${dir.path}/warm0`, bin });
   },
 });
+
+Deno.test({
+  name:
+    "fleet of 3 on one S3 store: the store cap holds fleet-wide when each node builds a different repository",
+  ignore: missing,
+  ...LEAKY,
+  fn: async () => {
+    await using origin = await startOrigin();
+    const repos = ["a/one.git", "a/two.git", "a/three.git"];
+    for (const [i, r] of repos.entries()) {
+      await makeRepo(origin, r, { ...SPEC, commits: 6, seed: 100 + i });
+    }
+    const cap = 700_000;
+    await using fleet = await startFleet(3, { origin: origin.url, chunks: 2, storeMaxBytes: cap });
+    const shared = fleet.s3.store(fleet.store.slice("s3://gitedge/".length));
+    const snapshotBytes = async () =>
+      (await shared.list("repos/")).filter((o) => !o.key.endsWith("/state.json"))
+        .reduce((n, o) => n + o.size, 0);
+    await using dir = await tempDir();
+    const bin = await gitBin();
+    for (const [i, r] of repos.entries()) {
+      // A clone through node i: its first build there, then that node's sweep.
+      await git([...URI_CLONE, `${fleet.nodes[i]!.url}/${r}`, `${dir.path}/${i}`], { bin });
+      await withinDeadline(fleet.idle(), "builds and sweeps");
+    }
+    const bytes = await snapshotBytes();
+    assert(bytes <= cap, `${bytes} bytes of snapshots in the store, cap ${cap}`);
+    const kept = [];
+    for (const r of repos) {
+      const id = repoId(`${origin.url}/${r}`);
+      if ((await shared.list(`repos/${id}/packs/`)).length > 0) kept.push(r);
+    }
+    assert(kept.length >= 1 && kept.length < repos.length, `snapshots kept: ${kept}`);
+    assert(kept.includes("a/three.git"), "the one built last is kept");
+  },
+});
