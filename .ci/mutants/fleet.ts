@@ -70,8 +70,8 @@ export const FLEET_MUTANTS: Mutant[] = [
   {
     name: "s3/read-etag-unchecked",
     file: "edge/deno/s3_store.ts",
-    from: "      if (got !== etag) {",
-    to: "      if (got === null) {",
+    from: "      if (got !== etag) {\n        controller.error(",
+    to: "      if (got === null) {\n        controller.error(",
     tests: [S3],
     filter: "ETag",
   },

@@ -325,7 +325,7 @@ export class S3PackStore implements PackStore {
       throw new StoreError(`S3 store: the range of ${key} was not honoured`);
     }
     const etag = range ? null : plainEtag(answer.ETag);
-    return { body: etag ? stream.pipeThrough(md5Check(key, etag)) : stream, size };
+    return { body: etag ? md5Checked(key, etag, stream) : stream, size };
   }
 
   async head(key: string): Promise<ObjectInfo | null> {
@@ -451,20 +451,32 @@ function emptyStream(): ReadableStream<Uint8Array> {
   return new ReadableStream({ start: (c) => c.close() });
 }
 
-/** Passes bytes through; errors the stream at its end unless their MD5 is `etag`. */
-export function md5Check(key: string, etag: string): TransformStream<Uint8Array, Uint8Array> {
+/**
+ * `source`'s bytes, erroring at their end unless their MD5 is `etag`. Read by hand rather than
+ * piped: a pipe would cancel the finished source with the error, which the SDK's body re-emits
+ * as an unhandled stream error.
+ */
+export function md5Checked(
+  key: string,
+  etag: string,
+  source: ReadableStream<Uint8Array>,
+): ReadableStream<Uint8Array> {
   const hash = md5.create();
-  return new TransformStream({
-    transform(chunk, controller) {
-      hash.update(chunk);
-      controller.enqueue(chunk);
-    },
-    flush(controller) {
+  const reader = source.getReader();
+  return new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      const r = await reader.read();
+      if (!r.done) {
+        hash.update(r.value);
+        controller.enqueue(r.value);
+        return;
+      }
       const got = Array.from(hash.digest(), (b) => b.toString(16).padStart(2, "0")).join("");
       if (got !== etag) {
         controller.error(new StoreError(`S3 store: ${key} read back as MD5 ${got}, ETag ${etag}`));
-      }
+      } else controller.close();
     },
+    cancel: (reason) => reader.cancel(reason),
   });
 }
 

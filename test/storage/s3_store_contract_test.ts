@@ -27,7 +27,7 @@ storeContract("s3", async () => {
   const s3 = await shared();
   const store = s3.store(`t${++opened}`, { partBytes: S3_MIN_PART_BYTES });
   return { store, [Symbol.asyncDispose]: () => Promise.resolve(store.client.destroy()) };
-}, { largeBytes: 11 * 1024 * 1024, testOptions });
+}, { largeBytes: 11 * 1024 * 1024, testOptions, racyOverwrites: true });
 
 Deno.test({
   name:
