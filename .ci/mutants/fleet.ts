@@ -10,8 +10,8 @@ export const FLEET_MUTANTS: Mutant[] = [
   {
     name: "fleet/build-without-lease",
     file: COORDINATOR,
-    from: "      if (await state.acquire(lease, token, leaseMs)) {",
-    to: "      if ((await state.acquire(lease, token, leaseMs)) || true) {",
+    from: "      if (await this.#ask(repo, () => state.acquire(lease, token, leaseMs))) {",
+    to: "      if ((await this.#ask(repo, () => state.acquire(lease, token, leaseMs))) || true) {",
     tests: [FLEET_UNIT],
   },
   {

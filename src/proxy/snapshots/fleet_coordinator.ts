@@ -23,6 +23,7 @@ import type { Clock, ScheduleBasis, SnapshotCoordinator, SnapshotStatus } from "
 import { type Manifest, readManifest } from "../core/manifest.ts";
 import type { OriginAuth, RepoRef } from "../core/repo.ts";
 import type { Metrics } from "../core/metrics.ts";
+import { EdgeHttpError } from "../core/errors.ts";
 import type { ByteRange, ObjectInfo, PackStore, StoredObject } from "../../storage/store.ts";
 import { InProcessCoordinator } from "./in_process_coordinator.ts";
 import type { Builder } from "./repo_snapshots.ts";
@@ -51,9 +52,12 @@ export class LeaseLostError extends Error {
   override name = "LeaseLostError";
 }
 
-/** The coordination service did not answer. */
-export class CoordinatorUnavailableError extends Error {
+/** The coordination service did not answer: no build now (503: the client may retry). */
+export class CoordinatorUnavailableError extends EdgeHttpError {
   override name = "CoordinatorUnavailableError";
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, 503, options);
+  }
 }
 
 /** The lease of builds of the repository with id `repoId`. */
@@ -233,6 +237,24 @@ export class FleetBuilder implements Builder {
   }
 
   async build(repo: RepoRef, auth: OriginAuth, previous: Manifest | null): Promise<Manifest> {
+    return await this.#build(repo, auth, previous);
+  }
+
+  /** A coordinator call; its failure becomes a `CoordinatorUnavailableError` (503). */
+  async #ask<T>(repo: RepoRef, call: () => Promise<T>): Promise<T> {
+    try {
+      return await call();
+    } catch (error) {
+      throw new CoordinatorUnavailableError(
+        `no snapshot build for ${repo.path} now: the fleet's coordinator is unreachable (${
+          messageOf(error)
+        })`,
+        { cause: error },
+      );
+    }
+  }
+
+  async #build(repo: RepoRef, auth: OriginAuth, previous: Manifest | null): Promise<Manifest> {
     const { state, token, leaseMs, pollMs } = this.#fleet;
     const lease = buildLease(repo.id);
     const seen = this.seen.get(repo.id) ?? 0;
@@ -240,7 +262,7 @@ export class FleetBuilder implements Builder {
     const deadline = Date.now() + 20 * leaseMs;
     let waited = false;
     while (!this.#closed) {
-      const published = await state.count(publishedCounter(repo.id));
+      const published = await this.#ask(repo, () => state.count(publishedCounter(repo.id)));
       if (published !== seen) {
         // Another node published since this node read its manifest: take that one.
         const current = await readManifest(this.#store, repo);
@@ -249,7 +271,7 @@ export class FleetBuilder implements Builder {
           return current;
         }
       }
-      if (await state.acquire(lease, token, leaseMs)) {
+      if (await this.#ask(repo, () => state.acquire(lease, token, leaseMs))) {
         if (waited) this.#fleet.onTakeover?.(lease);
         return await this.#underLease(repo, auth, previous, lease);
       }

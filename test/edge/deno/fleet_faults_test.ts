@@ -153,6 +153,11 @@ Deno.test({
     await git([...URI_CLONE, "--mirror", `${fleet.front.url}/${cold}`, `${dir.path}/cold`]);
     await assertSameClone(`${dir.path}/direct-${cold}`, `${dir.path}/cold`);
     await fleet.idle();
+    // Asked to build now, a node says why it cannot (and the client may retry).
+    const refused = await fetch(`${fleet.nodes[1]!.url}/_edge/warm/${cold}`, { method: "POST" });
+    const text = await refused.text();
+    assertEquals(refused.status, 503, text);
+    assert(/coordinator is unreachable/.test(text), text);
     const coldId = repoId(`${origin.url}/${cold}`);
     const prefix = fleet.store.slice("s3://gitedge/".length);
     const shared = fleet.s3.store(prefix);
