@@ -230,3 +230,50 @@ Deno.test({
     await assertSameClone(`${dir.path}/direct`, `${dir.path}/after`);
   },
 });
+
+Deno.test({
+  name:
+    "fleet: a node killed (SIGKILL) mid-stream: that clone fails, the same clone through another node equals a direct one, the store is untouched",
+  ignore: missing,
+  ...LEAKY,
+  fn: async () => {
+    await using dir = await tempDir();
+    await using origin = await startOrigin();
+    await makeRepo(origin, REPO, { ...SPEC, binaryBytes: 1_500_000 });
+    await git(["clone", "-q", "--mirror", `${origin.url}/${REPO}`, `${dir.path}/direct`]);
+    await using s3 = await startS3Emulator();
+    await using redis = await startRedis();
+    const store = "s3://gitedge/stream";
+    const env = {
+      AWS_ENDPOINT_URL_S3: s3.endpoint,
+      AWS_ACCESS_KEY_ID: "S3RVER",
+      AWS_SECRET_ACCESS_KEY: "S3RVER",
+      AWS_REGION: "us-east-1",
+      GITEDGE_S3_PATH_STYLE: "on",
+      GITEDGE_COORDINATOR: redis.url,
+      GITEDGE_SIGNING_KEY: hex(crypto.getRandomValues(new Uint8Array(32))),
+    };
+    const args = ["--origin", origin.url, "--store", store];
+    // Node A reads the store over a slow link: its answers stream out as slowly.
+    await using slowStore = await startRelay(s3.endpoint, { bytesPerSecond: 150_000 });
+    await using a = await startServeProcess(args, {
+      env: { ...env, AWS_ENDPOINT_URL_S3: slowStore.url },
+    });
+    await using b = await startServeProcess(args, { env });
+    const warmed = await (await fetch(`${b.url}/_edge/warm/${REPO}`, { method: "POST" })).json();
+    assertEquals(warmed.snapshot.state, "ready");
+    const snapshotObjects = async () =>
+      (await s3.store("stream").list("repos/")).filter((o) => !o.key.endsWith("/state.json"))
+        .map((o) => `${o.key} ${o.version}`);
+    const before = await snapshotObjects();
+    const clone = git(["clone", "-q", "--mirror", `${a.url}/${REPO}`, `${dir.path}/cut`])
+      .then(() => "finished", (e) => `failed: ${e}`);
+    await until(async () => slowStore.stats.bytesOut > 300_000, "the stream under way");
+    Deno.kill(a.pid, "SIGKILL");
+    await a.exited();
+    assert((await clone).startsWith("failed"), "the cut clone fails rather than ending short");
+    await git(["clone", "-q", "--mirror", `${b.url}/${REPO}`, `${dir.path}/retry`]);
+    await assertSameClone(`${dir.path}/direct`, `${dir.path}/retry`);
+    assertEquals(await snapshotObjects(), before, "the snapshot's objects as they were");
+  },
+});
