@@ -158,9 +158,10 @@ export const SETTINGS: readonly Setting[] = withEnvNames([
     key: "store",
     edge: false,
     flag: "--store",
-    arg: "DIR|s3://BUCKET/PREFIX",
+    arg: "STORE",
     default: ".gitedge-store",
-    help: "Pack store: a directory, or an S3 bucket and key prefix (AWS S3, R2's S3 API, MinIO, " +
+    help:
+      "Pack store: a directory, or `s3://BUCKET/PREFIX`: an S3 bucket and key prefix (AWS S3, R2's S3 API, MinIO, " +
       "Ceph RGW); endpoint, region and credentials from the standard AWS environment and config " +
       "(`AWS_ENDPOINT_URL_S3`, `AWS_REGION`, `AWS_ACCESS_KEY_ID`, `AWS_PROFILE`, …). An S3 store " +
       "needs `GITEDGE_SIGNING_KEY`.",
@@ -169,7 +170,7 @@ export const SETTINGS: readonly Setting[] = withEnvNames([
     key: "s3PathStyle",
     edge: false,
     flag: "--s3-path-style",
-    arg: "on|off",
+    arg: "on/off",
     defaultText: "off",
     help: "Path-style requests to an `s3://` store (`ENDPOINT/BUCKET/KEY`: MinIO, Ceph RGW).",
     parse: parseOnOff,
