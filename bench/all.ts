@@ -23,6 +23,7 @@ const BENCHES = [
   "lfs.ts",
   "bundles.ts",
   "access_oracle.ts",
+  "fleet.ts",
 ];
 
 const firstFlag = Deno.args.findIndex((a) => a.startsWith("-"));

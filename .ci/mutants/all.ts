@@ -18,6 +18,7 @@ import { LFS_MUTANTS } from "./lfs.ts";
 import { OPERATOR_ACCESS_MUTANTS } from "./operator_access.ts";
 import { MIRROR_MUTANTS } from "./mirror.ts";
 import { ACCESS_MUTANTS, PURGE_MUTANTS } from "./access.ts";
+import { FLEET_MUTANTS } from "./fleet.ts";
 
 export const MUTANTS: Mutant[] = [
   ...SIGNED_URLS_MUTANTS,
@@ -39,4 +40,5 @@ export const MUTANTS: Mutant[] = [
   ...MIRROR_MUTANTS,
   ...ACCESS_MUTANTS,
   ...PURGE_MUTANTS,
+  ...FLEET_MUTANTS,
 ];

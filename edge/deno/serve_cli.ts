@@ -1,5 +1,5 @@
 /** `gitedge serve`: run the edge on Deno with the filesystem store. */
-import { startDenoEdge } from "./server.ts";
+import { EdgeStartError, startDenoEdge } from "./server.ts";
 import { GitMissingError } from "./pack_index_builder.ts";
 import {
   type GivenSetting,
@@ -80,7 +80,7 @@ export async function serveMain(args: string[]): Promise<number> {
   try {
     edge = await startDenoEdge({ ...settings, log });
   } catch (err) {
-    if (!(err instanceof GitMissingError)) throw err;
+    if (!(err instanceof GitMissingError || err instanceof EdgeStartError)) throw err;
     console.error(`gitedge serve: ${err.message}`);
     return 2;
   }

@@ -1,6 +1,8 @@
 /**
- * The Deno runtime entry: the edge app on `Deno.serve`, with the filesystem pack store and an
- * in-process coordinator. `gitedge serve` (edge/deno/cli.ts) and the tests start it through here.
+ * The Deno runtime entry: the edge app on `Deno.serve`, with the filesystem pack store (or an S3
+ * bucket: `s3://bucket/prefix`) and an in-process coordinator (or, with `--coordinator
+ * redis://…`, a fleet of edges on one store: fleet_coordinator.ts). `gitedge serve`
+ * (edge/deno/cli.ts) and the tests start it through here.
  */
 import { createApp } from "../../src/proxy/app.ts";
 import { createHash } from "node:crypto";
@@ -15,6 +17,17 @@ import { InProcessCoordinator } from "../../src/proxy/snapshots/in_process_coord
 import { Metrics } from "../../src/proxy/core/metrics.ts";
 import { PackSeeds } from "../../src/proxy/snapshots/pack_seeds.ts";
 import { FsPackStore } from "./fs_store.ts";
+import { parseS3Location, S3PackStore } from "./s3_store.ts";
+import { RedisFleetState } from "./redis_fleet.ts";
+import type { S3ClientConfig } from "@aws-sdk/client-s3";
+import type { PackStore } from "../../src/storage/store.ts";
+import type { SnapshotCoordinator } from "../../src/proxy/core/deps.ts";
+import {
+  DEFAULT_LEASE_MS,
+  FleetBuilder,
+  FleetCoordinator,
+  type FleetState,
+} from "../../src/proxy/snapshots/fleet_coordinator.ts";
 import { loadSigningKey } from "./signing_key.ts";
 import { gitPackIndexBuilder, requireGit } from "./pack_index_builder.ts";
 import { Front } from "./front.ts";
@@ -26,8 +39,26 @@ import { HEALTH_ROUTES } from "../../src/proxy/ops/health.ts";
 import { Mirrors } from "../../src/proxy/mirror/mirrors.ts";
 import { GitMirrorHost } from "./mirror.ts";
 
+/** The edge cannot start as configured (an s3:// store without a signing key, …). */
+export class EdgeStartError extends Error {
+  override name = "EdgeStartError";
+}
+
 export interface DenoEdgeOptions {
+  /** A directory, or `s3://bucket/prefix` (client settings from the standard AWS environment). */
   store: string;
+  /** S3 client settings over the AWS environment's (tests: the emulator's endpoint). */
+  s3Client?: S3ClientConfig;
+  /** Path-style S3 requests (`--s3-path-style`: MinIO, Ceph RGW, emulators). */
+  s3PathStyle?: boolean;
+  /** Counts S3 requests (benches). */
+  onStoreRequest?: (command: string) => void;
+  /** `redis://…`: coordinate with the other edges on the same store (a fleet). */
+  coordinator?: string;
+  /** Term of the fleet's leases (`--lease-seconds`); default DEFAULT_LEASE_MS. */
+  leaseSeconds?: number;
+  /** The fleet's lease term (ms; default DEFAULT_LEASE_MS) and this node's state (tests). */
+  fleet?: { leaseMs?: number; state?: FleetState; token?: string };
   host?: string;
   /** 0 picks a free port. */
   port?: number;
@@ -63,7 +94,9 @@ export interface RunningEdge {
   url: string;
   port: number;
   metrics: Metrics;
-  coordinator: InProcessCoordinator;
+  coordinator: SnapshotCoordinator & { idle(): Promise<void> };
+  /** This node's fleet builder (leases held), with `--coordinator`. */
+  fleet?: FleetBuilder;
   /** The git mirrors, when on. */
   mirrors?: Mirrors;
   /** Resolves once scheduled background work and every running snapshot build have finished. */
@@ -80,7 +113,36 @@ export interface RunningEdge {
 export async function startDenoEdge(opts: DenoEdgeOptions): Promise<RunningEdge> {
   // Settings from `gitedge serve` come checked; the same check covers a config given in code.
   const config = withDefaults(checkEdgeConfig(opts.config));
-  const store = new FsPackStore(opts.store);
+  const s3 = parseS3Location(opts.store);
+  if (s3 && config.packIndexes) {
+    throw new EdgeStartError("--pack-indexes needs a store directory (git reads packs in place)");
+  }
+  if (s3 && !opts.signingKey) {
+    // Every node must serve the URLs any node handed out: one key for all, from the environment.
+    throw new EdgeStartError(
+      "an s3:// store needs GITEDGE_SIGNING_KEY (the same on every edge of the store)",
+    );
+  }
+  const shared: PackStore = s3
+    ? new S3PackStore({
+      ...s3,
+      client: { ...(opts.s3PathStyle ? { forcePathStyle: true } : {}), ...opts.s3Client },
+      onRequest: opts.onStoreRequest,
+    })
+    : new FsPackStore(opts.store);
+  const fleetState = opts.fleet?.state ??
+    (opts.coordinator
+      ? new RedisFleetState({ url: opts.coordinator, namespace: opts.store })
+      : undefined);
+  if (fleetState instanceof RedisFleetState) await fleetState.connect();
+  const leaseMs = opts.fleet?.leaseMs ??
+    (opts.leaseSeconds ? opts.leaseSeconds * 1000 : DEFAULT_LEASE_MS);
+  const token = opts.fleet?.token ?? crypto.randomUUID();
+  let fleetBuilder: FleetBuilder | undefined;
+  // With a fleet, the builder's manifest writes are fenced by this node's build leases.
+  const store = fleetState
+    ? FleetCoordinator.fence(shared, () => fleetBuilder!, fleetState, token)
+    : shared;
   const metrics = new Metrics();
   const clock = opts.clock ?? { now: () => Date.now() };
   const originFetch = (req: Request) => fetch(req);
@@ -96,7 +158,7 @@ export async function startDenoEdge(opts: DenoEdgeOptions): Promise<RunningEdge>
     originFetch: loggedOriginFetch(originFetch, log, clock, { for: "build" }),
     clock,
     chunks: config.chunks,
-    ...(config.packIndexes ? { buildIndex: gitPackIndexBuilder(store) } : {}),
+    ...(config.packIndexes ? { buildIndex: gitPackIndexBuilder(shared as FsPackStore) } : {}),
   });
   // With a log, failures are logged by the builder (`build.fail`).
   const onBuildError = opts.onBuildError ??
@@ -104,15 +166,30 @@ export async function startDenoEdge(opts: DenoEdgeOptions): Promise<RunningEdge>
       ? () => {}
       : (path: string, err: unknown) =>
         console.error(`gitedge: snapshot build for ${path} failed:`, err));
-  const coordinator = new InProcessCoordinator({
+  const coordinatorDeps = {
     store,
-    builder,
     clock,
     metrics,
-    onError: (repo, err) => onBuildError(repo.path, err),
+    onError: (repo: RepoRef, err: unknown) => onBuildError(repo.path, err),
     backoffMs: config.buildBackoffSeconds * 1000,
-    onPublished: (repo, manifest) => onPublished(repo, manifest),
-  });
+    onPublished: (repo: RepoRef, manifest: Manifest) => onPublished(repo, manifest),
+  };
+  let fleetCoordinator: FleetCoordinator | undefined;
+  if (fleetState) {
+    fleetBuilder = new FleetBuilder(builder, shared, {
+      state: fleetState,
+      token,
+      leaseMs,
+      onTakeover: (lease) => log.log("warn", "fleet.takeover", { lease }),
+    });
+    fleetCoordinator = new FleetCoordinator({
+      ...coordinatorDeps,
+      builder: fleetBuilder,
+      state: fleetState,
+    });
+  }
+  const coordinator = fleetCoordinator ??
+    new InProcessCoordinator({ ...coordinatorDeps, builder });
   const signingKey = opts.signingKey ?? await loadSigningKey(opts.store);
   // Background work (build scheduling) is tracked, so stopping can wait for it.
   const background = new Set<Promise<unknown>>();
@@ -129,7 +206,8 @@ export async function startDenoEdge(opts: DenoEdgeOptions): Promise<RunningEdge>
         new GitMirrorHost({
           dir: opts.mirrorDir ?? `${opts.store}/mirrors`,
           store,
-          pathOf: (key) => store.pathOf(key),
+          // Seeded by hard links from a filesystem store; copied from any other.
+          pathOf: shared instanceof FsPackStore ? (key) => shared.pathOf(key) : undefined,
           git: opts.mirrorGit,
           log,
         }),
@@ -164,8 +242,12 @@ export async function startDenoEdge(opts: DenoEdgeOptions): Promise<RunningEdge>
     // A repository's mirror is seeded from its first snapshot, off any request's path.
     if (mirrors) waitUntil(mirrors.seedFrom(repo, manifest));
     if (edge.evictor.maxBytes > 0) {
+      // One sweeper for the fleet: the node that takes the sweep lease.
+      const sweep = fleetCoordinator
+        ? () => fleetCoordinator.exclusive("sweep", token, leaseMs, () => edge.evictor.sweep())
+        : async () => void await edge.evictor.sweep();
       waitUntil(
-        coordinator.idle().then(() => edge.evictor.sweep()).catch((error) =>
+        coordinator.idle().then(sweep).catch((error) =>
           console.error("gitedge: evicting snapshots from the store failed:", error)
         ),
       );
@@ -255,7 +337,13 @@ export async function startDenoEdge(opts: DenoEdgeOptions): Promise<RunningEdge>
       await edge.registry.flush(true).catch((error) =>
         console.error("gitedge: saving the repository registry failed:", error)
       );
+      await leaveFleet();
     })();
+  // Leases are given up (others take over at once) and the coordinator's connection closed.
+  const leaveFleet = async () => {
+    await fleetBuilder?.close();
+    if (fleetState instanceof RedisFleetState && !opts.fleet?.state) await fleetState.close();
+  };
   let drained: Promise<DrainReport> | undefined;
   // Builds still running are left to the process's end (their leftovers are collected).
   const drainEdge = (o: { timeoutMs: number; quietMs?: number }) => {
@@ -267,7 +355,7 @@ export async function startDenoEdge(opts: DenoEdgeOptions): Promise<RunningEdge>
       runningBuilds: () => builder.running(),
       log,
     }, o);
-    stopped ??= drained.then(() => {});
+    stopped ??= drained.then(async () => await leaveFleet());
     return drained;
   };
   return {
@@ -276,6 +364,7 @@ export async function startDenoEdge(opts: DenoEdgeOptions): Promise<RunningEdge>
     metrics,
     coordinator,
     mirrors,
+    ...(fleetBuilder ? { fleet: fleetBuilder } : {}),
     idle,
     drain: drainEdge,
     stop,

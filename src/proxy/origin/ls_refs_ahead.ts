@@ -129,7 +129,7 @@ export class LsRefsAhead implements LsRefsAheadHooks {
     const now = ctx.deps.clock.now();
     const live = prior && now - prior.at <= boundMs(ctx) ? prior : undefined;
     remember(this.#infoRefs, key, now);
-    const learned = this.#sendable(ctx, request, repo, key);
+    const learned = this.#sendable(ctx, request, key);
     if (learned && live && !live.settled && live.request === learned.key) {
       // Still under way: one more is sent when it is answered, for this clone and the others
       // that came meanwhile (a burst of clones costs the origin two, not one each).
@@ -142,7 +142,7 @@ export class LsRefsAhead implements LsRefsAheadHooks {
   }
 
   /** The request to send ahead for this `info/refs`, or null when nothing is to be sent. */
-  #sendable(ctx: ProxyContext, request: Request, repo: RepoRef, key: string): Learned | null {
+  #sendable(ctx: ProxyContext, request: Request, key: string): Learned | null {
     const learned = this.#learned.get(learnedKey(key, request));
     if (!learned?.trusted) return null;
     // Only for a credential whose own listing the origin answered within --auth-ttl: one it

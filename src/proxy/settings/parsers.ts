@@ -84,3 +84,18 @@ export function parseOnOff(text: string): boolean {
   if (["off", "false", "0", "no"].includes(t)) return false;
   throw new ConfigValueError("on or off", text);
 }
+
+/** Checks `text` is a `redis://` or `rediss://` URL (Redis or Valkey) and returns it. */
+export function parseRedisUrl(text: string): string {
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    throw new ConfigValueError("a redis:// URL", text);
+  }
+  if (url.protocol !== "redis:" && url.protocol !== "rediss:") {
+    throw new ConfigValueError("a redis:// or rediss:// URL", text);
+  }
+  if (url.hostname === "") throw new ConfigValueError("a redis:// URL with a host", text);
+  return text;
+}

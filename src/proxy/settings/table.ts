@@ -10,6 +10,7 @@ import {
   parseIntAtLeast,
   parseOneOf,
   parseOnOff,
+  parseRedisUrl,
   parseScheme,
   parseSigningKeyHex,
 } from "./parsers.ts";
@@ -29,6 +30,12 @@ export interface ServeExtras {
   port: number;
   host: string;
   store: string;
+  /** `redis://…`: the fleet's coordinator (edges on one store act as one). */
+  coordinator?: string;
+  /** Term of the fleet's leases (s): a node killed mid-build is replaced after this long. */
+  leaseSeconds?: number;
+  /** Path-style requests to an `s3://` store. */
+  s3PathStyle?: boolean;
   maxConnections: number;
   headerTimeoutSeconds: number;
   idleTimeoutSeconds: number;
@@ -157,9 +164,43 @@ export const SETTINGS: readonly Setting[] = withEnvNames([
     key: "store",
     edge: false,
     flag: "--store",
-    arg: "DIR",
+    arg: "STORE",
     default: ".gitedge-store",
-    help: "Pack store directory.",
+    help:
+      "Pack store: a directory, or `s3://BUCKET/PREFIX`: an S3 bucket and key prefix (AWS S3, R2's S3 API, MinIO, " +
+      "Ceph RGW); endpoint, region and credentials from the standard AWS environment and config " +
+      "(`AWS_ENDPOINT_URL_S3`, `AWS_REGION`, `AWS_ACCESS_KEY_ID`, `AWS_PROFILE`, …). An S3 store " +
+      "needs `GITEDGE_SIGNING_KEY`.",
+  }),
+  {
+    key: "s3PathStyle",
+    edge: false,
+    flag: "--s3-path-style",
+    arg: "on/off",
+    defaultText: "off",
+    help: "Path-style requests to an `s3://` store (`ENDPOINT/BUCKET/KEY`: MinIO, Ceph RGW).",
+    parse: parseOnOff,
+  },
+  {
+    key: "coordinator",
+    edge: false,
+    flag: "--coordinator",
+    arg: "URL",
+    secret: true,
+    defaultText: "unset (this process alone)",
+    help: "`redis://[USER:PASSWORD@]HOST:PORT` (Redis or Valkey; `rediss://` for TLS): edges on " +
+      "one store build each snapshot once for all, under leases kept there.",
+    parse: parseRedisUrl,
+  },
+  integer({
+    key: "leaseSeconds",
+    edge: false,
+    flag: "--lease-seconds",
+    arg: "N",
+    min: 1,
+    defaultText: "30",
+    help: "With `--coordinator`: term of a build lease, renewed every third of it; a node killed " +
+      "mid-build is replaced by another after this long (kept on the coordinator's clock).",
   }),
   {
     key: "multiOriginScheme",

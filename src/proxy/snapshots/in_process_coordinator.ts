@@ -7,15 +7,15 @@
 import type { Clock, ScheduleBasis, SnapshotCoordinator, SnapshotStatus } from "../core/deps.ts";
 import { type Manifest, readManifest } from "../core/manifest.ts";
 import type { OriginAuth, RepoRef } from "../core/repo.ts";
-import type { SnapshotBuilder } from "./snapshot.ts";
-import { RepoSnapshots } from "./repo_snapshots.ts";
+import { type Builder, RepoSnapshots } from "./repo_snapshots.ts";
 import { StoreSnapshotStorage } from "./store_snapshot_storage.ts";
 import type { PackStore } from "../../storage/store.ts";
 import type { Metrics } from "../core/metrics.ts";
 
 export interface InProcessCoordinatorDeps {
   store: PackStore;
-  builder: SnapshotBuilder;
+  /** The snapshot builder (`SnapshotBuilder`; in a fleet, one wrapped in the fleet lease). */
+  builder: Builder;
   clock: Clock;
   metrics?: Metrics;
   /** Reports background failures (a build nobody awaits). */

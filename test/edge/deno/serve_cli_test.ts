@@ -185,7 +185,18 @@ function samplesOf(
     return [one, one];
   }
   // Otherwise the first two of these texts the setting takes.
-  const texts = ["on", "off", "json", "text", "debug", "warn", "http://a.example/p/", "http://b"];
+  const texts = [
+    "on",
+    "off",
+    "json",
+    "text",
+    "debug",
+    "warn",
+    "http://a.example/p/",
+    "http://b",
+    "redis://a.example:6379",
+    "rediss://b.example",
+  ];
   const taken = texts.flatMap((text) => {
     try {
       return [{ text, value: s.parse(text) }];

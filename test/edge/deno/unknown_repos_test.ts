@@ -7,6 +7,7 @@ import { startOrigin } from "../../support/origin.ts";
 import { makeRepo } from "../../support/fixtures.ts";
 import { startDenoEdge } from "../../../edge/deno/server.ts";
 import { encodePkts } from "../../../src/git/pktline.ts";
+import type { InProcessCoordinator } from "../../../src/proxy/snapshots/in_process_coordinator.ts";
 
 Deno.test("random paths: fetches and bundle lists of repositories the origin does not serve hold no state", async () => {
   // Fails on the coordinator that kept a RepoSnapshots per path ever asked (120 here, 60,000
@@ -47,7 +48,7 @@ Deno.test("random paths: fetches and bundle lists of repositories the origin doe
       assert(a.status >= 400 && b.status >= 400, `${a.status} ${b.status}`);
     }
     await edge.idle();
-    assertEquals(edge.coordinator.size, 0, "no repository state held");
+    assertEquals((edge.coordinator as InProcessCoordinator).size, 0, "no repository state held");
   } finally {
     await edge.stop();
     await Deno.remove(store, { recursive: true }).catch(() => {});
