@@ -17,8 +17,7 @@ import { InProcessCoordinator } from "../../src/proxy/snapshots/in_process_coord
 import { Metrics } from "../../src/proxy/core/metrics.ts";
 import { PackSeeds } from "../../src/proxy/snapshots/pack_seeds.ts";
 import { FsPackStore } from "./fs_store.ts";
-import { parseS3Location, S3PackStore } from "./s3_store.ts";
-import { RedisFleetState } from "./redis_fleet.ts";
+import type { RedisFleetState } from "./redis_fleet.ts";
 import type { S3ClientConfig } from "@aws-sdk/client-s3";
 import type { PackStore } from "../../src/storage/store.ts";
 import type { SnapshotCoordinator } from "../../src/proxy/core/deps.ts";
@@ -113,7 +112,10 @@ export interface RunningEdge {
 export async function startDenoEdge(opts: DenoEdgeOptions): Promise<RunningEdge> {
   // Settings from `gitedge serve` come checked; the same check covers a config given in code.
   const config = withDefaults(checkEdgeConfig(opts.config));
-  const s3 = parseS3Location(opts.store);
+  // The S3 client and the Redis client load only where they are configured: a filesystem store
+  // (and the npm package, which carries neither) never loads them.
+  const s3Store = opts.store.startsWith("s3://") ? await import("./s3_store.ts") : undefined;
+  const s3 = s3Store?.parseS3Location(opts.store) ?? null;
   if (s3 && config.packIndexes) {
     throw new EdgeStartError("--pack-indexes needs a store directory (git reads packs in place)");
   }
@@ -123,18 +125,20 @@ export async function startDenoEdge(opts: DenoEdgeOptions): Promise<RunningEdge>
       "an s3:// store needs GITEDGE_SIGNING_KEY (the same on every edge of the store)",
     );
   }
-  const shared: PackStore = s3
-    ? new S3PackStore({
+  const shared: PackStore = s3 && s3Store
+    ? new s3Store.S3PackStore({
       ...s3,
       client: { ...(opts.s3PathStyle ? { forcePathStyle: true } : {}), ...opts.s3Client },
       onRequest: opts.onStoreRequest,
     })
     : new FsPackStore(opts.store);
-  const fleetState = opts.fleet?.state ??
-    (opts.coordinator
-      ? new RedisFleetState({ url: opts.coordinator, namespace: opts.store })
-      : undefined);
-  if (fleetState instanceof RedisFleetState) await fleetState.connect();
+  let redis: RedisFleetState | undefined;
+  if (!opts.fleet?.state && opts.coordinator) {
+    const { RedisFleetState } = await import("./redis_fleet.ts");
+    redis = new RedisFleetState({ url: opts.coordinator, namespace: opts.store });
+    await redis.connect();
+  }
+  const fleetState = opts.fleet?.state ?? redis;
   const leaseMs = opts.fleet?.leaseMs ??
     (opts.leaseSeconds ? opts.leaseSeconds * 1000 : DEFAULT_LEASE_MS);
   const token = opts.fleet?.token ?? crypto.randomUUID();
@@ -342,7 +346,7 @@ export async function startDenoEdge(opts: DenoEdgeOptions): Promise<RunningEdge>
   // Leases are given up (others take over at once) and the coordinator's connection closed.
   const leaveFleet = async () => {
     await fleetBuilder?.close();
-    if (fleetState instanceof RedisFleetState && !opts.fleet?.state) await fleetState.close();
+    if (redis) await redis.close();
   };
   let drained: Promise<DrainReport> | undefined;
   // Builds still running are left to the process's end (their leftovers are collected).

@@ -53,6 +53,10 @@ export async function buildNpmPackage(
     "--quiet",
     "--platform=deno",
     "--code-splitting",
+    // The S3 and Redis clients (an edge fleet's, loaded only when configured) stay out of the
+    // package: a fleet runs the edge from a checkout (docs/fleet.md).
+    "--external=@aws-sdk/client-s3",
+    "--external=redis",
     `--config=${root}edge/deno/serve.json`,
     `--outdir=${dir}/dist`,
     `${here}entry.ts`,
