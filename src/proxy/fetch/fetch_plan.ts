@@ -79,7 +79,8 @@ export type FetchPlan =
      * Answer with git's `upload-pack` on the edge's mirror (mirror_fetch.ts) once it holds every
      * want (an incremental fetch from the origin brings it current first, shared by concurrent
      * requests). `askOrigin`: the origin has not accepted this credential within `--auth-ttl`,
-     * so it is asked first (a cheap `ls-refs`), and a refusal goes to the origin as `fallback`.
+     * so it is asked first (a probe fetch that costs it no pack: origin/fetch_probe.ts), and a
+     * refusal is the client's answer.
      * Whenever the mirror cannot answer, `fallback` is carried out instead.
      */
     | { action: "answer-from-mirror"; askOrigin: boolean; fallback: FallbackPlan }

@@ -3,7 +3,7 @@
  * edge's mirror of the repository (src/proxy/mirror), once the mirror holds every want. The
  * origin is asked only for what is new (one incremental fetch per new state of the repository,
  * shared by every request that needs it) and, for a credential it has not accepted within
- * `--auth-ttl`, for a cheap `ls-refs` first. Whenever the mirror cannot answer (no snapshot to seed
+ * `--auth-ttl`, for its word first (a probe fetch that costs it no pack). Whenever the mirror cannot answer (no snapshot to seed
  * it from, the update failed, upload-pack failed), the fetch is carried out as with no mirror.
  */
 import { authorisedToFetch } from "../origin/fetch_probe.ts";
