@@ -34,8 +34,9 @@ import { gzipSync } from "fflate";
 /** Statuses allowed for an input the edge refused without asking the origin. */
 export const LOCAL_STATUSES: ReadonlySet<number> = new Set([400, 403, 404, 405, 408, 413, 415]);
 
-/** A protocol-v2 answer (a well-formed fetch the edge answered from its response cache). */
-const V2_ANSWER = /^[0-9a-f]{4}(acknowledgments|shallow-info|wanted-refs|packfile)\n/;
+/** A protocol-v2 answer the edge gave alone (a fetch from its response cache, its bundle list). */
+const V2_ANSWER =
+  /^[0-9a-f]{4}(acknowledgments|shallow-info|wanted-refs|packfile|bundle\.version=1)\n/;
 
 /** Whether `status` is allowed for an input that reached the origin. */
 export function originStatusAllowed(status: number): boolean {
