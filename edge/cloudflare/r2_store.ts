@@ -17,7 +17,7 @@ import {
   StoreError,
 } from "../../src/storage/store.ts";
 import { DEFAULT_R2_PART_MIB } from "../../src/proxy/settings/table.ts";
-import { fixedSizeParts, type Part } from "../../src/storage/fixed_parts.ts";
+import { firstPart, type Part } from "../../src/storage/fixed_parts.ts";
 import type {
   R2Bucket,
   R2MultipartUpload,
@@ -69,21 +69,19 @@ export class R2PackStore implements PackStore {
   /** Streams `body` into `key`: one `put` when it fits in a part, multipart otherwise. */
   async put(key: string, body: ReadableStream<Uint8Array>): Promise<{ size: number }> {
     assertKey(key);
-    const parts = fixedSizeParts(body, this.#partBytes);
-    let first: Part;
+    let parts: Awaited<ReturnType<typeof firstPart>>;
     try {
-      const next = await parts.next();
-      if (next.done) throw new StoreError("part reader ended without a part");
-      first = next.value;
+      parts = await firstPart(body, this.#partBytes);
     } catch (error) {
       throw storeError(`reading the body for ${key}`, error);
     }
+    const { first, rest } = parts;
     if (first.last) {
       const written = await r2Call(`putting ${key}`, () => this.#bucket.put(key, first.bytes));
       if (written === null) throw new StoreError(`R2 refused to write ${key}`);
       return { size: written.size };
     }
-    return await this.#putMultipart(key, first, parts);
+    return await this.#putMultipart(key, first, rest);
   }
 
   /** Writes bytes already in memory: one `put` when they fit in a part, multipart otherwise. */

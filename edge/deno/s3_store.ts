@@ -37,7 +37,7 @@ import {
   type StoredObject,
   StoreError,
 } from "../../src/storage/store.ts";
-import { fixedSizeParts, type Part } from "../../src/storage/fixed_parts.ts";
+import { firstPart, type Part } from "../../src/storage/fixed_parts.ts";
 
 /** S3's smallest multipart part (every part except the last). */
 export const S3_MIN_PART_BYTES = 5 * 1024 * 1024;
@@ -168,17 +168,15 @@ export class S3PackStore implements PackStore {
 
   async put(key: string, body: ReadableStream<Uint8Array>): Promise<{ size: number }> {
     const full = this.#key(key);
-    const parts = fixedSizeParts(body, this.#partBytes);
-    let first: Part;
+    let parts: Awaited<ReturnType<typeof firstPart>>;
     try {
-      const next = await parts.next();
-      if (next.done) throw new StoreError("part reader ended without a part");
-      first = next.value;
+      parts = await firstPart(body, this.#partBytes);
     } catch (error) {
       throw storeError(`reading the body for ${key}`, error);
     }
+    const { first, rest } = parts;
     if (first.last) return await this.#putOne(full, key, first.bytes);
-    return await this.#putMultipart(full, key, first, parts);
+    return await this.#putMultipart(full, key, first, rest);
   }
 
   async putBuffer(key: string, bytes: Uint8Array): Promise<{ size: number }> {

@@ -101,3 +101,18 @@ export async function* fixedSizeParts(
     reader.releaseLock();
   }
 }
+
+/**
+ * The first part of `source` in parts of `size` bytes, and the parts after it: a store writes a
+ * body that ends with its first part in one request, and any other as a multipart upload.
+ */
+export async function firstPart(
+  source: ReadableStream<Uint8Array>,
+  size: number,
+): Promise<{ first: Part; rest: AsyncGenerator<Part, void, undefined> }> {
+  const rest = fixedSizeParts(source, size);
+  const next = await rest.next();
+  // An empty source yields one empty last part: never nothing.
+  if (next.done) throw new Error("part reader ended without a part");
+  return { first: next.value, rest };
+}
