@@ -257,6 +257,39 @@ export class GitMirrorHost implements MirrorHost {
     return { ok: true, body };
   }
 
+  async pack(
+    repo: RepoRef,
+    wants: readonly string[],
+    haves: readonly string[],
+  ): Promise<ReadableStream<Uint8Array>> {
+    const cwd = this.pathOf(repo);
+    const bad = [...wants, ...haves].find((o) => !HEX.test(o));
+    if (bad !== undefined) throw new Error(`not an object id: ${bad.slice(0, 80)}`);
+    if (wants.length === 0) throw new Error("nothing to pack");
+    const tmp = `${this.#dir}/${repo.id}.layer-${crypto.randomUUID()}`;
+    await Deno.mkdir(tmp);
+    try {
+      // Into a file, not `--stdout`: git then checks every entry it copies from the mirror's
+      // packs against its CRC (to stdout it copies them unchecked), so bit rot fails here and
+      // not in the snapshot. `--revs` with `^have` lines: the objects the new tips add; no
+      // `--thin`: the pack is self-contained.
+      const revs = [...wants, ...haves.map((h) => `^${h}`)].join("\n") + "\n";
+      const hash = (await this.#run(
+        ["pack-objects", "--revs", "--delta-base-offset", "-q", `${tmp}/layer`],
+        { cwd, stdin: revs },
+      )).trim();
+      if (!HEX.test(hash)) throw new Error(`pack-objects named no pack: ${hash.slice(0, 80)}`);
+      const file = await Deno.open(`${tmp}/layer-${hash}.pack`);
+      // The open file is all the reader needs: its directory goes now (the space with the file's
+      // last reference), so nothing is left behind however the pack is read.
+      await Deno.remove(tmp, { recursive: true }).catch(() => {});
+      return file.readable;
+    } catch (error) {
+      await Deno.remove(tmp, { recursive: true }).catch(() => {});
+      throw error;
+    }
+  }
+
   async discard(repoId: string): Promise<void> {
     const path = this.pathOf(repoId);
     const trash = `${path}.discard-${crypto.randomUUID()}`;

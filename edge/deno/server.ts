@@ -10,7 +10,7 @@ import type { Sha256Stream } from "../../src/proxy/core/deps.ts";
 import type { Clock } from "../../src/proxy/core/deps.ts";
 import type { Manifest } from "../../src/proxy/core/manifest.ts";
 import { type EdgeConfig, withDefaults } from "../../src/proxy/core/config.ts";
-import type { RepoRef } from "../../src/proxy/core/repo.ts";
+import type { OriginAuth, RepoRef } from "../../src/proxy/core/repo.ts";
 import { checkEdgeConfig } from "../../src/proxy/settings/resolve.ts";
 import { DEFAULT_CONNECTION_LIMITS } from "../../src/proxy/settings/table.ts";
 import { InProcessCoordinator } from "../../src/proxy/snapshots/in_process_coordinator.ts";
@@ -155,10 +155,50 @@ export async function startDenoEdge(opts: DenoEdgeOptions): Promise<RunningEdge>
   // Clones' pass-through answers seed first builds (the origin sends the full pack once).
   const packSeeds = new PackSeeds(store);
   const log = opts.log ?? SILENT_LOGGER;
+  let mirrors: Mirrors | undefined;
+  if (opts.mirror) {
+    try {
+      await requireGit(opts.mirrorGit);
+      mirrors = new Mirrors(
+        new GitMirrorHost({
+          dir: opts.mirrorDir ?? `${opts.store}/mirrors`,
+          store,
+          // Seeded by hard links from a filesystem store; copied from any other.
+          pathOf: shared instanceof FsPackStore ? (key) => shared.pathOf(key) : undefined,
+          git: opts.mirrorGit,
+          log,
+        }),
+        { now: () => clock.now(), maxBytes: opts.mirrorMaxBytes ?? 0, log },
+      );
+    } catch {
+      log.log("warn", "mirror.off", { message: "git cannot be run here: no mirrors" });
+    }
+  }
   const builder = new LoggingSnapshotBuilder({
     log,
     store,
     seeds: packSeeds,
+    // Refresh layers and first builds are packed from the repository's mirror when it holds (or
+    // its update brings) the new tips: the origin sends each object to this edge once.
+    ...(mirrors
+      ? {
+        localPacks: {
+          pack: (
+            repo: RepoRef,
+            auth: OriginAuth,
+            wants: string[],
+            haves: string[],
+          ): Promise<ReadableStream<Uint8Array> | null> =>
+            mirrors!.packFor(
+              repo,
+              auth,
+              wants,
+              haves,
+              (): Promise<Manifest | null> => coordinator.manifest(repo),
+            ),
+        },
+      }
+      : {}),
     originFetch: loggedOriginFetch(originFetch, log, clock, { for: "build" }),
     clock,
     chunks: config.chunks,
@@ -202,25 +242,6 @@ export async function startDenoEdge(opts: DenoEdgeOptions): Promise<RunningEdge>
     background.add(tracked);
   };
   let draining = false;
-  let mirrors: Mirrors | undefined;
-  if (opts.mirror) {
-    try {
-      await requireGit(opts.mirrorGit);
-      mirrors = new Mirrors(
-        new GitMirrorHost({
-          dir: opts.mirrorDir ?? `${opts.store}/mirrors`,
-          store,
-          // Seeded by hard links from a filesystem store; copied from any other.
-          pathOf: shared instanceof FsPackStore ? (key) => shared.pathOf(key) : undefined,
-          git: opts.mirrorGit,
-          log,
-        }),
-        { now: () => clock.now(), maxBytes: opts.mirrorMaxBytes ?? 0 },
-      );
-    } catch {
-      log.log("warn", "mirror.off", { message: "git cannot be run here: no mirrors" });
-    }
-  }
   const edge = createApp(
     {
       store,

@@ -13,6 +13,7 @@
 import type { Manifest } from "../core/manifest.ts";
 import type { OriginAuth, RepoRef } from "../core/repo.ts";
 import type { CollectedFamily } from "../core/metrics.ts";
+import type { Logger } from "../core/log.ts";
 
 /** Why a mirror cannot answer a repository that has no snapshot yet (nothing to seed it from). */
 export const NO_SNAPSHOT_TO_SEED = "no snapshot to seed";
@@ -56,6 +57,17 @@ export interface MirrorHost {
    * its answer is handed out answers `ok: false`.
    */
   serve(repo: RepoRef, request: Uint8Array): Promise<MirrorAnswer>;
+  /**
+   * A self-contained pack (`ofs-delta`, never thin) of the objects `wants` reach minus those
+   * `haves` reach, written whole (reused entries checked against their CRC) before its first
+   * byte is handed out; throws when git cannot write it (an object the mirror should hold is
+   * missing or damaged).
+   */
+  pack(
+    repo: RepoRef,
+    wants: readonly string[],
+    haves: readonly string[],
+  ): Promise<ReadableStream<Uint8Array>>;
   /** Removes the mirror of the repository with id `repoId` (damaged, or evicted). */
   discard(repoId: string): Promise<void>;
   /** Bytes of the mirror on disk (0: none). */
@@ -76,6 +88,8 @@ export interface MirrorLimits {
    * still goes when its repository's snapshot is evicted). Default 0.
    */
   maxBytes?: number;
+  /** Where layers packed from mirrors, and mirrors discarded, are logged. */
+  log?: Logger;
 }
 
 /** What {@link Mirrors.ensure} found. */
@@ -100,6 +114,7 @@ export class Mirrors {
   readonly #now: () => number;
   readonly #maxServes: number;
   readonly maxBytes: number;
+  readonly #log: Logger | undefined;
   /** Repository id → last time a fetch needed its mirror (ms). */
   readonly #usedAt = new Map<string, number>();
   #serving = 0;
@@ -111,12 +126,16 @@ export class Mirrors {
   discards = 0;
   /** Mirrors discarded for the cap ({@link MirrorLimits.maxBytes}). */
   evictions = 0;
+  /** Snapshot layers (and first builds) packed from a mirror, and their bytes. */
+  layers = 0;
+  layerBytes = 0;
 
   constructor(host: MirrorHost, limits: MirrorLimits = {}) {
     this.host = host;
     this.#now = limits.now ?? (() => Date.now());
     this.#maxServes = limits.maxServes ?? 16;
     this.maxBytes = limits.maxBytes ?? 0;
+    this.#log = limits.log;
   }
 
   /**
@@ -256,6 +275,52 @@ export class Mirrors {
     }
   }
 
+  /**
+   * The pack a snapshot build needs (`wants` minus `haves`, self-contained: see
+   * {@link MirrorHost.pack}) from `repo`'s mirror, brought current first as for a fetch (seeded
+   * from `manifest` when there is no mirror; joined to an update running); null when the mirror
+   * cannot give it. A mirror that fails to pack what it holds is damaged: it is discarded (the
+   * build asks the origin; the next fetch that needs the mirror seeds a new one). Never throws.
+   */
+  async packFor(
+    repo: RepoRef,
+    auth: OriginAuth,
+    wants: readonly string[],
+    haves: readonly string[],
+    manifest: () => Promise<Manifest | null>,
+  ): Promise<ReadableStream<Uint8Array> | null> {
+    const ready = await this.ensure(repo, [...wants, ...haves], auth, manifest);
+    if (!ready.ready) {
+      this.#log?.log("info", "mirror.layer", {
+        repo: repo.path,
+        packed: false,
+        reason: ready.reason,
+      });
+      return null;
+    }
+    let pack: ReadableStream<Uint8Array>;
+    try {
+      pack = await this.host.pack(repo, wants, haves);
+    } catch (error) {
+      this.#log?.log("warn", "mirror.discard", { repo: repo.path, reason: message(error) });
+      await this.discard(repo.id).catch(() => {});
+      return null;
+    }
+    this.layers++;
+    let bytes = 0;
+    const log = this.#log;
+    return pack.pipeThrough(
+      new TransformStream<Uint8Array, Uint8Array>({
+        transform: (chunk, out) => {
+          bytes += chunk.byteLength;
+          this.layerBytes += chunk.byteLength;
+          out.enqueue(chunk);
+        },
+        flush: () => log?.log("info", "mirror.layer", { repo: repo.path, packed: true, bytes }),
+      }),
+    );
+  }
+
   /** Discards the mirror of repository `repoId` (a failed answer, or its repository evicted). */
   async discard(repoId: string): Promise<void> {
     await this.#running.get(repoId)?.catch(() => {});
@@ -292,6 +357,16 @@ export class Mirrors {
         "gitedge_mirror_update_failures_total",
         "Mirror updates that failed (the fetch went to the origin).",
         this.updateFailures,
+      ),
+      counter(
+        "gitedge_mirror_layers_total",
+        "Snapshot layers and first builds packed from a mirror instead of fetched from the origin.",
+        this.layers,
+      ),
+      counter(
+        "gitedge_mirror_layer_bytes_total",
+        "Bytes of those packs: bytes the origin did not send to builds.",
+        this.layerBytes,
       ),
       counter(
         "gitedge_mirror_discards_total",

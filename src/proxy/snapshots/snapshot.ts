@@ -75,6 +75,34 @@ export interface SnapshotBuilderDeps {
    * of exactly its tips instead of fetching the pack again.
    */
   seeds?: PackSeeds;
+  /**
+   * A local copy of the repository that packs its objects (the Deno server's git mirror): a
+   * build's fetch step takes its pack, when it gives one, instead of asking the origin for
+   * objects the edge already received. Runtimes without one (the Worker) leave it unset.
+   */
+  localPacks?: LocalPacker;
+}
+
+/**
+ * Packs a build's objects from a local copy of the repository (edge/deno/mirror.ts, through
+ * src/proxy/mirror/mirrors.ts).
+ */
+export interface LocalPacker {
+  /**
+   * A self-contained pack (`ofs-delta`, never thin: every snapshot pack is indexed on its own) of
+   * the objects `wants` reach minus those `haves` reach, once the local copy holds all of them
+   * (brought current from the origin with `auth` if it must); null when it cannot give one (no
+   * copy, not current, damaged): the build then asks the origin. The pack is checked on its way
+   * into the store exactly as the origin's would be; a pack that fails those checks is dropped
+   * and the build asks the origin.
+   */
+  pack(
+    repo: RepoRef,
+    auth: OriginAuth,
+    wants: string[],
+    haves: string[],
+    objectFormat: ObjectFormat,
+  ): Promise<ReadableStream<Uint8Array> | null>;
 }
 
 /**
@@ -147,13 +175,15 @@ function packPrefix(repo: RepoRef): string {
 }
 
 export class SnapshotBuilder {
-  readonly #deps: Required<Omit<SnapshotBuilderDeps, "buildIndex" | "seeds">>;
+  readonly #deps: Required<Omit<SnapshotBuilderDeps, "buildIndex" | "seeds" | "localPacks">>;
   readonly #buildIndex: PackIndexBuilder | undefined;
   readonly #seeds: PackSeeds | undefined;
+  readonly #localPacks: LocalPacker | undefined;
 
   constructor(deps: SnapshotBuilderDeps) {
     this.#buildIndex = deps.buildIndex;
     this.#seeds = deps.seeds;
+    this.#localPacks = deps.localPacks;
     this.#deps = {
       maxLayers: 8,
       graceMs: 2 * 3600_000,
@@ -352,6 +382,10 @@ export class SnapshotBuilder {
         });
       }
     }
+    // The edge's own copy of the repository, when it has one that holds (or, by its own update,
+    // comes to hold) the new objects: the origin does not send them a second time.
+    const local = await this.#fromLocal(state, auth, args.wants);
+    if (local) return local;
     args.haves = state.haves;
     args.ofsDelta = true;
     args.noProgress = true;
@@ -389,6 +423,32 @@ export class SnapshotBuilder {
     }
     if (!received) throw new OriginAnswerError(url, "(fetch) holds no packfile");
     return await this.#staged(state, received.summary, received.segments, { segmentBytes });
+  }
+
+  /**
+   * The fetch step's pack from {@link LocalPacker} (scanned into the store as the origin's is),
+   * or null (nothing left behind) when there is none or it fails: the origin is asked then.
+   */
+  async #fromLocal(
+    state: BuildState,
+    auth: OriginAuth,
+    wants: string[],
+  ): Promise<BuildState | null> {
+    if (!this.#localPacks) return null;
+    const { store, segmentBytes } = this.#deps;
+    const tmp = tmpPrefix(state.repo.id, state.id);
+    const format = state.origin.format;
+    try {
+      const body = await this.#localPacks.pack(state.repo, auth, wants, state.haves, format);
+      if (!body) return null;
+      const scanner = packScanner({ objectFormat: format });
+      const sink = segmentSink(store, (i) => `${tmp}segment-${i}`, segmentBytes);
+      await body.pipeThrough(scanner.stream).pipeTo(sink.writable);
+      return await this.#staged(state, await scanner.summary, sink.count(), { segmentBytes });
+    } catch {
+      await this.#deleteUnder(tmp).catch(() => {});
+      return null;
+    }
   }
 
   /** The state after the fetch step, with the pack's columns and split plan in the store. */

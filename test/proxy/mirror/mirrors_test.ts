@@ -40,6 +40,9 @@ class FakeHost implements MirrorHost {
   serve(): Promise<MirrorAnswer> {
     return Promise.resolve({ ok: false, reason: "unused" });
   }
+  pack(): Promise<ReadableStream<Uint8Array>> {
+    return Promise.reject(new Error("unused"));
+  }
   discard() {
     this.seeded = false;
     this.objects.clear();
@@ -116,6 +119,9 @@ class SizedHost implements MirrorHost {
   serve(): Promise<MirrorAnswer> {
     const chunks = [new Uint8Array(3), new Uint8Array(4)];
     return Promise.resolve({ ok: true, body: ReadableStream.from(chunks) });
+  }
+  pack(): Promise<ReadableStream<Uint8Array>> {
+    return Promise.reject(new Error("unused"));
   }
   discard(id: string) {
     this.discarded.push(id);

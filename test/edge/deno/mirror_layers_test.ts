@@ -1,0 +1,143 @@
+/**
+ * Refresh layers and first builds packed from the edge's git mirror (src/proxy/snapshots/
+ * snapshot.ts `LocalPacker`, src/proxy/mirror/mirrors.ts `packFor`, edge/deno/mirror.ts `pack`):
+ * once the mirror holds the new tips, the origin does not send those objects a second time for
+ * the snapshot. The origin's bytes are counted at a real `git http-backend`; every clone is
+ * compared with a direct one.
+ */
+import { assert, assertEquals } from "../../support/assert.ts";
+import { git, gitBytes, tempDir } from "../../support/git.ts";
+import { type Origin, startOrigin } from "../../support/origin.ts";
+import { assertSameClone, makeRepo } from "../../support/fixtures.ts";
+import { startDenoEdge } from "../../../edge/deno/server.ts";
+import { edgeConfigFor } from "../../support/edge.ts";
+import { URI_CLONE, warm } from "../../proxy/edge_suite.ts";
+import { tracedGit, urisFetched } from "../../support/traced_git.ts";
+import { SeededRandom } from "../../support/random.ts";
+
+const REPO = "l.git";
+
+/** The Deno edge with its mirror on; the store (and, unless given, the mirrors) fresh. */
+async function mirrorEdge(origin: string, opts: { store?: string; mirrorDir?: string } = {}) {
+  const store = opts.store ?? await Deno.makeTempDir({ prefix: "gitedge-mlayers-" });
+  const edge = await startDenoEdge({
+    store,
+    port: 0,
+    config: edgeConfigFor({ origin, chunks: 2 }),
+    mirror: true,
+    mirrorDir: opts.mirrorDir,
+    onBuildError: () => {},
+  });
+  return {
+    url: edge.url,
+    store,
+    edge,
+    [Symbol.asyncDispose]: async () => {
+      await edge.stop();
+      if (!opts.store) await Deno.remove(store, { recursive: true }).catch(() => {});
+    },
+  };
+}
+
+async function metric(edgeUrl: string, line: string): Promise<number> {
+  const text = await (await fetch(`${edgeUrl}/_edge/metrics`)).text();
+  return Number(text.split("\n").find((l) => l.startsWith(`${line} `))?.split(" ")[1] ?? 0);
+}
+
+/**
+ * Pushes `commits` commits to the origin's `main`, each adding `bytes` of incompressible data
+ * (so a pack of them is plainly larger than any listing); the old tip, the new one, and the size
+ * of a pack of just the new objects (what the origin sends for them once).
+ */
+export async function pushCommits(
+  origin: Origin,
+  dir: string,
+  commits = 3,
+  bytes = 64 * 1024,
+): Promise<{ old: string; tip: string; packBytes: number }> {
+  const bare = `${origin.root}/${REPO}`;
+  const work = `${dir}/work-${crypto.randomUUID().slice(0, 8)}`;
+  await git(["clone", "-q", "--branch", "main", bare, work]);
+  const old = (await git(["rev-parse", "HEAD"], { cwd: work })).trim();
+  const rng = new SeededRandom(commits * 7919 + bytes);
+  for (let i = 0; i < commits; i++) {
+    await Deno.writeFile(`${work}/pushed-${old.slice(0, 8)}-${i}.bin`, rng.bytes(bytes));
+    await git(["add", "-A"], { cwd: work });
+    await git(["commit", "-q", "-m", `pushed ${i}`], { cwd: work });
+  }
+  await git(["push", "-q", "origin", "main"], { cwd: work });
+  const tip = (await git(["rev-parse", "HEAD"], { cwd: work })).trim();
+  const pack = await gitBytes(["pack-objects", "--revs", "--stdout", "-q"], {
+    cwd: bare,
+    stdin: new TextEncoder().encode(`${tip}\n^${old}\n`),
+  });
+  return { old, tip, packBytes: pack.byteLength };
+}
+
+Deno.test("mirror layers: a refresh after a push packs the new objects from the mirror: the origin sends them once, and a URI clone equals a direct one", async () => {
+  await using dir = await tempDir();
+  await using origin = await startOrigin();
+  await using e = await mirrorEdge(origin.url);
+  await makeRepo(origin, REPO, { commits: 12 });
+  // The first clone's build; the mirror is seeded from the snapshot it publishes.
+  await warm(e, REPO);
+  await e.edge.idle();
+  const pushed = await pushCommits(origin, dir.path);
+  origin.stats.reset();
+  // A plain clone of the new tips: the mirror's update answers it, and a refresh starts.
+  await git(["clone", "-q", "--bare", `${e.url}/${REPO}`, `${dir.path}/plain`]);
+  await e.edge.idle();
+  const status = (await (await fetch(`${e.url}/_edge/status/${REPO}`)).json()).snapshot;
+  assert(status.tips.includes(pushed.tip), `the refresh published: ${JSON.stringify(status)}`);
+  // The origin sent the new objects once (the mirror's update), plus listings: not a second
+  // pack of them for the refresh.
+  const sent = origin.stats.bytesOut;
+  assert(
+    sent < 1.5 * pushed.packBytes,
+    `origin sent ${sent} bytes for ${pushed.packBytes} bytes of new objects: ` +
+      JSON.stringify(origin.stats.commands),
+  );
+  assert(sent >= pushed.packBytes, `origin sent ${sent}: the mirror's update is counted`);
+  assertEquals(await metric(e.url, "gitedge_mirror_layers_total"), 1, "the layer from the mirror");
+  // A clone by URIs now takes the layer packed from the mirror, and equals a direct clone.
+  await git(["clone", "-q", "--bare", origin.repoUrl(REPO), `${dir.path}/direct`]);
+  const trace = await tracedGit([...URI_CLONE, "--bare", `${e.url}/${REPO}`, `${dir.path}/uri`]);
+  assertEquals(urisFetched(trace).length, status.packs.length, "every pack of both layers");
+  assert(status.packs.length >= 2, `two layers: ${JSON.stringify(status.packs)}`);
+  await git(["fsck", "--full"], { cwd: `${dir.path}/uri` });
+  await assertSameClone(`${dir.path}/direct`, `${dir.path}/uri`);
+  await assertSameClone(`${dir.path}/direct`, `${dir.path}/plain`);
+});
+
+Deno.test("mirror layers: a first build where the mirror holds the repository and no snapshot does is packed from the mirror, not a full clone from the origin", async () => {
+  await using dir = await tempDir();
+  await using origin = await startOrigin();
+  const mirrorDir = `${dir.path}/mirrors`;
+  await makeRepo(origin, REPO, { commits: 12, binaryBytes: 512 * 1024 });
+  {
+    // An edge whose store goes (its mirror directory stays, on another disk).
+    await using first = await mirrorEdge(origin.url, { mirrorDir });
+    await warm(first, REPO);
+    await first.edge.idle();
+  }
+  const pushed = await pushCommits(origin, dir.path, 3, 16 * 1024);
+  const full = (await gitBytes(["pack-objects", "--all", "--stdout", "-q"], {
+    cwd: `${origin.root}/${REPO}`,
+    stdin: new Uint8Array(),
+  })).byteLength;
+  await using e = await mirrorEdge(origin.url, { mirrorDir });
+  origin.stats.reset();
+  await warm(e, REPO);
+  await e.edge.idle();
+  const sent = origin.stats.bytesOut;
+  assert(
+    sent < pushed.packBytes + full / 4,
+    `origin sent ${sent} bytes; the new objects are ${pushed.packBytes}, a full clone ${full}`,
+  );
+  assertEquals(await metric(e.url, "gitedge_mirror_layers_total"), 1, "the build's pack");
+  await git(["clone", "-q", "--bare", origin.repoUrl(REPO), `${dir.path}/direct`]);
+  const trace = await tracedGit([...URI_CLONE, "--bare", `${e.url}/${REPO}`, `${dir.path}/uri`]);
+  assert(urisFetched(trace).length >= 1, "served by URIs");
+  await git(["fsck", "--full"], { cwd: `${dir.path}/uri` });
+  await assertSameClone(`${dir.path}/direct`, `${dir.path}/uri`);
+});
