@@ -196,6 +196,7 @@ export async function startDenoEdge(opts: DenoEdgeOptions): Promise<RunningEdge>
               haves,
               (): Promise<Manifest | null> => coordinator.manifest(repo),
             ),
+          forget: async (repo: RepoRef) => void await mirrors!.forget(repo),
         },
       }
       : {}),

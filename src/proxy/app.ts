@@ -303,8 +303,12 @@ export function createApp(
     }
     const repo = repoFromEdgePath(c, "/_edge/purge/", ctx);
     const purged = await purgeRepo(deps.store, repo);
-    log.log("info", "repo.purge", { repo: repo.path, ...purged });
-    return c.json({ repo: repo.path, purged }, 200, { "cache-control": "no-store" });
+    // Its git mirror holds the same objects (and any the origin let it fetch by id): it goes too.
+    const mirror = deps.mirrors ? await deps.mirrors.forget(repo) : false;
+    log.log("info", "repo.purge", { repo: repo.path, ...purged, mirror });
+    return c.json({ repo: repo.path, purged: { ...purged, mirror } }, 200, {
+      "cache-control": "no-store",
+    });
   });
 
   app.all("*", async (c) => {

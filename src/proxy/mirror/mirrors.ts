@@ -321,6 +321,19 @@ export class Mirrors {
     );
   }
 
+  /**
+   * Discards `repo`'s mirror, if it has one, because its objects must not be served any more
+   * (the origin dropped some: a force push or deleted ref; the repository purged). A later fetch
+   * or the snapshot just published seeds a new one. Throws when the mirror cannot be removed.
+   */
+  async forget(repo: RepoRef): Promise<boolean> {
+    await this.#running.get(repo.id)?.catch(() => {});
+    if (!await this.host.exists(repo)) return false;
+    this.#log?.log("info", "mirror.discard", { repo: repo.path, reason: "objects dropped" });
+    await this.discard(repo.id);
+    return true;
+  }
+
   /** Discards the mirror of repository `repoId` (a failed answer, or its repository evicted). */
   async discard(repoId: string): Promise<void> {
     await this.#running.get(repoId)?.catch(() => {});

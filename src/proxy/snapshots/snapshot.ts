@@ -103,6 +103,12 @@ export interface LocalPacker {
     haves: string[],
     objectFormat: ObjectFormat,
   ): Promise<ReadableStream<Uint8Array> | null>;
+  /**
+   * Drops the local copy of `repo` (it is made again from the snapshot just published): called
+   * once a build that found objects the origin no longer reaches (a force push, a deleted ref: a
+   * secret removed) has published, so the copy serves none of them from then on.
+   */
+  forget(repo: RepoRef): Promise<void>;
 }
 
 /**
@@ -137,6 +143,11 @@ export interface BuildState {
   baseLayerMeta?: LayerMeta[];
   /** The step to run next. */
   next: "fetch" | "split" | "publish";
+  /**
+   * The previous snapshot held objects the origin no longer reaches: once this build has
+   * published, the local copy of the repository ({@link LocalPacker.forget}) goes too.
+   */
+  orphaned?: true;
   /** The origin's pack, once fetched and scanned into the store. */
   pack?: StagedPack;
   /** Snapshot packs written so far, in part order. */
@@ -261,6 +272,7 @@ export class SnapshotBuilder {
         ...(incremental && previous.layerMeta ? { baseLayerMeta: previous.layerMeta } : {}),
         next: wants.length === 0 ? "publish" : "fetch",
         written: [],
+        ...(orphaned ? { orphaned: true as const } : {}),
       },
     };
   }
@@ -617,6 +629,9 @@ export class SnapshotBuilder {
     // A seed no build took (it came while this one ran) is of no use now.
     await this.#seeds?.discard(state.repo.id);
     await this.collectGarbage(state.repo, manifest);
+    // The local copy still holds what the origin dropped: it goes (and is made again from this
+    // snapshot), so no fetch is answered with those objects from here on.
+    if (state.orphaned) await this.#localPacks?.forget(state.repo);
     return manifest;
   }
 }

@@ -1,0 +1,137 @@
+/**
+ * The git mirror bounded and self-healing (docs/mirror.md "Damage, disk, eviction"): it goes with
+ * its repository when purged and drops what the origin dropped; a damaged or incomplete mirror is
+ * discarded and never served or packed from; a killed update leaves the previous mirror serving.
+ * Every clone is compared with a direct one at a real `git http-backend` origin.
+ */
+import { assert, assertEquals, assertRejects } from "../../support/assert.ts";
+import { git, GitCommandError, tempDir } from "../../support/git.ts";
+import { type Origin, startOrigin } from "../../support/origin.ts";
+import { assertSameClone, makeRepo, refsOf } from "../../support/fixtures.ts";
+import { startDenoEdge } from "../../../edge/deno/server.ts";
+import { edgeConfigFor } from "../../support/edge.ts";
+import { URI_CLONE, warm } from "../../proxy/edge_suite.ts";
+import { tracedGit, urisFetched } from "../../support/traced_git.ts";
+import { pushCommits } from "./mirror_layers_test.ts";
+
+const REPO = "l.git";
+const TOKEN = "heal-t0ken";
+const ADMIN = { authorization: `Bearer ${TOKEN}` };
+
+async function mirrorEdge(origin: string, opts: { mirrorGit?: string } = {}) {
+  const store = await Deno.makeTempDir({ prefix: "gitedge-mheal-" });
+  const edge = await startDenoEdge({
+    store,
+    port: 0,
+    config: edgeConfigFor({ origin, chunks: 2, adminToken: TOKEN }),
+    mirror: true,
+    mirrorGit: opts.mirrorGit,
+    onBuildError: () => {},
+  });
+  return {
+    url: edge.url,
+    store,
+    edge,
+    mirrors: `${store}/mirrors`,
+    [Symbol.asyncDispose]: async () => {
+      await edge.stop();
+      await Deno.remove(store, { recursive: true }).catch(() => {});
+    },
+  };
+}
+
+async function metric(edgeUrl: string, line: string): Promise<number> {
+  const text = await (await fetch(`${edgeUrl}/_edge/metrics`, { headers: ADMIN })).text();
+  return Number(text.split("\n").find((l) => l.startsWith(`${line} `))?.split(" ")[1] ?? 0);
+}
+
+/** The mirror directories (`<id>.git`) under `dir`. */
+function mirrorDirs(dir: string): string[] {
+  try {
+    return [...Deno.readDirSync(dir)].filter((d) => d.name.endsWith(".git")).map((d) =>
+      `${dir}/${d.name}`
+    );
+  } catch {
+    return [];
+  }
+}
+
+/**
+ * The repository with a branch `secret` holding a file no other ref reaches; returns its commit.
+ */
+async function withSecret(origin: Origin, dir: string): Promise<string> {
+  await makeRepo(origin, REPO, { commits: 6 });
+  const work = `${dir}/secret-work`;
+  await git(["clone", "-q", `${origin.root}/${REPO}`, work]);
+  await git(["checkout", "-q", "-b", "secret"], { cwd: work });
+  await Deno.writeTextFile(`${work}/secret.txt`, "AKIA-not-for-anyone-0815\n");
+  await git(["add", "secret.txt"], { cwd: work });
+  await git(["commit", "-q", "-m", "oops"], { cwd: work });
+  await git(["push", "-q", "origin", "secret"], { cwd: work });
+  return (await git(["rev-parse", "HEAD"], { cwd: work })).trim();
+}
+
+/** Removes the branch `secret` at the origin and every object only it reached. */
+async function dropSecret(origin: Origin): Promise<void> {
+  const bare = `${origin.root}/${REPO}`;
+  await git(["update-ref", "-d", "refs/heads/secret"], { cwd: bare });
+  await git(["reflog", "expire", "--expire=now", "--all"], { cwd: bare });
+  await git(["gc", "-q", "--prune=now"], { cwd: bare });
+}
+
+/** Whether a fetch of `oid` by id through `url` gets it. */
+async function fetchesById(url: string, oid: string, dir: string): Promise<boolean> {
+  const d = `${dir}/byid-${crypto.randomUUID().slice(0, 8)}`;
+  await git(["init", "-q", "--bare", d]);
+  try {
+    await git(["fetch", "-q", url, oid], { cwd: d });
+  } catch (error) {
+    if (error instanceof GitCommandError) return false;
+    throw error;
+  }
+  return true;
+}
+
+Deno.test("mirror heal: a purge takes the repository's mirror: an object the origin dropped is not fetched by id from it", async () => {
+  await using dir = await tempDir();
+  await using origin = await startOrigin();
+  await using e = await mirrorEdge(origin.url);
+  const secret = await withSecret(origin, dir.path);
+  await warm(e, REPO, ADMIN);
+  await e.edge.idle();
+  assertEquals(mirrorDirs(e.mirrors).length, 1, "seeded");
+  await dropSecret(origin);
+  assert(!await fetchesById(origin.repoUrl(REPO), secret, dir.path), "gone at the origin");
+  const res = await fetch(`${e.url}/_edge/purge/${REPO}`, { method: "POST", headers: ADMIN });
+  const body = await res.json();
+  assertEquals(res.status, 200, JSON.stringify(body));
+  assert(!await fetchesById(`${e.url}/${REPO}`, secret, dir.path), "not from the edge either");
+  assertEquals(body.purged.mirror, true, JSON.stringify(body));
+  assertEquals(mirrorDirs(e.mirrors), [], "the mirror went with the purge");
+  // Clones go on, equal to direct ones.
+  await git(["clone", "-q", "--bare", origin.repoUrl(REPO), `${dir.path}/direct`]);
+  await git(["clone", "-q", "--bare", `${e.url}/${REPO}`, `${dir.path}/after`]);
+  await assertSameClone(`${dir.path}/direct`, `${dir.path}/after`);
+});
+
+Deno.test("mirror heal: a refresh that finds a ref deleted at the origin drops the mirror's copy: the secret is not fetched by id from the edge", async () => {
+  await using dir = await tempDir();
+  await using origin = await startOrigin();
+  await using e = await mirrorEdge(origin.url);
+  const secret = await withSecret(origin, dir.path);
+  await warm(e, REPO, ADMIN);
+  await e.edge.idle();
+  await dropSecret(origin);
+  // The refresh: a full build (the previous snapshot held the dropped objects).
+  await warm(e, REPO, ADMIN);
+  await e.edge.idle();
+  assert(!await fetchesById(`${e.url}/${REPO}`, secret, dir.path), "the secret from the edge");
+  // The mirror is seeded again from the new snapshot and answers fetches of what is there.
+  const main = (await git(["rev-parse", "main"], { cwd: `${origin.root}/${REPO}` })).trim();
+  const before = await metric(e.url, 'gitedge_mirror_total{result="hit"}');
+  assert(await fetchesById(`${e.url}/${REPO}`, main, dir.path), "main's tip");
+  assertEquals(await metric(e.url, 'gitedge_mirror_total{result="hit"}'), before + 1, "mirror");
+  await git(["clone", "-q", "--bare", origin.repoUrl(REPO), `${dir.path}/direct`]);
+  await git([...URI_CLONE, "--bare", `${e.url}/${REPO}`, `${dir.path}/uri`]);
+  await assertSameClone(`${dir.path}/direct`, `${dir.path}/uri`);
+});
