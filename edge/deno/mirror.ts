@@ -135,6 +135,12 @@ export class GitMirrorHost implements MirrorHost {
       if (manifestPacks(manifest).length > 1) {
         await this.#run(["repack", "-a", "-d", "-q", "--window=0"], { cwd: tmp });
       }
+      // Before it is ever served: every object the tips reach is there (`index-pack` checked the
+      // objects the packs hold, not that they hold all of them). A snapshot that lacks one makes
+      // no mirror; its fetches go to the origin.
+      await this.#run(["fsck", "--connectivity-only", "--no-dangling", "--no-progress"], {
+        cwd: tmp,
+      });
       await Deno.rename(tmp, this.pathOf(repo));
       this.#log?.log("info", "mirror.seed", {
         repo: repo.path,
@@ -340,7 +346,9 @@ export class GitMirrorHost implements MirrorHost {
     const { success, stdout, stderr } = await child.output();
     if (!success) {
       // Never the arguments' environment (credentials); the command and git's message.
-      const message = new TextDecoder().decode(stderr).trim().slice(0, 500);
+      // (`fsck` names what is missing on its stdout.)
+      const message = [stderr, stdout].map((b) => new TextDecoder().decode(b).trim().slice(0, 500))
+        .filter((m) => m).join("; ");
       throw new Error(
         `git ${args.find((a) => !a.startsWith("-") && !a.includes("="))} failed: ${message}`,
       );

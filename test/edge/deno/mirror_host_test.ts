@@ -2,9 +2,11 @@
  * The git side of the mirror (edge/deno/mirror.ts) on its own: how a caller's credential reaches
  * git, and that it goes nowhere but the origin.
  */
-import { assert, assertEquals } from "../../support/assert.ts";
-import { git, tempDir } from "../../support/git.ts";
+import { assert, assertEquals, assertRejects } from "../../support/assert.ts";
+import { git, gitBytes, tempDir } from "../../support/git.ts";
 import { credentialEnv, GitMirrorHost } from "../../../edge/deno/mirror.ts";
+import { FsPackStore } from "../../../edge/deno/fs_store.ts";
+import type { Manifest } from "../../../src/proxy/core/manifest.ts";
 
 Deno.test("mirror host: the credential goes to git as environment configuration, one header each, no helper, no redirects", () => {
   const env = credentialEnv({ headers: { authorization: "Basic Y2k6cw==", bad: "a\r\nb: c" } });
@@ -54,4 +56,53 @@ Deno.test("mirror host: an origin redirecting the update elsewhere: not followed
     await origin.shutdown();
     await elsewhere.shutdown();
   }
+});
+
+Deno.test("mirror host: a snapshot whose packs lack an object the tips reach seeds no mirror; a whole one does", async () => {
+  await using dir = await tempDir();
+  const src = `${dir.path}/src`;
+  await git(["init", "-q", "--bare", src]);
+  const work = `${dir.path}/work`;
+  await git(["clone", "-q", src, work]);
+  for (const name of ["a", "b"]) {
+    await Deno.writeTextFile(`${work}/${name}.txt`, `${name}\n`.repeat(50));
+    await git(["add", "-A"], { cwd: work });
+    await git(["commit", "-q", "-m", name], { cwd: work });
+  }
+  const tip = (await git(["rev-parse", "HEAD"], { cwd: work })).trim();
+  const lost = (await git(["rev-parse", "HEAD:a.txt"], { cwd: work })).trim();
+  const all = (await git(["rev-list", "--objects", "HEAD"], { cwd: work })).split("\n")
+    .map((l) => l.split(" ")[0]).filter((o) => o.length === 40);
+  const store = new FsPackStore(`${dir.path}/store`);
+  /** A one-pack snapshot of `objects` with `tip` as main. */
+  const snapshot = async (name: string, objects: string[]): Promise<Manifest> => {
+    const pack = await gitBytes(["pack-objects", "--stdout", "-q"], {
+      cwd: work,
+      stdin: new TextEncoder().encode(objects.join("\n") + "\n"),
+    });
+    const hash = [...pack.subarray(pack.length - 20)].map((b) => b.toString(16).padStart(2, "0"))
+      .join("");
+    const key = `repos/${name}/packs/p.pack`;
+    await store.put(key, ReadableStream.from([pack]));
+    return {
+      version: 1,
+      originUrl: "http://127.0.0.1:9/r.git",
+      tips: { "refs/heads/main": tip },
+      layers: [[{ hash, key, size: pack.length, objects: objects.length }]],
+      builtAt: 0,
+    };
+  };
+  const host = new GitMirrorHost({ dir: `${dir.path}/mirrors`, store });
+  const broken = { id: "aa", path: "broken.git", originUrl: "http://127.0.0.1:9/r.git" };
+  await assertRejects(
+    async () => host.seed(broken, await snapshot("aa", all.filter((o) => o !== lost))),
+    Error,
+    lost,
+  );
+  assertEquals(await host.exists(broken), false, "no mirror");
+  assertEquals(await host.list(), [], "nothing left behind");
+  const whole = { id: "bb", path: "whole.git", originUrl: "http://127.0.0.1:9/r.git" };
+  await host.seed(whole, await snapshot("bb", all));
+  assert(await host.exists(whole), "seeded");
+  assertEquals(await host.missing(whole, [tip, lost]), []);
 });
