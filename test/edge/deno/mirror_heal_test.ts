@@ -135,3 +135,77 @@ Deno.test("mirror heal: a refresh that finds a ref deleted at the origin drops t
   await git([...URI_CLONE, "--bare", `${e.url}/${REPO}`, `${dir.path}/uri`]);
   await assertSameClone(`${dir.path}/direct`, `${dir.path}/uri`);
 });
+
+/** The mirror's newest `.pack` (an update's) and the others, by modification time. */
+function packsByAge(mirror: string): string[] {
+  const dir = `${mirror}/objects/pack`;
+  return [...Deno.readDirSync(dir)].filter((f) => f.name.endsWith(".pack"))
+    .map((f) => `${dir}/${f.name}`)
+    .sort((a, b) => Deno.statSync(a).mtime!.getTime() - Deno.statSync(b).mtime!.getTime());
+}
+
+Deno.test("mirror heal: a corrupted mirror (an update's pack garbled; an object removed) is discarded, never packed into a layer or served; clones equal direct ones", async () => {
+  await using dir = await tempDir();
+  await using origin = await startOrigin();
+  await using e = await mirrorEdge(origin.url);
+  await makeRepo(origin, REPO, { commits: 8 });
+  await warm(e, REPO, ADMIN);
+  await e.edge.idle();
+  const pushed = await pushCommits(origin, dir.path);
+  // The mirror's update brings the new objects (a pack of their own) for a depth-1 clone.
+  await git(["clone", "-q", "--depth", "1", `${e.url}/${REPO}`, `${dir.path}/shallow`]);
+  const [mirror] = mirrorDirs(e.mirrors);
+  const newBlob =
+    (await git(["rev-parse", `${pushed.tip}:pushed-${pushed.old.slice(0, 8)}-1.bin`], {
+      cwd: mirror,
+    })).trim();
+  // A small update is kept as loose objects (git's unpackLimit), a larger one as a pack.
+  const loose = `${mirror}/objects/${newBlob.slice(0, 2)}/${newBlob.slice(2)}`;
+  const update = (await Deno.stat(loose).catch(() => null)) ? loose : packsByAge(mirror).at(-1)!;
+  // Bit rot in the middle of the new objects (a new file: never the store's).
+  const bytes = Deno.readFileSync(update);
+  for (let i = 0; i < 16; i++) bytes[(bytes.length >> 1) + i] ^= 0x5a;
+  Deno.removeSync(update);
+  Deno.writeFileSync(update, bytes);
+  // The refresh: the mirror cannot pack the new objects (git checks the entries it copies), so
+  // it is discarded and the layer comes from the origin.
+  await warm(e, REPO, ADMIN);
+  await e.edge.idle();
+  assertEquals(await metric(e.url, "gitedge_mirror_layers_total"), 0, "no layer from the mirror");
+  assert(await metric(e.url, "gitedge_mirror_discards_total") >= 1, "discarded");
+  const status = (await (await fetch(`${e.url}/_edge/status/${REPO}`, { headers: ADMIN })).json())
+    .snapshot;
+  assert(status.tips.includes(pushed.tip), JSON.stringify(status));
+  await git(["clone", "-q", "--bare", origin.repoUrl(REPO), `${dir.path}/direct`]);
+  const trace = await tracedGit([...URI_CLONE, "--bare", `${e.url}/${REPO}`, `${dir.path}/uri`]);
+  assertEquals(urisFetched(trace).length, status.packs.length, "by URIs");
+  await git(["fsck", "--full"], { cwd: `${dir.path}/uri` });
+  await assertSameClone(`${dir.path}/direct`, `${dir.path}/uri`);
+
+  // The mirror seeded again from the new snapshot; then an object its tip reaches is removed.
+  const [again] = mirrorDirs(e.mirrors);
+  assert(again, "seeded again from the new snapshot");
+  const blob = (await git(["rev-parse", `${pushed.tip}:pushed-${pushed.old.slice(0, 8)}-2.bin`], {
+    cwd: again,
+  })).trim();
+  const keep = (await git(["rev-list", "--objects", "--all"], { cwd: again })).split("\n")
+    .map((l) => l.split(" ")[0]).filter((o) => o.length === 40 && o !== blob);
+  const old = packsByAge(again);
+  await git(["pack-objects", "-q", `${again}/objects/pack/pack`], {
+    cwd: again,
+    stdin: new TextEncoder().encode(keep.join("\n") + "\n"),
+  });
+  for (const p of old) {
+    Deno.removeSync(p);
+    Deno.removeSync(p.replace(/\.pack$/, ".idx"));
+  }
+  await assertRejects(() => git(["cat-file", "-e", blob], { cwd: again }));
+  const damaged = await metric(e.url, 'gitedge_mirror_total{result="damaged"}');
+  await git(["clone", "-q", "--depth", "1", origin.repoUrl(REPO), `${dir.path}/direct1`]);
+  await git(["clone", "-q", "--depth", "1", `${e.url}/${REPO}`, `${dir.path}/shallow1`]);
+  await assertSameClone(`${dir.path}/direct1`, `${dir.path}/shallow1`);
+  await git(["fsck", "--full"], { cwd: `${dir.path}/shallow1` });
+  assertEquals(await metric(e.url, 'gitedge_mirror_total{result="damaged"}'), damaged + 1);
+  await e.edge.idle();
+  assertEquals(mirrorDirs(e.mirrors), [], "discarded, not served");
+});
