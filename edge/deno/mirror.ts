@@ -94,7 +94,24 @@ export class GitMirrorHost implements MirrorHost {
       { cwd: this.pathOf(repo), stdin: valid.join("\n") + "\n" },
     );
     const present = new Set(out.split("\n").filter((l) => HEX.test(l)));
+    // Present is not enough: everything they reach must be there too (a killed update may have
+    // written a new tip's commit and not its trees and blobs). Wants a ref reaches cost nothing
+    // here (`--not --all`; refs move only once a fetch is whole); others are walked down to them.
+    if (present.size > 0 && !await this.#whole(repo, [...present])) return [...oids];
     return oids.filter((o) => !present.has(o));
+  }
+
+  /** Whether every object `oids` reach is in the mirror. */
+  async #whole(repo: RepoRef, oids: string[]): Promise<boolean> {
+    try {
+      await this.#run(["rev-list", "--objects", "--quiet", "--stdin", "--not", "--all"], {
+        cwd: this.pathOf(repo),
+        stdin: oids.join("\n") + "\n",
+      });
+      return true;
+    } catch {
+      return false;
+    }
   }
 
   async seed(repo: RepoRef, manifest: Manifest): Promise<void> {

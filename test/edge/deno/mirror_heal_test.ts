@@ -13,6 +13,7 @@ import { edgeConfigFor } from "../../support/edge.ts";
 import { URI_CLONE, warm } from "../../proxy/edge_suite.ts";
 import { tracedGit, urisFetched } from "../../support/traced_git.ts";
 import { pushCommits } from "./mirror_layers_test.ts";
+import { startRelay } from "../../support/relay.ts";
 
 const REPO = "l.git";
 const TOKEN = "heal-t0ken";
@@ -208,4 +209,82 @@ Deno.test("mirror heal: a corrupted mirror (an update's pack garbled; an object 
   assertEquals(await metric(e.url, 'gitedge_mirror_total{result="damaged"}'), damaged + 1);
   await e.edge.idle();
   assertEquals(mirrorDirs(e.mirrors), [], "discarded, not served");
+});
+
+/**
+ * A git for the mirrors whose first run that brings objects into a mirror (`fetch`, `index-pack`
+ * or `unpack-objects` in a `<id>.git` directory) is killed (SIGKILL, its whole process group)
+ * `afterMs` into its work; every other run is git itself.
+ */
+async function killingGit(dir: string, afterMs: number): Promise<string> {
+  const path = `${dir}/killing-git`;
+  const mark = `${dir}/killed.mark`;
+  await Deno.writeTextFile(
+    path,
+    `#!/bin/sh
+case "$PWD" in *.git) ;; *) exec git "$@" ;; esac
+for a in "$@"; do
+  case "$a" in fetch|index-pack|unpack-objects)
+    if [ ! -e '${mark}' ]; then
+      : > '${mark}'
+      setsid git "$@" & pid=$!
+      sleep ${afterMs / 1000}
+      kill -9 -- -$pid 2>/dev/null || kill -9 $pid
+      wait $pid
+      exit 137
+    fi ;;
+  esac
+done
+exec git "$@"
+`,
+  );
+  await Deno.chmod(path, 0o755);
+  return path;
+}
+
+Deno.test("mirror heal: a git killed mid-update leaves the previous mirror serving; the fetch goes to the origin, the next update succeeds", async () => {
+  await using dir = await tempDir();
+  await using origin = await startOrigin();
+  // The origin's answers beyond 32 KiB pause: the update is killed while its pack is arriving.
+  await using relay = await startRelay(origin.url);
+  await using e = await mirrorEdge(relay.url, { mirrorGit: await killingGit(dir.path, 1000) });
+  await makeRepo(origin, REPO, { commits: 8 });
+  await warm(e, REPO, ADMIN);
+  await e.edge.idle();
+  const [mirror] = mirrorDirs(e.mirrors);
+  const before = await refsOf(mirror);
+  const oldTip = (await git(["rev-parse", "main"], { cwd: `${origin.root}/${REPO}` })).trim();
+  const pushed = await pushCommits(origin, dir.path, 3, 128 * 1024);
+  relay.setFaults({
+    [`/${REPO}/git-upload-pack`]: { kind: "stall", afterBytes: 32 * 1024, ms: 2500, times: 100 },
+  });
+  await git(["clone", "-q", "--depth", "1", origin.repoUrl(REPO), `${dir.path}/direct`]);
+  await git(["clone", "-q", "--depth", "1", `${e.url}/${REPO}`, `${dir.path}/killed`]);
+  await assertSameClone(`${dir.path}/direct`, `${dir.path}/killed`);
+  assert(await Deno.stat(`${dir.path}/killed.mark`).then(() => true), "the kill happened");
+  assertEquals(await metric(e.url, "gitedge_mirror_update_failures_total"), 1, "update failed");
+  relay.setFaults({});
+  // The previous mirror is there, whole, its refs as they were, and answers what it holds.
+  assertEquals(mirrorDirs(e.mirrors), [mirror], "kept");
+  assertEquals(await refsOf(mirror), before, "no ref moved");
+  await git(["fsck", "--connectivity-only", "--no-dangling"], { cwd: mirror });
+  const hits = await metric(e.url, 'gitedge_mirror_total{result="hit"}');
+  assert(await fetchesById(`${e.url}/${REPO}`, oldTip, dir.path), "the old tip");
+  assertEquals(
+    await metric(e.url, 'gitedge_mirror_total{result="hit"}'),
+    hits + 1,
+    "by the mirror",
+  );
+  // The next update (not killed) brings the new tip.
+  const updated = await metric(e.url, 'gitedge_mirror_total{result="updated"}');
+  await git(["clone", "-q", "--depth", "1", `${e.url}/${REPO}`, `${dir.path}/after`]);
+  await assertSameClone(`${dir.path}/direct`, `${dir.path}/after`);
+  assertEquals(
+    await metric(e.url, 'gitedge_mirror_total{result="updated"}'),
+    updated + 1,
+    "served from the mirror after its update: " +
+      (await (await fetch(`${e.url}/_edge/metrics`, { headers: ADMIN })).text()).split("\n")
+        .filter((l) => l.startsWith("gitedge_mirror")).join(" | "),
+  );
+  assertEquals((await refsOf(mirror))["refs/heads/main"], pushed.tip);
 });
