@@ -108,7 +108,7 @@ export function createApp(
   metrics.collect("store", () => storeFamilies(evictor));
   if (deps.mirrors) {
     const mirrors = deps.mirrors;
-    metrics.collect("mirrors", () => Promise.resolve(mirrors.families()));
+    metrics.collect("mirrors", () => mirrors.collect());
   }
   const ctx: ProxyContext = {
     deps,

@@ -27,8 +27,8 @@ export type MirrorAnswer =
 
 /** One mirror as the operator sees it. */
 export interface MirrorStatus {
-  /** `none`: no mirror; `ready`: serving. */
-  state: "none" | "ready";
+  /** `none`: no mirror; `ready`: serving; `updating`: serving, with a seed or update running. */
+  state: "none" | "ready" | "updating";
   /** Bytes on disk. */
   bytes: number;
   /** Last successful update from the origin (ms since epoch), or null. */
@@ -389,11 +389,36 @@ export class Mirrors {
     ];
   }
 
+  /** Bytes all mirrors take on disk. */
+  async diskBytes(): Promise<number> {
+    return (await this.host.list()).reduce((n, m) => n + m.bytes, 0);
+  }
+
+  /** {@link families} and the mirrors' disk: how many there are and their bytes (gauges). */
+  async collect(): Promise<CollectedFamily[]> {
+    const all = await this.host.list().catch(() => []);
+    const gauge = (name: string, help: string, value: number): CollectedFamily => ({
+      name,
+      help,
+      type: "gauge",
+      samples: [{ labels: {}, value }],
+    });
+    return [
+      ...this.families(),
+      gauge("gitedge_mirrors", "Git mirrors on disk.", all.length),
+      gauge(
+        "gitedge_mirror_disk_bytes",
+        "Bytes the git mirrors take on disk (their own cap: --mirror-max-bytes).",
+        all.reduce((n, m) => n + m.bytes, 0),
+      ),
+    ];
+  }
+
   /** `repo`'s mirror for the operator. */
   async status(repo: RepoRef): Promise<MirrorStatus> {
     const bytes = await this.host.size(repo);
     return {
-      state: bytes > 0 ? "ready" : "none",
+      state: bytes === 0 ? "none" : this.#running.has(repo.id) ? "updating" : "ready",
       bytes,
       updatedAt: this.#updatedAt.get(repo.id) ?? null,
     };

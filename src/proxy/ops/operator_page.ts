@@ -51,7 +51,7 @@ export interface RepoView {
   /** Pack URLs handed out may be valid until then (the snapshot is not evicted before). */
   pinnedUntil: string | null;
   /** The repository's git mirror, where the edge keeps mirrors (the Deno server). */
-  mirror?: { state: "none" | "ready"; bytes: number; updatedAt: string | null };
+  mirror?: { state: "none" | "ready" | "updating"; bytes: number; updatedAt: string | null };
 }
 
 export interface Overview {
@@ -86,8 +86,19 @@ export interface Overview {
     evictions: number;
   };
   repositories: RepoView[];
-  /** The git mirrors, where the edge keeps them: answers and their bytes (the origin's saved). */
-  mirrors?: { answers: number; bytes: number; updates: number };
+  /**
+   * The git mirrors, where the edge keeps them: answers and their bytes, snapshot layers packed
+   * from them and theirs (both: bytes the origin did not send), updates, discards, their disk.
+   */
+  mirrors?: {
+    answers: number;
+    bytes: number;
+    updates: number;
+    layers: number;
+    layerBytes: number;
+    discards: number;
+    diskBytes: number;
+  };
   /** Repositories whose last build failed, the latest first. */
   recentFailures: { path: string; at: string | null; error: string }[];
   /**
@@ -182,6 +193,10 @@ export async function overview(
           answers: opts.mirrors.served,
           bytes: opts.mirrors.servedBytes,
           updates: opts.mirrors.updates,
+          layers: opts.mirrors.layers,
+          layerBytes: opts.mirrors.layerBytes,
+          discards: opts.mirrors.discards,
+          diskBytes: await opts.mirrors.diskBytes().catch(() => 0),
         },
       }
       : {}),
@@ -350,7 +365,11 @@ export function renderPage(o: Overview): string {
     o.mirrors
       ? `<div class="card">Mirror answers<b>${o.mirrors.answers}</b>${
         e(humanBytes(o.mirrors.bytes))
-      } not sent by the origin; ${o.mirrors.updates} updates</div>`
+      } not sent by the origin; ${o.mirrors.updates} updates, ${o.mirrors.layers} snapshot layers (${
+        e(humanBytes(o.mirrors.layerBytes))
+      }) packed here, ${o.mirrors.discards} discarded; ${
+        e(humanBytes(o.mirrors.diskBytes))
+      } on disk</div>`
       : "",
   ].join("");
   const mirrorColumn = o.mirrors !== undefined;
@@ -372,8 +391,10 @@ export function renderPage(o: Overview): string {
       `<td class="n">${e(humanBytes(r.originBytesSaved))}</td>` +
       (mirrorColumn
         ? `<td>${
-          r.mirror?.state === "ready"
-            ? `${e(humanBytes(r.mirror.bytes))}, updated ${timeHtml(r.mirror.updatedAt)}`
+          r.mirror && r.mirror.state !== "none"
+            ? `${e(humanBytes(r.mirror.bytes))}, ${
+              r.mirror.state === "updating" ? "updating" : "updated"
+            } ${timeHtml(r.mirror.updatedAt)}`
             : "–"
         }</td>`
         : "") +

@@ -14,11 +14,15 @@ import { edgeConfigFor } from "../../support/edge.ts";
 import { URI_CLONE, warm } from "../../proxy/edge_suite.ts";
 import { tracedGit, urisFetched } from "../../support/traced_git.ts";
 import { SeededRandom } from "../../support/random.ts";
+import type { Logger, LogLevel } from "../../../src/proxy/core/log.ts";
 
 const REPO = "l.git";
 
 /** The Deno edge with its mirror on; the store (and, unless given, the mirrors) fresh. */
-async function mirrorEdge(origin: string, opts: { store?: string; mirrorDir?: string } = {}) {
+async function mirrorEdge(
+  origin: string,
+  opts: { store?: string; mirrorDir?: string; log?: Logger } = {},
+) {
   const store = opts.store ?? await Deno.makeTempDir({ prefix: "gitedge-mlayers-" });
   const edge = await startDenoEdge({
     store,
@@ -26,6 +30,7 @@ async function mirrorEdge(origin: string, opts: { store?: string; mirrorDir?: st
     config: edgeConfigFor({ origin, chunks: 2 }),
     mirror: true,
     mirrorDir: opts.mirrorDir,
+    ...(opts.log ? { log: opts.log } : {}),
     onBuildError: () => {},
   });
   return {
@@ -77,7 +82,12 @@ export async function pushCommits(
 Deno.test("mirror layers: a refresh after a push packs the new objects from the mirror: the origin sends them once, and a URI clone equals a direct one", async () => {
   await using dir = await tempDir();
   await using origin = await startOrigin();
-  await using e = await mirrorEdge(origin.url);
+  const events: { level: LogLevel; event: string; fields?: Record<string, unknown> }[] = [];
+  const log: Logger = {
+    enabled: () => true,
+    log: (level, event, fields) => void events.push({ level, event, fields }),
+  };
+  await using e = await mirrorEdge(origin.url, { log });
   await makeRepo(origin, REPO, { commits: 12 });
   // The first clone's build; the mirror is seeded from the snapshot it publishes.
   await warm(e, REPO);
@@ -99,6 +109,22 @@ Deno.test("mirror layers: a refresh after a push packs the new objects from the 
   );
   assert(sent >= pushed.packBytes, `origin sent ${sent}: the mirror's update is counted`);
   assertEquals(await metric(e.url, "gitedge_mirror_layers_total"), 1, "the layer from the mirror");
+  // The operator sees it: the mirror's state, size and last update, the layer and its bytes, the
+  // disk (metrics, page, log).
+  const repos = await (await fetch(`${e.url}/_edge/repos`)).json();
+  const row = repos.repositories.find((r: { path: string }) => r.path === REPO);
+  assertEquals(row.mirror.state, "ready", JSON.stringify(row.mirror));
+  assert(row.mirror.bytes > 0 && row.mirror.updatedAt !== null, JSON.stringify(row.mirror));
+  assertEquals(repos.mirrors.layers, 1, JSON.stringify(repos.mirrors));
+  assert(repos.mirrors.layerBytes >= pushed.packBytes / 2, JSON.stringify(repos.mirrors));
+  assert(repos.mirrors.diskBytes >= row.mirror.bytes, JSON.stringify(repos.mirrors));
+  assertEquals(await metric(e.url, "gitedge_mirrors"), 1);
+  assertEquals(await metric(e.url, "gitedge_mirror_disk_bytes"), repos.mirrors.diskBytes);
+  assertEquals(await metric(e.url, "gitedge_mirror_layer_bytes_total"), repos.mirrors.layerBytes);
+  const page = await (await fetch(`${e.url}/_edge/`)).text();
+  assert(page.includes("1 snapshot layers"), "the page's mirror card");
+  const layerLog = events.find((r) => r.event === "mirror.layer" && r.fields?.packed === true);
+  assertEquals(layerLog?.fields?.bytes, repos.mirrors.layerBytes, JSON.stringify(layerLog));
   // A clone by URIs now takes the layer packed from the mirror, and equals a direct clone.
   await git(["clone", "-q", "--bare", origin.repoUrl(REPO), `${dir.path}/direct`]);
   const trace = await tracedGit([...URI_CLONE, "--bare", `${e.url}/${REPO}`, `${dir.path}/uri`]);
