@@ -12,7 +12,7 @@ import { startDenoEdge } from "../../../edge/deno/server.ts";
 import { edgeConfigFor } from "../../support/edge.ts";
 import { URI_CLONE, warm } from "../../proxy/edge_suite.ts";
 import { tracedGit, urisFetched } from "../../support/traced_git.ts";
-import { pushCommits } from "./mirror_layers_test.ts";
+import { pushCommits } from "../../support/pushed.ts";
 import { startRelay } from "../../support/relay.ts";
 
 const REPO = "l.git";
@@ -152,7 +152,7 @@ Deno.test("mirror heal: a corrupted mirror (an update's pack garbled; an object 
   await makeRepo(origin, REPO, { commits: 8 });
   await warm(e, REPO, ADMIN);
   await e.edge.idle();
-  const pushed = await pushCommits(origin, dir.path);
+  const pushed = await pushCommits(origin, REPO, dir.path);
   // The mirror's update brings the new objects (a pack of their own) for a depth-1 clone.
   await git(["clone", "-q", "--depth", "1", `${e.url}/${REPO}`, `${dir.path}/shallow`]);
   const [mirror] = mirrorDirs(e.mirrors);
@@ -254,7 +254,7 @@ Deno.test("mirror heal: a git killed mid-update leaves the previous mirror servi
   const [mirror] = mirrorDirs(e.mirrors);
   const before = await refsOf(mirror);
   const oldTip = (await git(["rev-parse", "main"], { cwd: `${origin.root}/${REPO}` })).trim();
-  const pushed = await pushCommits(origin, dir.path, 3, 128 * 1024);
+  const pushed = await pushCommits(origin, REPO, dir.path, 3, 128 * 1024);
   relay.setFaults({
     [`/${REPO}/git-upload-pack`]: { kind: "stall", afterBytes: 32 * 1024, ms: 2500, times: 100 },
   });
