@@ -92,4 +92,22 @@ export const MIRROR_LAYERS_MUTANTS: Mutant[] = [
     tests: [HEAL],
     filter: "killed",
   },
+  {
+    name: "mirror-layers/damaged-taken-for-cut-update",
+    file: "edge/deno/mirror.ts",
+    from:
+      "        throw new MirrorDamagedError(error instanceof Error ? error.message : String(error));",
+    to: "        void error;",
+    tests: ["test/edge/deno/mirror_test.ts"],
+    filter: "damaged",
+  },
+  {
+    name: "mirror-layers/damaged-not-discarded-by-ensure",
+    file: "src/proxy/mirror/mirrors.ts",
+    from:
+      "        await this.discard(repo.id).catch(() => {});\n        return { ready: false, reason: `damaged: ${error.message}` };",
+    to: "        return { ready: false, reason: `damaged: ${error.message}` };",
+    tests: ["test/edge/deno/mirror_test.ts"],
+    filter: "damaged",
+  },
 ];

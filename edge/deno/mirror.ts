@@ -19,7 +19,11 @@
 import type { Manifest } from "../../src/proxy/core/manifest.ts";
 import { manifestPacks } from "../../src/proxy/core/manifest.ts";
 import type { OriginAuth, RepoRef } from "../../src/proxy/core/repo.ts";
-import type { MirrorAnswer, MirrorHost } from "../../src/proxy/mirror/mirrors.ts";
+import {
+  type MirrorAnswer,
+  MirrorDamagedError,
+  type MirrorHost,
+} from "../../src/proxy/mirror/mirrors.ts";
 import type { PackStore } from "../../src/storage/store.ts";
 import type { Logger } from "../../src/proxy/core/log.ts";
 
@@ -97,7 +101,17 @@ export class GitMirrorHost implements MirrorHost {
     // Present is not enough: everything they reach must be there too (a killed update may have
     // written a new tip's commit and not its trees and blobs). Wants a ref reaches cost nothing
     // here (`--not --all`; refs move only once a fetch is whole); others are walked down to them.
-    if (present.size > 0 && !await this.#whole(repo, [...present])) return [...oids];
+    if (present.size > 0 && !await this.#whole(repo, [...present])) {
+      // Either an update was cut short (its objects dangle: the refs' history is whole) or the
+      // mirror is damaged (its refs' history is not): the first is completed by the next update,
+      // the second must go.
+      await this.#run(["fsck", "--connectivity-only", "--no-dangling", "--no-progress"], {
+        cwd: this.pathOf(repo),
+      }).catch((error) => {
+        throw new MirrorDamagedError(error instanceof Error ? error.message : String(error));
+      });
+      return [...oids];
+    }
     return oids.filter((o) => !present.has(o));
   }
 

@@ -18,6 +18,14 @@ import type { Logger } from "../core/log.ts";
 /** Why a mirror cannot answer a repository that has no snapshot yet (nothing to seed it from). */
 export const NO_SNAPSHOT_TO_SEED = "no snapshot to seed";
 
+/**
+ * Thrown by a {@link MirrorHost} that finds the mirror damaged (an object its refs reach is missing
+ * or unreadable): {@link Mirrors} discards it, and the next fetch that needs it seeds a new one.
+ */
+export class MirrorDamagedError extends Error {
+  override name = "MirrorDamagedError";
+}
+
 /** What the runtime answers for one upload-pack run on the mirror. */
 export type MirrorAnswer =
   /** The answer (a protocol-v2 fetch response) as git's `upload-pack` writes it. */
@@ -200,6 +208,11 @@ export class Mirrors {
     try {
       return await this.#ensure(repo, wants, auth, manifest);
     } catch (error) {
+      if (error instanceof MirrorDamagedError) {
+        this.#log?.log("warn", "mirror.discard", { repo: repo.path, reason: error.message });
+        await this.discard(repo.id).catch(() => {});
+        return { ready: false, reason: `damaged: ${error.message}` };
+      }
       // A mirror discarded under the request (its `cat-file` failed), say.
       return { ready: false, reason: message(error) };
     }
