@@ -87,8 +87,8 @@ export const MIRROR_LAYERS_MUTANTS: Mutant[] = [
   {
     name: "mirror-layers/present-is-whole",
     file: "edge/deno/mirror.ts",
-    from: "    if (present.size > 0 && !await this.#whole(repo, [...present])) return [...oids];",
-    to: "",
+    from: "    if (present.size > 0 && !await this.#whole(repo, [...present])) {",
+    to: "    if (present.size < 0 && !await this.#whole(repo, [...present])) {",
     tests: [HEAL],
     filter: "killed",
   },
