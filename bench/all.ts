@@ -24,6 +24,7 @@ const BENCHES = [
   "bundles.ts",
   "access_oracle.ts",
   "fleet.ts",
+  "mirror_layers.ts",
 ];
 
 const firstFlag = Deno.args.findIndex((a) => a.startsWith("-"));

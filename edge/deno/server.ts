@@ -87,6 +87,11 @@ export interface DenoEdgeOptions {
   mirrorGit?: string;
   /** Most bytes all mirrors take (0: no cap of their own); see `MirrorLimits`. */
   mirrorMaxBytes?: number;
+  /**
+   * Pack snapshot refresh layers and first builds from the mirror when it holds the new tips
+   * (default true); false: from the origin, as without a mirror (benches compare the two).
+   */
+  mirrorLayers?: boolean;
 }
 
 export interface RunningEdge {
@@ -180,7 +185,7 @@ export async function startDenoEdge(opts: DenoEdgeOptions): Promise<RunningEdge>
     seeds: packSeeds,
     // Refresh layers and first builds are packed from the repository's mirror when it holds (or
     // its update brings) the new tips: the origin sends each object to this edge once.
-    ...(mirrors
+    ...(mirrors && opts.mirrorLayers !== false
       ? {
         localPacks: {
           pack: (

@@ -15,13 +15,15 @@ import { URI_CLONE, warm } from "../../proxy/edge_suite.ts";
 import { tracedGit, urisFetched } from "../../support/traced_git.ts";
 import { pushCommits } from "../../support/pushed.ts";
 import type { Logger, LogLevel } from "../../../src/proxy/core/log.ts";
+import { modernGit } from "../../support/git_builds.ts";
+import { skipped } from "../../support/skips.ts";
 
 const REPO = "l.git";
 
 /** The Deno edge with its mirror on; the store (and, unless given, the mirrors) fresh. */
 async function mirrorEdge(
   origin: string,
-  opts: { store?: string; mirrorDir?: string; log?: Logger } = {},
+  opts: { store?: string; mirrorDir?: string; log?: Logger; mirrorGit?: string } = {},
 ) {
   const store = opts.store ?? await Deno.makeTempDir({ prefix: "gitedge-mlayers-" });
   const edge = await startDenoEdge({
@@ -30,6 +32,7 @@ async function mirrorEdge(
     config: edgeConfigFor({ origin, chunks: 2 }),
     mirror: true,
     mirrorDir: opts.mirrorDir,
+    mirrorGit: opts.mirrorGit,
     ...(opts.log ? { log: opts.log } : {}),
     onBuildError: () => {},
   });
@@ -142,3 +145,33 @@ Deno.test("mirror layers: a first build where the mirror holds the repository an
   await git(["fsck", "--full"], { cwd: `${dir.path}/uri` });
   await assertSameClone(`${dir.path}/direct`, `${dir.path}/uri`);
 });
+
+const modern = await modernGit();
+if (typeof modern === "string") {
+  skipped("mirror layers: git 2.55 everywhere", modern);
+} else {
+  Deno.test("mirror layers: git 2.55 as origin, mirror and client: the refresh layer from the mirror, a URI clone equal to a direct one", async () => {
+    const bin = modern.bin;
+    await using dir = await tempDir();
+    await using origin = await startOrigin({ gitBin: bin });
+    await using e = await mirrorEdge(origin.url, { mirrorGit: bin });
+    await makeRepo(origin, REPO, { commits: 10 });
+    await warm(e, REPO);
+    await e.edge.idle();
+    const pushed = await pushCommits(origin, REPO, dir.path);
+    origin.stats.reset();
+    await git(["clone", "-q", "--bare", `${e.url}/${REPO}`, `${dir.path}/plain`], { bin });
+    await e.edge.idle();
+    assertEquals(
+      await metric(e.url, "gitedge_mirror_layers_total"),
+      1,
+      "the layer from the mirror",
+    );
+    assert(origin.stats.bytesOut < 1.5 * pushed.packBytes, `origin sent ${origin.stats.bytesOut}`);
+    await git(["clone", "-q", "--bare", origin.repoUrl(REPO), `${dir.path}/direct`], { bin });
+    const uri = ["-c", "fetch.uriProtocols=http", "clone", "-q", "--bare"];
+    await git([...uri, `${e.url}/${REPO}`, `${dir.path}/uri`], { bin });
+    await git(["fsck", "--full"], { cwd: `${dir.path}/uri`, bin });
+    await assertSameClone(`${dir.path}/direct`, `${dir.path}/uri`);
+  });
+}
