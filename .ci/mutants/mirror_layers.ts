@@ -110,4 +110,19 @@ export const MIRROR_LAYERS_MUTANTS: Mutant[] = [
     tests: ["test/edge/deno/mirror_test.ts"],
     filter: "damaged",
   },
+  {
+    name: "mirror-layers/reseed-from-old-snapshot",
+    file: "src/proxy/mirror/mirrors.ts",
+    from:
+      '          if (this.#tooOld(repo, m)) throw new Error("snapshot older than the mirror\'s discard");',
+    to: "",
+    tests: ["test/proxy/mirror/mirror_forget_test.ts"],
+  },
+  {
+    name: "mirror-layers/seed-from-old-snapshot",
+    file: "src/proxy/mirror/mirrors.ts",
+    from: "      if (await this.host.exists(repo) || this.#tooOld(repo, manifest)) return;",
+    to: "      if (await this.host.exists(repo)) return;",
+    tests: ["test/proxy/mirror/mirror_forget_test.ts"],
+  },
 ];

@@ -201,7 +201,8 @@ export async function startDenoEdge(opts: DenoEdgeOptions): Promise<RunningEdge>
               haves,
               (): Promise<Manifest | null> => coordinator.manifest(repo),
             ),
-          forget: async (repo: RepoRef) => void await mirrors!.forget(repo),
+          forget: async (repo: RepoRef, manifest: Manifest) =>
+            void await mirrors!.forget(repo, manifest.builtAt),
         },
       }
       : {}),

@@ -126,6 +126,8 @@ export class Mirrors {
   /** Repository id → last time a fetch needed its mirror (ms). */
   readonly #usedAt = new Map<string, number>();
   #serving = 0;
+  /** Repository id → builtAt of the oldest snapshot its mirror may be seeded from. */
+  readonly #sealed = new Map<string, number>();
   /** Upload-pack answers served from mirrors, and their bytes (what the origin did not send). */
   served = 0;
   servedBytes = 0;
@@ -231,6 +233,7 @@ export class Mirrors {
           if (await this.host.exists(repo)) return;
           const m = await manifest();
           if (!m) throw new NoSeedError();
+          if (this.#tooOld(repo, m)) throw new Error("snapshot older than the mirror's discard");
           await this.host.seed(repo, m);
           await this.#enforceCap(repo.id);
         });
@@ -277,7 +280,7 @@ export class Mirrors {
    */
   async seedFrom(repo: RepoRef, manifest: Manifest): Promise<void> {
     try {
-      if (await this.host.exists(repo)) return;
+      if (await this.host.exists(repo) || this.#tooOld(repo, manifest)) return;
       await this.#once(repo, async () => {
         if (await this.host.exists(repo)) return;
         await this.host.seed(repo, manifest);
@@ -339,7 +342,14 @@ export class Mirrors {
    * (the origin dropped some: a force push or deleted ref; the repository purged). A later fetch
    * or the snapshot just published seeds a new one. Throws when the mirror cannot be removed.
    */
-  async forget(repo: RepoRef): Promise<boolean> {
+  async forget(repo: RepoRef, notBefore?: number): Promise<boolean> {
+    // No seed from a snapshot built before `notBefore` from here on (a fetch in the moment before
+    // the coordinator names the new snapshot would seed from the old one, dropped objects and all).
+    if (notBefore !== undefined) {
+      this.#sealed.delete(repo.id);
+      this.#sealed.set(repo.id, notBefore);
+      if (this.#sealed.size > MAX_TRACKED) this.#sealed.delete(this.#sealed.keys().next().value!);
+    }
     await this.#running.get(repo.id)?.catch(() => {});
     if (!await this.host.exists(repo)) return false;
     this.#log?.log("info", "mirror.discard", { repo: repo.path, reason: "objects dropped" });
@@ -435,6 +445,11 @@ export class Mirrors {
       bytes,
       updatedAt: this.#updatedAt.get(repo.id) ?? null,
     };
+  }
+
+  /** Whether `manifest` is older than the snapshot `repo`'s mirror was last forgotten for. */
+  #tooOld(repo: RepoRef, manifest: Manifest): boolean {
+    return manifest.builtAt < (this.#sealed.get(repo.id) ?? -Infinity);
   }
 
   /** Runs `work` unless one runs for `repo`, in which case it joins that one. */

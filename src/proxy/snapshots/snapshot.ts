@@ -104,11 +104,12 @@ export interface LocalPacker {
     objectFormat: ObjectFormat,
   ): Promise<ReadableStream<Uint8Array> | null>;
   /**
-   * Drops the local copy of `repo` (it is made again from the snapshot just published): called
-   * once a build that found objects the origin no longer reaches (a force push, a deleted ref: a
-   * secret removed) has published, so the copy serves none of them from then on.
+   * Drops the local copy of `repo`: called once a build that found objects the origin no longer
+   * reaches (a force push, a deleted ref: a secret removed) has published `manifest`, so the copy
+   * serves none of them from then on. It is made again from `manifest` or a later snapshot, never
+   * an earlier one.
    */
-  forget(repo: RepoRef): Promise<void>;
+  forget(repo: RepoRef, manifest: Manifest): Promise<void>;
 }
 
 /**
@@ -631,7 +632,7 @@ export class SnapshotBuilder {
     await this.collectGarbage(state.repo, manifest);
     // The local copy still holds what the origin dropped: it goes (and is made again from this
     // snapshot), so no fetch is answered with those objects from here on.
-    if (state.orphaned) await this.#localPacks?.forget(state.repo);
+    if (state.orphaned) await this.#localPacks?.forget(state.repo, manifest);
     return manifest;
   }
 }
