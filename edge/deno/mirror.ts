@@ -338,6 +338,33 @@ export class GitMirrorHost implements MirrorHost {
     await Deno.remove(trash, { recursive: true }).catch(() => {});
   }
 
+  async refsChangedAt(repo: RepoRef): Promise<number | null> {
+    // A fetch or seed writes each ref it moves through a lock file renamed into place, and packs
+    // refs into packed-refs: the newest of those is the last change. Bounded: the first 1000
+    // entries of each directory.
+    const root = this.pathOf(repo);
+    let newest: number | null = null;
+    const note = (t: Date | null) => {
+      if (t && (newest === null || t.getTime() > newest)) newest = t.getTime();
+    };
+    note((await Deno.stat(`${root}/packed-refs`).catch(() => null))?.mtime ?? null);
+    const walk = async (dir: string, depth: number): Promise<void> => {
+      let seen = 0;
+      try {
+        for await (const e of Deno.readDir(dir)) {
+          if (++seen > 1000) return;
+          const p = `${dir}/${e.name}`;
+          if (e.isDirectory && depth < 4) await walk(p, depth + 1);
+          else if (e.isFile) note((await Deno.stat(p).catch(() => null))?.mtime ?? null);
+        }
+      } catch {
+        // No such directory: nothing there.
+      }
+    };
+    await walk(`${root}/refs`, 0);
+    return newest;
+  }
+
   async size(repo: RepoRef): Promise<number> {
     return await du(this.pathOf(repo));
   }

@@ -80,6 +80,11 @@ export interface MirrorHost {
   discard(repoId: string): Promise<void>;
   /** Bytes of the mirror on disk (0: none). */
   size(repo: RepoRef): Promise<number>;
+  /**
+   * When the mirror's refs last changed (its seed or last update; ms since epoch), or null: what
+   * the operator sees as its last update after a restart (the process keeps it otherwise).
+   */
+  refsChangedAt?(repo: RepoRef): Promise<number | null>;
   /** Every mirror on disk: its repository id and bytes. */
   list(): Promise<{ id: string; bytes: number }[]>;
 }
@@ -443,7 +448,8 @@ export class Mirrors {
     return {
       state: bytes === 0 ? "none" : this.#running.has(repo.id) ? "updating" : "ready",
       bytes,
-      updatedAt: this.#updatedAt.get(repo.id) ?? null,
+      updatedAt: this.#updatedAt.get(repo.id) ??
+        (bytes > 0 ? await this.host.refsChangedAt?.(repo).catch(() => null) ?? null : null),
     };
   }
 

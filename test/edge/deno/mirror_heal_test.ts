@@ -19,8 +19,8 @@ const REPO = "l.git";
 const TOKEN = "heal-t0ken";
 const ADMIN = { authorization: `Bearer ${TOKEN}` };
 
-async function mirrorEdge(origin: string, opts: { mirrorGit?: string } = {}) {
-  const store = await Deno.makeTempDir({ prefix: "gitedge-mheal-" });
+async function mirrorEdge(origin: string, opts: { mirrorGit?: string; store?: string } = {}) {
+  const store = opts.store ?? await Deno.makeTempDir({ prefix: "gitedge-mheal-" });
   const edge = await startDenoEdge({
     store,
     port: 0,
@@ -36,7 +36,7 @@ async function mirrorEdge(origin: string, opts: { mirrorGit?: string } = {}) {
     mirrors: `${store}/mirrors`,
     [Symbol.asyncDispose]: async () => {
       await edge.stop();
-      await Deno.remove(store, { recursive: true }).catch(() => {});
+      if (!opts.store) await Deno.remove(store, { recursive: true }).catch(() => {});
     },
   };
 }
@@ -287,4 +287,28 @@ Deno.test("mirror heal: a git killed mid-update leaves the previous mirror servi
         .filter((l) => l.startsWith("gitedge_mirror")).join(" | "),
   );
   assertEquals((await refsOf(mirror))["refs/heads/main"], pushed.tip);
+});
+
+Deno.test("mirror heal: after a restart the operator still sees the mirror's state, size and last change", async () => {
+  await using dir = await tempDir();
+  await using origin = await startOrigin();
+  const store = `${dir.path}/store`;
+  const row = async (url: string) =>
+    (await (await fetch(`${url}/_edge/repos`, { headers: ADMIN })).json()).repositories
+      .find((r: { path: string }) => r.path === REPO);
+  await makeRepo(origin, REPO, { commits: 4 });
+  let seen;
+  {
+    await using e = await mirrorEdge(origin.url, { store });
+    await warm(e, REPO, ADMIN);
+    await e.edge.idle();
+    seen = (await row(e.url)).mirror;
+    assertEquals(seen.state, "ready", JSON.stringify(seen));
+  }
+  await using again = await mirrorEdge(origin.url, { store });
+  const after = (await row(again.url)).mirror;
+  assertEquals(after.state, "ready", JSON.stringify(after));
+  assertEquals(after.bytes, seen.bytes);
+  assert(after.updatedAt !== null, `last change after the restart: ${JSON.stringify(after)}`);
+  assert(Date.parse(after.updatedAt) <= Date.now(), after.updatedAt);
 });
