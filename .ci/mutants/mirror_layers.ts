@@ -125,4 +125,12 @@ export const MIRROR_LAYERS_MUTANTS: Mutant[] = [
     to: "      if (await this.host.exists(repo)) return;",
     tests: ["test/proxy/mirror/mirror_forget_test.ts"],
   },
+  {
+    name: "mirror-layers/no-sweep",
+    file: "edge/deno/server.ts",
+    from: "      await host.sweepLeftovers();",
+    to: "",
+    tests: [HEAL],
+    filter: "start-up",
+  },
 ];

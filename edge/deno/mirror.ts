@@ -369,6 +369,26 @@ export class GitMirrorHost implements MirrorHost {
     return await du(this.pathOf(repo));
   }
 
+  /**
+   * Removes the directories a seed, a layer's pack or a discard leave while they run
+   * (`<id>.seed-*`, `<id>.layer-*`, `<id>.discard-*`): at start-up, those of a process that died
+   * mid-way (one process uses a mirror directory). Returns how many went.
+   */
+  async sweepLeftovers(): Promise<number> {
+    let removed = 0;
+    try {
+      for await (const e of Deno.readDir(this.#dir)) {
+        if (!/^[0-9a-f]+\.(seed|layer|discard)-[0-9a-f-]+$/.test(e.name)) continue;
+        await Deno.remove(`${this.#dir}/${e.name}`, { recursive: true }).catch(() => {});
+        removed++;
+      }
+    } catch {
+      // No directory yet: nothing left behind.
+    }
+    if (removed > 0) this.#log?.log("info", "mirror.sweep", { removed });
+    return removed;
+  }
+
   async list(): Promise<{ id: string; bytes: number }[]> {
     const out: { id: string; bytes: number }[] = [];
     try {

@@ -164,17 +164,21 @@ export async function startDenoEdge(opts: DenoEdgeOptions): Promise<RunningEdge>
   if (opts.mirror) {
     try {
       await requireGit(opts.mirrorGit);
-      mirrors = new Mirrors(
-        new GitMirrorHost({
-          dir: opts.mirrorDir ?? `${opts.store}/mirrors`,
-          store,
-          // Seeded by hard links from a filesystem store; copied from any other.
-          pathOf: shared instanceof FsPackStore ? (key) => shared.pathOf(key) : undefined,
-          git: opts.mirrorGit,
-          log,
-        }),
-        { now: () => clock.now(), maxBytes: opts.mirrorMaxBytes ?? 0, log },
-      );
+      const host = new GitMirrorHost({
+        dir: opts.mirrorDir ?? `${opts.store}/mirrors`,
+        store,
+        // Seeded by copies from a filesystem store; read through the store from any other.
+        pathOf: shared instanceof FsPackStore ? (key) => shared.pathOf(key) : undefined,
+        git: opts.mirrorGit,
+        log,
+      });
+      // What a process that died mid-seed, mid-layer or mid-discard left behind goes now.
+      await host.sweepLeftovers();
+      mirrors = new Mirrors(host, {
+        now: () => clock.now(),
+        maxBytes: opts.mirrorMaxBytes ?? 0,
+        log,
+      });
     } catch {
       log.log("warn", "mirror.off", { message: "git cannot be run here: no mirrors" });
     }

@@ -312,3 +312,28 @@ Deno.test("mirror heal: after a restart the operator still sees the mirror's sta
   assert(after.updatedAt !== null, `last change after the restart: ${JSON.stringify(after)}`);
   assert(Date.parse(after.updatedAt) <= Date.now(), after.updatedAt);
 });
+
+Deno.test("mirror heal: what a process that died mid-seed or mid-layer left in the mirror directory goes at start-up; mirrors stay", async () => {
+  await using dir = await tempDir();
+  await using origin = await startOrigin();
+  const store = `${dir.path}/store`;
+  await makeRepo(origin, REPO, { commits: 4 });
+  let mirror;
+  {
+    await using e = await mirrorEdge(origin.url, { store });
+    await warm(e, REPO, ADMIN);
+    await e.edge.idle();
+    [mirror] = mirrorDirs(e.mirrors);
+  }
+  const id = mirror!.split("/").at(-1)!.replace(/\.git$/, "");
+  const leftovers = ["seed", "layer", "discard"].map((kind) =>
+    `${store}/mirrors/${id}.${kind}-${crypto.randomUUID()}`
+  );
+  for (const d of leftovers) {
+    await Deno.mkdir(`${d}/objects/pack`, { recursive: true });
+    await Deno.writeFile(`${d}/objects/pack/tmp`, new Uint8Array(4096));
+  }
+  await using again = await mirrorEdge(origin.url, { store });
+  for (const d of leftovers) assert(!await Deno.stat(d).then(() => true, () => false), d);
+  assertEquals(mirrorDirs(again.mirrors), [mirror!], "the mirror stays");
+});
