@@ -62,9 +62,9 @@ export const MIRROR_LAYERS_MUTANTS: Mutant[] = [
   {
     name: "mirror-layers/orphaned-mirror-kept",
     file: "src/proxy/snapshots/snapshot.ts",
-    from: "    if (state.orphaned) await this.#localPacks?.forget(state.repo);",
+    from: "    if (state.orphaned) await this.#localPacks?.forget(state.repo, manifest);",
     to:
-      "    if (state.orphaned && state.written.length < 0) await this.#localPacks?.forget(state.repo);",
+      "    if (state.orphaned && state.written.length < 0) {\n      await this.#localPacks?.forget(state.repo, manifest);\n    }",
     tests: [HEAL],
     filter: "ref deleted",
   },
@@ -79,8 +79,9 @@ export const MIRROR_LAYERS_MUTANTS: Mutant[] = [
   {
     name: "mirror-layers/seed-unchecked",
     file: "edge/deno/mirror.ts",
-    from: 'await this.#run(["fsck", "--connectivity-only", "--no-dangling", "--no-progress"], {',
-    to: 'await this.#run(["--version"], {',
+    from:
+      'await this.#run(["fsck", "--connectivity-only", "--no-dangling", "--no-progress"], {\n        cwd: tmp,',
+    to: 'await this.#run(["--version"], {\n        cwd: tmp,',
     tests: [HOST],
     filter: "lack an object",
   },

@@ -214,7 +214,7 @@ Deno.test("mirror heal: a corrupted mirror (an update's pack garbled; an object 
 /**
  * A git for the mirrors whose first run that brings objects into a mirror (`fetch`, `index-pack`
  * or `unpack-objects` in a `<id>.git` directory) is killed (SIGKILL, its whole process group)
- * `afterMs` into its work; every other run is git itself.
+ * `afterMs` after it has written its first object; every other run is git itself.
  */
 async function killingGit(dir: string, afterMs: number): Promise<string> {
   const path = `${dir}/killing-git`;
@@ -228,6 +228,12 @@ for a in "$@"; do
     if [ ! -e '${mark}' ]; then
       : > '${mark}'
       setsid git "$@" & pid=$!
+      # Killed once its first objects are written (the commits come first), ${afterMs} ms later;
+      # at the latest 3 s in (the origin's answer pauses longer).
+      i=0
+      while [ $i -lt 60 ] && [ -z "$(find objects -type f -newer '${mark}' 2>/dev/null | head -n 1)" ]; do
+        sleep 0.05; i=$((i + 1))
+      done
       sleep ${afterMs / 1000}
       kill -9 -- -$pid 2>/dev/null || kill -9 $pid
       wait $pid
@@ -247,7 +253,7 @@ Deno.test("mirror heal: a git killed mid-update leaves the previous mirror servi
   await using origin = await startOrigin();
   // The origin's answers beyond 32 KiB pause: the update is killed while its pack is arriving.
   await using relay = await startRelay(origin.url);
-  await using e = await mirrorEdge(relay.url, { mirrorGit: await killingGit(dir.path, 1000) });
+  await using e = await mirrorEdge(relay.url, { mirrorGit: await killingGit(dir.path, 100) });
   await makeRepo(origin, REPO, { commits: 8 });
   await warm(e, REPO, ADMIN);
   await e.edge.idle();
@@ -256,7 +262,7 @@ Deno.test("mirror heal: a git killed mid-update leaves the previous mirror servi
   const oldTip = (await git(["rev-parse", "main"], { cwd: `${origin.root}/${REPO}` })).trim();
   const pushed = await pushCommits(origin, REPO, dir.path, 3, 128 * 1024);
   relay.setFaults({
-    [`/${REPO}/git-upload-pack`]: { kind: "stall", afterBytes: 32 * 1024, ms: 2500, times: 100 },
+    [`/${REPO}/git-upload-pack`]: { kind: "stall", afterBytes: 32 * 1024, ms: 5000, times: 100 },
   });
   await git(["clone", "-q", "--depth", "1", origin.repoUrl(REPO), `${dir.path}/direct`]);
   await git(["clone", "-q", "--depth", "1", `${e.url}/${REPO}`, `${dir.path}/killed`]);

@@ -81,6 +81,9 @@ Deno.test("mirror layers: a refresh after a push packs the new objects from the 
       JSON.stringify(origin.stats.commands),
   );
   assert(sent >= pushed.packBytes, `origin sent ${sent}: the mirror's update is counted`);
+  // Its fetch commands: the mirror's update and the refresh's check for dropped objects (an empty
+  // pack); the refresh's own pack of the new objects is gone.
+  assertEquals(origin.stats.commands["fetch"], 2, JSON.stringify(origin.stats.commands));
   assertEquals(await metric(e.url, "gitedge_mirror_layers_total"), 1, "the layer from the mirror");
   // The operator sees it: the mirror's state, size and last update, the layer and its bytes, the
   // disk (metrics, page, log).
