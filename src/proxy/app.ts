@@ -39,6 +39,7 @@ import { handleLfsBatch, handleLfsPassThrough } from "./lfs/lfs_api.ts";
 import { lfsError } from "./lfs/lfs_origin.ts";
 import { BASIC_CHALLENGE, isAdmin } from "./ops/admin_auth.ts";
 import { purgeRepo } from "./ops/purge.ts";
+import { noteBytesSaved } from "./ops/bytes_saved.ts";
 
 export interface EdgeApp {
   app: Hono<EdgeEnv>;
@@ -109,6 +110,8 @@ export function createApp(
   if (deps.mirrors) {
     const mirrors = deps.mirrors;
     metrics.collect("mirrors", () => mirrors.collect());
+    // A layer packed from a mirror is a pack the origin did not send to the build.
+    mirrors.onLayerBytes = (id, bytes) => noteBytesSaved({ metrics, registry }, id, bytes, "layer");
   }
   const ctx: ProxyContext = {
     deps,

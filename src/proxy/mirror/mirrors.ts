@@ -144,6 +144,8 @@ export class Mirrors {
   /** Snapshot layers (and first builds) packed from a mirror, and their bytes. */
   layers = 0;
   layerBytes = 0;
+  /** Told of each chunk of a layer packed from a mirror (the bytes the origin did not send). */
+  onLayerBytes?: (repoId: string, bytes: number) => void;
 
   constructor(host: MirrorHost, limits: MirrorLimits = {}) {
     this.host = host;
@@ -335,6 +337,7 @@ export class Mirrors {
         transform: (chunk, out) => {
           bytes += chunk.byteLength;
           this.layerBytes += chunk.byteLength;
+          this.onLayerBytes?.(repo.id, chunk.byteLength);
           out.enqueue(chunk);
         },
         flush: () => log?.log("info", "mirror.layer", { repo: repo.path, packed: true, bytes }),

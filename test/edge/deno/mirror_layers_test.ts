@@ -102,6 +102,12 @@ Deno.test("mirror layers: a refresh after a push packs the new objects from the 
   assertEquals(await metric(e.url, "gitedge_mirrors"), 1);
   assertEquals(await metric(e.url, "gitedge_mirror_disk_bytes"), repos.mirrors.diskBytes);
   assertEquals(await metric(e.url, "gitedge_mirror_layer_bytes_total"), repos.mirrors.layerBytes);
+  assertEquals(
+    await metric(e.url, 'gitedge_origin_bytes_saved_total{path="layer"}'),
+    repos.mirrors.layerBytes,
+    "counted as bytes the origin did not send",
+  );
+  assert(row.originBytesSaved >= repos.mirrors.layerBytes, "and the repository's");
   const page = await (await fetch(`${e.url}/_edge/`)).text();
   assert(page.includes("1 snapshot layers"), "the page's mirror card");
   const layerLog = events.find((r) => r.event === "mirror.layer" && r.fields?.packed === true);
