@@ -85,7 +85,7 @@ export function createApp(
   const authMemo = opts.authMemo ?? new AuthMemo();
   const cacheFills = opts.cacheFills ?? new CacheFills();
   const parseBudget = opts.parseBudget ?? ParseBudget.forCap(deps.config.maxRequestBytes);
-  const registry = opts.registry ?? new RepoRegistry(deps.store, deps.clock);
+  const registry = opts.registry ?? new RepoRegistry(deps.store, deps.clock, deps.fleet?.registry);
   const lfs = opts.lfs ?? new LfsState();
   const evictor = opts.evictor ?? new StoreEvictor({
     store: deps.store,
@@ -100,6 +100,8 @@ export function createApp(
     lfs,
     // A repository's git mirror goes with its snapshot.
     onEvicted: deps.mirrors ? (id) => deps.mirrors!.discard(id) : undefined,
+    // A fleet has one sweeper: every sweep of every node goes through the lease.
+    exclusive: deps.fleet ? (work) => deps.fleet!.exclusive("sweep", work) : undefined,
   });
   metrics.collect(
     "repos",

@@ -95,6 +95,8 @@ export interface EvictionReport {
   evicted: { id: string; path: string; bytes: number }[];
   /** Repositories over the cap that were spared, and why. */
   spared: { id: string; reason: "pinned" | "building" | "fresh" }[];
+  /** Another node of the fleet holds the sweep lease: this one swept nothing. */
+  elsewhere?: boolean;
 }
 
 export interface StoreEvictorDeps {
@@ -113,6 +115,11 @@ export interface StoreEvictorDeps {
   lfs?: LfsEvictionHooks;
   /** Called with each evicted repository's id (its git mirror goes with it). */
   onEvicted?: (repoId: string) => Promise<void>;
+  /**
+   * A fleet's one-sweeper lease: runs the sweep only if this node takes it (false: another node
+   * sweeps). Every sweep goes through it: after a build, after a warm, after requests.
+   */
+  exclusive?: (work: () => Promise<unknown>) => Promise<boolean>;
 }
 
 interface RepoUsage {
@@ -203,12 +210,24 @@ export class StoreEvictor {
       this.#again = true;
       return this.#running;
     }
+    // A sweep that another node runs counts as run here too (no lease asked after each request).
+    this.#lastSweep = this.#deps.clock.now();
     const run = (async () => {
-      let report: EvictionReport;
-      do {
-        this.#again = false;
-        report = await this.#sweepOnce();
-      } while (this.#again);
+      let report: EvictionReport = {
+        before: 0,
+        after: 0,
+        evicted: [],
+        spared: [],
+        elsewhere: true,
+      };
+      const sweeps = async () => {
+        do {
+          this.#again = false;
+          report = await this.#sweepOnce();
+        } while (this.#again);
+      };
+      if (this.#deps.exclusive) await this.#deps.exclusive(sweeps);
+      else await sweeps();
       return report;
     })().finally(() => {
       this.#running = null;
@@ -312,7 +331,7 @@ export class StoreEvictor {
           pinnedBytes += usage.bytes;
           continue;
         }
-        if ((record?.pinnedUntil ?? 0) > now || !registry.beginEviction(id, now)) {
+        if ((record?.pinnedUntil ?? 0) > now || !await registry.beginEviction(id, now)) {
           report.spared.push({ id, reason: "pinned" });
           pinnedBytes += usage.bytes;
           continue;
@@ -328,7 +347,7 @@ export class StoreEvictor {
           // starts the rebuild (an answer from the response cache starts none).
           for (const obj of await store.list(cachePrefix(id))) await store.delete(obj.key);
         } finally {
-          registry.endEviction(record, id, freed > 0);
+          await registry.endEviction(record, id, freed > 0);
         }
         total -= freed;
         await this.#deps.onEvicted?.(id).catch(() => {});

@@ -1,0 +1,222 @@
+/**
+ * The fleet's shared registry, pins and sweeps: three Deno edges on one S3 store (`s3rver`, an S3
+ * emulator from npm) and one `redis-server`, behind a round-robin front. Counts from every node
+ * add up without a lost update, a pin set on one node holds against another node's sweep, every
+ * sweep (after a build, after a warm, after requests) runs under the fleet's one sweep lease.
+ */
+import { assert, assertEquals } from "../../support/assert.ts";
+import { git, tempDir } from "../../support/git.ts";
+import { startOrigin } from "../../support/origin.ts";
+import { makeRepo } from "../../support/fixtures.ts";
+import { withinDeadline } from "../../support/deadline.ts";
+import { startFleet } from "../../support/fleet.ts";
+import { redisMissing } from "../../support/redis_server.ts";
+import { skipped } from "../../support/skips.ts";
+import { ForwardingStore } from "../../support/forwarding_store.ts";
+import { encodePkts } from "../../../src/git/pktline.ts";
+import { repoId } from "../../../src/proxy/core/repo.ts";
+import { RedisFleetState } from "../../../edge/deno/redis_fleet.ts";
+import type { Overview } from "../../../src/proxy/ops/operator_page.ts";
+import type { PackStore } from "../../../src/storage/store.ts";
+
+const LEAKY = { sanitizeResources: false, sanitizeOps: false };
+const TOKEN = "fleet-admin-token";
+const SMALL = { commits: 6, branches: 1, tags: 1, binaryBytes: 40_000, deltaFileRevisions: 2 };
+const BIG = { commits: 4, branches: 1, tags: 0, binaryBytes: 300_000, deltaFileRevisions: 2 };
+
+const missing = await redisMissing();
+if (missing) skipped("fleet_merge_test", "redis-server is not installed (.ci/run installs it)");
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+async function until(check: () => Promise<boolean>, what: string, ms = 20_000): Promise<void> {
+  await withinDeadline(
+    (async () => {
+      while (!await check()) await sleep(50);
+    })(),
+    what,
+    ms,
+  );
+}
+
+async function repos(url: string): Promise<Overview> {
+  const res = await fetch(`${url}/_edge/repos`, { headers: { authorization: `Bearer ${TOKEN}` } });
+  assertEquals(res.status, 200);
+  return await res.json();
+}
+
+async function warm(url: string, path: string): Promise<string> {
+  const res = await fetch(`${url}/_edge/warm/${path}`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${TOKEN}` },
+  });
+  const body = await res.json();
+  assertEquals(res.status, 200, JSON.stringify(body));
+  return body.snapshot.state;
+}
+
+/** A clone-style protocol v2 fetch of `wants` asking for pack URIs; the URIs answered. */
+async function fetchUris(url: string, path: string, wants: string[]): Promise<string[]> {
+  const res = await fetch(`${url}/${path}/git-upload-pack`, {
+    method: "POST",
+    headers: {
+      "git-protocol": "version=2",
+      "content-type": "application/x-git-upload-pack-request",
+    },
+    body: encodePkts([
+      "command=fetch\n",
+      "delim",
+      ...wants.map((w) => `want ${w}\n`),
+      "packfile-uris http\n",
+      "done\n",
+      "flush",
+    ]) as Uint8Array<ArrayBuffer>,
+  });
+  assertEquals(res.status, 200);
+  const text = new TextDecoder("latin1").decode(await res.arrayBuffer());
+  return [...text.matchAll(/[0-9a-f]{40} (http:\/\/\S+)/g)].map((m) => m[1]);
+}
+
+Deno.test({
+  name:
+    "fleet registry: 24 concurrent clones over 3 nodes -> the fleet's fetch count is 24 exactly; a repository first seen on one node is listed by every node",
+  ignore: missing,
+  ...LEAKY,
+  fn: async () => {
+    await using dir = await tempDir();
+    await using origin = await startOrigin();
+    const REPO = "team/count.git";
+    await makeRepo(origin, REPO, SMALL);
+    await makeRepo(origin, "solo/one.git", { ...SMALL, seed: 7 });
+    await using fleet = await startFleet(3, { origin: origin.url, chunks: 2, adminToken: TOKEN });
+    const CLONES = 24;
+    await withinDeadline(
+      Promise.all(
+        Array.from({ length: CLONES }, (_, i) =>
+          git([
+            "-c",
+            "protocol.version=2",
+            "clone",
+            "-q",
+            "--bare",
+            `${fleet.front.url}/${REPO}`,
+            `${dir.path}/c${i}`,
+          ])),
+      ),
+      "the clones",
+      120_000,
+    );
+    // One repository seen by node 2 alone: node 0 lists it (once node 2 registered it).
+    await git(["clone", "-q", "--bare", `${fleet.nodes[2]!.url}/solo/one.git`, `${dir.path}/s`]);
+    await until(
+      async () =>
+        (await repos(fleet.nodes[0]!.url)).repositories.some((r) => r.path === "solo/one.git"),
+      "node 0 listing the repository node 2 registered",
+    );
+    await withinDeadline(fleet.idle(), "the builds");
+    // Every node stops at once, each adding what it counted since its last flush.
+    await Promise.all(fleet.nodes.map((n) => n!.stop()));
+    fleet.nodes.fill(null);
+    const fresh = await fleet.startNode(3);
+    const listed = await repos(fresh.url);
+    const count = listed.repositories.find((r) => r.path === REPO);
+    assertEquals(count?.fetches, CLONES, "every clone counted once, fleet-wide");
+    const solo = listed.repositories.find((r) => r.path === "solo/one.git");
+    assertEquals(solo?.fetches, 1);
+    assert(solo?.lastClonedAt !== null, "its last clone's time");
+  },
+});
+
+/** A store whose registry writes stall while `slow` is set (one node's store requests slow). */
+class SlowRegistryStore extends ForwardingStore {
+  slowMs = 0;
+  override async put(key: string, body: ReadableStream<Uint8Array>) {
+    if (this.slowMs > 0 && key.startsWith("registry/")) await sleep(this.slowMs);
+    return await this.inner.put(key, body);
+  }
+}
+
+Deno.test({
+  name:
+    "fleet pins: a snapshot whose URLs node 0 handed out is spared by node 1's sweep under a tight cap, though node 0's store writes are slow; the URLs serve",
+  ignore: missing,
+  ...LEAKY,
+  fn: async () => {
+    await using origin = await startOrigin();
+    const X = "pin/x.git";
+    const Y = "pin/y.git";
+    const x = await makeRepo(origin, X, { ...BIG, seed: 11 });
+    await makeRepo(origin, Y, { ...BIG, seed: 12 });
+    let slow: SlowRegistryStore | undefined;
+    await using fleet = await startFleet(2, {
+      origin: origin.url,
+      chunks: 1,
+      adminToken: TOKEN,
+      storeMaxBytes: 450_000,
+      wrapStore: (i: number, store: PackStore) =>
+        i === 0 ? (slow = new SlowRegistryStore(store)) : store,
+    });
+    const shared = fleet.s3.store(fleet.store.slice("s3://gitedge/".length));
+    const packsOf = async (path: string) =>
+      await shared.list(`repos/${repoId(`${origin.url}/${path}`)}/packs/`);
+    assertEquals(await warm(fleet.nodes[0]!.url, X), "ready");
+    await withinDeadline(fleet.idle(), "X's build and sweep");
+    const xBytes = (await packsOf(X)).reduce((n, o) => n + o.size, 0);
+    assert(xBytes > 225_000 && xBytes < 450_000, `X's packs: ${xBytes} bytes (one fits the cap)`);
+
+    // Node 0 hands out X's pack URLs; its own store writes (the registry's) now stall.
+    slow!.slowMs = 8000;
+    const uris = await fetchUris(fleet.nodes[0]!.url, X, Object.values(x.refs));
+    assert(uris.length > 0, "pack URIs handed out");
+    // Node 1 builds Y: the store goes over its cap, and node 1's sweep must spare X.
+    assertEquals(await warm(fleet.nodes[1]!.url, Y), "ready");
+    await withinDeadline(fleet.nodes[1]!.idle(), "Y's build and sweep");
+    assert((await packsOf(X)).length > 0, "X's packs are still in the store");
+    for (const uri of uris) {
+      const res = await fetch(uri);
+      assertEquals(res.status, 200, uri);
+      assert((await res.arrayBuffer()).byteLength > 0);
+    }
+    slow!.slowMs = 0;
+  },
+});
+
+Deno.test({
+  name:
+    "fleet sweeps: while another holds the sweep lease, neither a warm's sweep nor the sweep after requests evicts anything; with the lease free, they do",
+  ignore: missing,
+  ...LEAKY,
+  fn: async () => {
+    await using origin = await startOrigin();
+    const X = "sweep/x.git";
+    const Y = "sweep/y.git";
+    await makeRepo(origin, X, { ...BIG, seed: 21 });
+    await makeRepo(origin, Y, { ...BIG, seed: 22 });
+    await using fleet = await startFleet(2, {
+      origin: origin.url,
+      chunks: 1,
+      adminToken: TOKEN,
+      storeMaxBytes: 450_000,
+    });
+    await using state = new RedisFleetState({ url: fleet.redis.url, namespace: fleet.store });
+    await state.connect();
+    assert(await state.acquire("sweep", "elsewhere", 120_000), "the test holds the sweep lease");
+    const shared = fleet.s3.store(fleet.store.slice("s3://gitedge/".length));
+    const packsOf = async (path: string) =>
+      (await shared.list(`repos/${repoId(`${origin.url}/${path}`)}/packs/`)).length;
+    assertEquals(await warm(fleet.nodes[0]!.url, X), "ready");
+    await withinDeadline(fleet.idle(), "X's build");
+    assertEquals(await warm(fleet.nodes[0]!.url, Y), "ready");
+    await withinDeadline(fleet.idle(), "Y's build and the sweeps it starts");
+    // More requests (the periodic sweep runs after requests).
+    for (const n of fleet.nodes) await (await fetch(`${n!.url}/_edge/metrics`)).body?.cancel();
+    await withinDeadline(fleet.idle(), "sweeps after requests");
+    assert(await packsOf(X) > 0 && await packsOf(Y) > 0, "nothing evicted: another sweeps");
+
+    await state.release("sweep", "elsewhere");
+    assertEquals(await warm(fleet.nodes[1]!.url, Y), "ready");
+    await withinDeadline(fleet.idle(), "the warm's sweep");
+    assertEquals(await packsOf(X), 0, "X evicted by the sweep with the lease");
+    assert(await packsOf(Y) > 0, "Y kept");
+  },
+});
