@@ -121,6 +121,8 @@ Deno.test({
     assert(await b.beginEviction(REPO.id, 200_000 + FLEET_CLOCK_SLACK_MS), "the pin lapsed");
     now = 150_000;
     assertEquals(await a.pinFleet(REPO, 400_000, before), false, "being evicted on b");
+    const during = await a.epochOf(REPO.id);
+    assertEquals(await a.pinFleet(REPO, 400_000, during), false, "looked up during b's eviction");
     await b.endEviction(null, REPO.id, true);
     assertEquals(await a.pinFleet(REPO, 400_000, before), false, "evicted since the lookup");
     assert(await a.pinFleet(REPO, 400_000, await a.epochOf(REPO.id)), "a fresh lookup pins");
