@@ -101,4 +101,12 @@ export const FLEET_MERGE_MUTANTS: Mutant[] = [
     to: "    if (!await state.acquire(name, token, ttlMs) && false) return false;",
     tests: [FLEET_UNIT],
   },
+  {
+    name: "fleet-merge/url-no-leeway",
+    file: "src/proxy/core/signing.ts",
+    from: "expires + this.#leeway < nowSeconds",
+    to: "expires < nowSeconds",
+    tests: [FLEET_MERGE],
+    filter: "clocks 8",
+  },
 ];

@@ -11,7 +11,7 @@ import { Metrics } from "./core/metrics.ts";
 import { AuthMemo } from "./origin/auth_memo.ts";
 import { CacheFills } from "./core/response_cache.ts";
 import { resolveRepo, splitGitPath } from "./core/repo.ts";
-import { UrlSigner } from "./core/signing.ts";
+import { FLEET_URL_LEEWAY_SECONDS, UrlSigner } from "./core/signing.ts";
 import { callOrigin } from "./origin/origin.ts";
 import { handleInfoRefs, handleReceivePack, handleUploadPack } from "./fetch/git_routes.ts";
 import { OriginFeatures, type ProxyContext } from "./core/context.ts";
@@ -81,7 +81,8 @@ export function createApp(
   // Defaults are filled in once, here: the routes read the config as resolved.
   const deps = { ...given, config: withDefaults(given.config) };
   const metrics = opts.metrics ?? new Metrics();
-  const signer = new UrlSigner(deps.signingKey);
+  // In a fleet, URLs signed on one node's clock are checked on another's.
+  const signer = new UrlSigner(deps.signingKey, deps.fleet ? FLEET_URL_LEEWAY_SECONDS : 0);
   const authMemo = opts.authMemo ?? new AuthMemo();
   const cacheFills = opts.cacheFills ?? new CacheFills();
   const parseBudget = opts.parseBudget ?? ParseBudget.forCap(deps.config.maxRequestBytes);

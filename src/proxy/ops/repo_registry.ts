@@ -36,7 +36,8 @@ export const MAX_REPOS = 10_000;
 
 /**
  * A pin set on one node is weighed against another node's clock: an eviction spares it this much
- * longer (the nodes' clocks may be seconds apart).
+ * longer (the nodes' clocks may be seconds apart). Above the URLs' own leeway
+ * (`FLEET_URL_LEEWAY_SECONDS`, core/signing.ts), so a URL still accepted finds its packs.
  */
 export const FLEET_CLOCK_SLACK_MS = 30_000;
 /** How long a fleet-wide eviction mark outlives a sweeper that died holding it (ms). */

@@ -220,3 +220,39 @@ Deno.test({
     assert(await packsOf(Y) > 0, "Y kept");
   },
 });
+
+Deno.test({
+  name:
+    "fleet clocks 8 s apart: a pack URL signed by the node behind, still valid by its clock, is served by the node ahead; past the leeway it is refused",
+  ignore: missing,
+  ...LEAKY,
+  fn: async () => {
+    await using origin = await startOrigin();
+    const X = "clock/x.git";
+    const x = await makeRepo(origin, X, { ...SMALL, seed: 31 });
+    const skew = [0, 0];
+    await using fleet = await startFleet(2, {
+      origin: origin.url,
+      chunks: 1,
+      adminToken: TOKEN,
+      clockSkewMs: skew,
+    });
+    assertEquals(await warm(fleet.nodes[0]!.url, X), "ready");
+    const [uri] = await fetchUris(fleet.nodes[0]!.url, X, Object.values(x.refs));
+    assert(uri, "a pack URI");
+    const exp = Number(new URL(uri).searchParams.get("exp")) * 1000;
+    const at = (i: number, wall: number) => skew[i] = wall - Date.now();
+    const onNode1 = async () => {
+      const u = new URL(uri);
+      const res = await fetch(`${fleet.nodes[1]!.url}${u.pathname}${u.search}`);
+      await res.body?.cancel();
+      return res.status;
+    };
+    // Node 0 (the signer) reads 3 s before the expiry, node 1 8 s later: 5 s past it.
+    at(0, exp - 3000);
+    at(1, exp + 5000);
+    assertEquals(await onNode1(), 200, "valid by the signer's clock: served by node 1");
+    at(1, exp + 60_000);
+    assertEquals(await onNode1(), 403, "a minute past its expiry: refused");
+  },
+});
