@@ -109,4 +109,13 @@ export const FLEET_MERGE_MUTANTS: Mutant[] = [
     tests: [FLEET_MERGE],
     filter: "clocks 8",
   },
+  {
+    name: "fleet-merge/fetch-ignores-fleet-pin",
+    file: "src/proxy/fetch/git_routes.ts",
+    from: '      plan.action === "stream-snapshot") && !await pinSnapshot(ctx, repo, epoch)',
+    to:
+      '      plan.action === "stream-snapshot") && !(await pinSnapshot(ctx, repo, epoch) || true)',
+    tests: [FLEET_MERGE],
+    filter: "another node evicts",
+  },
 ];

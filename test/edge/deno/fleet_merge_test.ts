@@ -7,7 +7,7 @@
 import { assert, assertEquals } from "../../support/assert.ts";
 import { git, tempDir } from "../../support/git.ts";
 import { startOrigin } from "../../support/origin.ts";
-import { makeRepo } from "../../support/fixtures.ts";
+import { assertSameClone, makeRepo } from "../../support/fixtures.ts";
 import { withinDeadline } from "../../support/deadline.ts";
 import { startFleet } from "../../support/fleet.ts";
 import { redisMissing } from "../../support/redis_server.ts";
@@ -254,5 +254,40 @@ Deno.test({
     assertEquals(await onNode1(), 200, "valid by the signer's clock: served by node 1");
     at(1, exp + 60_000);
     assertEquals(await onNode1(), 403, "a minute past its expiry: refused");
+  },
+});
+
+Deno.test({
+  name:
+    "fleet pins: while another node evicts a snapshot, a fetch hands out none of its URLs and passes through (the clone equals a direct one); after, URLs again",
+  ignore: missing,
+  ...LEAKY,
+  fn: async () => {
+    await using dir = await tempDir();
+    await using origin = await startOrigin();
+    const X = "evicting/x.git";
+    const x = await makeRepo(origin, X, { ...SMALL, seed: 41 });
+    await git(["clone", "-q", "--mirror", `${origin.url}/${X}`, `${dir.path}/direct`]);
+    await using fleet = await startFleet(2, { origin: origin.url, chunks: 1, adminToken: TOKEN });
+    assertEquals(await warm(fleet.nodes[0]!.url, X), "ready");
+    assert((await fetchUris(fleet.nodes[0]!.url, X, Object.values(x.refs))).length > 0);
+    // Another node (the sweeper) marks the snapshot as being evicted: the pins have lapsed.
+    await using sweeper = new RedisFleetState({ url: fleet.redis.url, namespace: fleet.store });
+    await sweeper.connect();
+    const id = repoId(`${origin.url}/${X}`);
+    assert(await sweeper.beginEviction(id, Date.now() + 30 * 86_400_000, 60_000), "marked");
+    assertEquals(await fetchUris(fleet.nodes[0]!.url, X, Object.values(x.refs)), [], "no URL");
+    await git([
+      "-c",
+      "fetch.uriProtocols=http",
+      "clone",
+      "-q",
+      "--mirror",
+      `${fleet.nodes[1]!.url}/${X}`,
+      `${dir.path}/during`,
+    ]);
+    await assertSameClone(`${dir.path}/direct`, `${dir.path}/during`);
+    await sweeper.endEviction(id);
+    assert((await fetchUris(fleet.nodes[0]!.url, X, Object.values(x.refs))).length > 0, "again");
   },
 });
