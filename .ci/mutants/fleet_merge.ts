@@ -14,8 +14,9 @@ export const FLEET_MERGE_MUTANTS: Mutant[] = [
   {
     name: "fleet-merge/counts-overwritten",
     file: REDIS,
-    from: "  if ARGV[6 + i] ~= '0' then redis.call('hincrby', k, names[i], ARGV[6 + i]) end",
-    to: "  if ARGV[6 + i] ~= '0' then redis.call('hset', k, names[i], ARGV[6 + i]) end",
+    from:
+      "  if fresh and ARGV[6 + i] ~= '0' then redis.call('hincrby', k, names[i], ARGV[6 + i]) end",
+    to: "  if fresh and ARGV[6 + i] ~= '0' then redis.call('hset', k, names[i], ARGV[6 + i]) end",
     tests: [REDIS_REGISTRY],
   },
   {
@@ -117,5 +118,20 @@ export const FLEET_MERGE_MUTANTS: Mutant[] = [
       '      plan.action === "stream-snapshot") && !(await pinSnapshot(ctx, repo, epoch) || true)',
     tests: [FLEET_MERGE],
     filter: "another node evicts",
+  },
+  {
+    name: "fleet-merge/batch-added-twice",
+    file: REDIS,
+    from: "local fresh = #KEYS < 4 or redis.call('set', KEYS[4], '1', 'NX', 'PX', 600000) ~= false",
+    to: "local fresh = true",
+    tests: [REDIS_REGISTRY],
+  },
+  {
+    name: "fleet-merge/unsent-counted-again",
+    file: REGISTRY,
+    from:
+      "        if (e.unsent?.delta !== delta) { for (const k of COUNT_KEYS) e.delta[k] += delta[k]; }",
+    to: "        { for (const k of COUNT_KEYS) e.delta[k] += delta[k]; }",
+    tests: [REDIS_REGISTRY],
   },
 ];

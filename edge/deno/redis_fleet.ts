@@ -28,10 +28,12 @@ const RELEASE = `if redis.call('get', KEYS[1]) == ARGV[1] then
  * The registry's merge of one record (repo_registry.ts `merged`, on the server, atomic): counts
  * added (HINCRBY), last clone and pin at their latest, first sight at its earliest, the newest
  * snapshot with its packs and bytes, a newer eviction counted. KEYS: the record (a hash), the set
- * of ids, the pin. Creates the record unless MAX_REPOS are held (then nil).
+ * of ids, the pin, and the batch's mark (its counts are added once: a retry adds nothing). Creates
+ * the record unless MAX_REPOS are held (then nil).
  */
 const MERGE = `local k = KEYS[1]
 local created = 0
+local fresh = #KEYS < 4 or redis.call('set', KEYS[4], '1', 'NX', 'PX', 600000) ~= false
 if redis.call('exists', k) == 0 then
   if redis.call('scard', KEYS[2]) >= tonumber(ARGV[16]) then return false end
   redis.call('hset', k, 'id', ARGV[1], 'path', ARGV[2], 'originUrl', ARGV[3], 'firstSeenAt', ARGV[4])
@@ -45,7 +47,7 @@ local function num(f)
 end
 local names = {'fetches', 'fromSnapshot', 'answered', 'cached', 'packBytes'}
 for i = 1, 5 do
-  if ARGV[6 + i] ~= '0' then redis.call('hincrby', k, names[i], ARGV[6 + i]) end
+  if fresh and ARGV[6 + i] ~= '0' then redis.call('hincrby', k, names[i], ARGV[6 + i]) end
 end
 if ARGV[5] ~= '' and (num('lastClonedAt') or -1) < tonumber(ARGV[5]) then
   redis.call('hset', k, 'lastClonedAt', ARGV[5])
@@ -233,11 +235,13 @@ export class RedisFleetState implements FleetState, SharedRegistry, AsyncDisposa
   async merge(
     record: RepoRecord,
     delta: Counts,
+    batch?: string,
   ): Promise<{ record: RepoRecord; created: boolean } | null> {
     const keys = this.#repoKeys(record.id);
+    const batchKey = batch === undefined ? [] : [`${this.#ns}batch:${batch}`];
     const answer = await this.#run(() =>
       this.#client.eval(MERGE, {
-        keys: [keys.record, `${this.#ns}repos`, keys.pin],
+        keys: [keys.record, `${this.#ns}repos`, keys.pin, ...batchKey],
         arguments: [
           record.id,
           record.path,

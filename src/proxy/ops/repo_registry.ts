@@ -52,11 +52,13 @@ export interface SharedRegistry {
    * Adds `delta` to the counts of the shared record of `record.id` and merges `record`'s times
    * into it (as `merged` does: latest times, earliest first sight, the newest snapshot, a newer
    * eviction counted), creating it; the record as merged, and whether this call created it.
-   * Null: the registry holds {@link MAX_REPOS} already.
+   * Null: the registry holds {@link MAX_REPOS} already. `batch`: the counts of one id are added
+   * once, however often it is sent (a retry after an answer lost).
    */
   merge(
     record: RepoRecord,
     delta: Counts,
+    batch?: string,
   ): Promise<{ record: RepoRecord; created: boolean } | null>;
   /** Every shared record (at most {@link MAX_REPOS}). */
   list(): Promise<RepoRecord[]>;
@@ -133,6 +135,8 @@ interface Entry {
   delta: Counts;
   /** This process's counts since it started (what its metrics report). */
   local: Counts;
+  /** In a fleet: counts sent whose answer did not come (sent again under the same batch). */
+  unsent?: { batch: string; delta: Counts };
   /** News not yet in the store, and whether it must get there now (a pin). */
   dirty: boolean;
   urgent: boolean;
@@ -406,7 +410,14 @@ export class RepoRegistry {
       try {
         let record: RepoRecord;
         if (this.#shared) {
-          record = await this.#mergeShared(e.view, delta);
+          // Counts whose answer was lost go again first, under their batch: added at most once.
+          if (e.unsent) {
+            await this.#mergeShared(e.view, e.unsent.delta, e.unsent.batch);
+            e.unsent = undefined;
+          }
+          e.unsent = { batch: crypto.randomUUID(), delta };
+          record = await this.#mergeShared(e.view, delta, e.unsent.batch);
+          e.unsent = undefined;
         } else {
           const stored = await readRecord(this.#store, id);
           record = stored ? merged(stored, e.view, delta) : { ...e.view };
@@ -419,8 +430,8 @@ export class RepoRegistry {
         // Keep this process's view at least as new as the store's.
         e.view = { ...record, pinnedUntil: Math.max(record.pinnedUntil, e.view.pinnedUntil) };
       } catch (error) {
-        // Try again at the next flush: the counts go back.
-        for (const k of COUNT_KEYS) e.delta[k] += delta[k];
+        // Try again at the next flush: the counts go back (unless sent, then they go again).
+        if (e.unsent?.delta !== delta) { for (const k of COUNT_KEYS) e.delta[k] += delta[k]; }
         e.dirty = true;
         throw error;
       }
@@ -432,9 +443,9 @@ export class RepoRegistry {
    * repository new to the fleet, or a coordinator restarted empty), the store's copy is added
    * once. The merged record is copied to the store.
    */
-  async #mergeShared(view: RepoRecord, delta: Counts): Promise<RepoRecord> {
+  async #mergeShared(view: RepoRecord, delta: Counts, batch: string): Promise<RepoRecord> {
     const shared = this.#shared!;
-    const out = await shared.merge(view, delta);
+    const out = await shared.merge(view, delta, batch);
     if (!out) return { ...view }; // the fleet's registry is full: this node keeps its own view
     let record = out.record;
     if (out.created) {
@@ -466,7 +477,9 @@ export class RepoRegistry {
     for (const r of records) if (r) out.set(r.id, r);
     for (const [id, e] of this.#entries) {
       const stored = out.get(id);
-      out.set(id, stored && e.dirty ? merged(stored, e.view, e.delta) : stored ?? e.view);
+      const delta = { ...e.delta };
+      if (e.unsent) { for (const k of COUNT_KEYS) delta[k] += e.unsent.delta[k]; }
+      out.set(id, stored && e.dirty ? merged(stored, e.view, delta) : stored ?? e.view);
     }
     return [...out.values()];
   }

@@ -11,9 +11,11 @@ import { tempDir } from "../../support/git.ts";
 import { RedisFleetState } from "../../../edge/deno/redis_fleet.ts";
 import { FsPackStore } from "../../../edge/deno/fs_store.ts";
 import {
+  type Counts,
   FLEET_CLOCK_SLACK_MS,
   type RepoRecord,
   RepoRegistry,
+  type SharedRegistry,
 } from "../../../src/proxy/ops/repo_registry.ts";
 import type { RepoRef } from "../../../src/proxy/core/repo.ts";
 
@@ -169,5 +171,49 @@ Deno.test({
     // The coordinator restarted empty: the store's copy (2) and what was counted since (2).
     const [back] = await state.list();
     assertEquals(back.fetches, 4, "nothing lost");
+  },
+});
+
+/** The registry in Redis, whose first `lose` merges are applied but their answers lost. */
+class LostAnswers implements SharedRegistry {
+  constructor(readonly inner: RedisFleetState, public lose: number) {}
+  async merge(r: RepoRecord, d: Counts, batch?: string) {
+    const out = await this.inner.merge(r, d, batch);
+    if (this.lose-- > 0) throw new Error("the coordinator did not answer in time");
+    return out;
+  }
+  list = () => this.inner.list();
+  epoch = (id: string) => this.inner.epoch(id);
+  pin = (id: string, until: number, epoch: number | null) => this.inner.pin(id, until, epoch);
+  beginEviction = (id: string, now: number, ttl: number) => this.inner.beginEviction(id, now, ttl);
+  endEviction = (id: string) => this.inner.endEviction(id);
+}
+
+Deno.test({
+  name:
+    "redis registry: counts whose answer was lost (a timeout after Redis applied them) are sent again under their batch and added once",
+  ignore: missing,
+  ...LEAKY,
+  fn: async () => {
+    await using redis = await startRedis();
+    await using dir = await tempDir();
+    await using state = new RedisFleetState({ url: redis.url, namespace: "t" });
+    assert(await state.connect());
+    const twice = await state.merge(record(), counts(5), "one-batch");
+    await state.merge(record(), counts(5), "one-batch");
+    assertEquals(twice?.record.fetches, 5, "a batch's counts added once");
+
+    const lossy = new LostAnswers(state, 1);
+    const node = new RepoRegistry(new FsPackStore(dir.path), { now: () => 1000 }, lossy);
+    const other = { ...REPO, id: "d".repeat(32), path: "x/z.git" };
+    node.noteFetch(other, "answered", true);
+    node.noteFetch(other, "answered", true);
+    let failed = false;
+    await node.flush(true).catch(() => failed = true);
+    assert(failed, "the answer was lost");
+    node.noteFetch(other, "answered", true);
+    await node.flush(true);
+    const r = (await state.list()).find((x) => x.id === other.id);
+    assertEquals(r?.fetches, 3, "each fetch counted once");
   },
 });
