@@ -225,8 +225,13 @@ async function uploadPack(
   const plainClones = ctx.deps.config.snapshotPlainClones;
   const fetch = classifyFetch(req, args, scheme);
   const eligible = wantsSnapshot(fetch, plainClones);
-  // Evictions of the store that begin from here on are noticed before the packs are pinned.
-  const epoch = await ctx.registry?.epochOf(repo.id) ?? { local: 0, fleet: null };
+  // Evictions of the store that begin from here on are noticed before the packs are pinned (in a
+  // fleet, asked of the coordinator only when the snapshot is looked up at all).
+  const epoch = !ctx.registry
+    ? { local: 0, fleet: null }
+    : eligible
+    ? await ctx.registry.epochOf(repo.id)
+    : { local: ctx.registry.evictionEpoch(repo.id), fleet: null };
   const looked = eligible ? await currentSnapshot(ctx, repo) : NO_SNAPSHOT;
   // A snapshot being evicted, or evicted since it was looked up, is not handed out: the fetch
   // plans as with none. Nothing is awaited from here to the pin below, so no eviction begins in
