@@ -134,4 +134,12 @@ export const FLEET_MERGE_MUTANTS: Mutant[] = [
     to: "        { for (const k of COUNT_KEYS) e.delta[k] += delta[k]; }",
     tests: [REDIS_REGISTRY],
   },
+  {
+    name: "fleet-merge/store-full-per-node",
+    file: "src/proxy/app.ts",
+    from: "    fleetFull: deps.fleet?.storeFull,",
+    to: "    fleetFull: undefined,",
+    tests: [FLEET_MERGE],
+    filter: "fleet store full",
+  },
 ];

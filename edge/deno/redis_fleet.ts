@@ -314,6 +314,22 @@ export class RedisFleetState implements FleetState, SharedRegistry, AsyncDisposa
     await this.#run(() => this.#client.del(this.#repoKeys(id).evicting));
   }
 
+  /** Sets flag `name` (for `ttlMs`: it lapses unless set again) or clears it. */
+  async setFlag(name: string, on: boolean, ttlMs: number): Promise<void> {
+    if (on) {
+      await this.#run(() =>
+        this.#client.set(this.#ns + name, "1", { expiration: { type: "PX", value: ttlMs } })
+      );
+    } else {
+      await this.#run(() => this.#client.del(this.#ns + name));
+    }
+  }
+
+  /** Whether flag `name` is set. */
+  async flag(name: string): Promise<boolean> {
+    return Number(await this.#run(() => this.#client.exists(this.#ns + name))) === 1;
+  }
+
   /** Disconnects at once (and stops reconnecting); commands in flight fail. */
   close(): Promise<void> {
     try {

@@ -245,6 +245,15 @@ export async function startDenoEdge(opts: DenoEdgeOptions): Promise<RunningEdge>
             registry: redis,
             exclusive: (name: string, work: () => Promise<unknown>) =>
               fleetCoordinator.exclusive(name, token, leaseMs, work),
+            // The sweeper's word lapses after a few sweep intervals unless it sweeps again.
+            ...(redis
+              ? {
+                storeFull: {
+                  get: () => redis!.flag("store-full"),
+                  set: (full: boolean) => redis!.setFlag("store-full", full, 10 * 60_000),
+                },
+              }
+              : {}),
           },
         }
         : {}),

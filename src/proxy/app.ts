@@ -103,6 +103,7 @@ export function createApp(
     onEvicted: deps.mirrors ? (id) => deps.mirrors!.discard(id) : undefined,
     // A fleet has one sweeper: every sweep of every node goes through the lease.
     exclusive: deps.fleet ? (work) => deps.fleet!.exclusive("sweep", work) : undefined,
+    fleetFull: deps.fleet?.storeFull,
   });
   metrics.collect(
     "repos",
@@ -277,7 +278,7 @@ export function createApp(
     // A snapshot with a pack missing, truncated or rewritten since it was published is rebuilt
     // afresh, not reported ready (the same look-ups a fetch makes before handing out URIs).
     const { missingPack } = await currentSnapshot(ctx, repo);
-    if (!evictor.admit(repo)) {
+    if (!await evictor.admit(repo)) {
       // Nothing is built: a snapshot would not fit beside what the store must keep.
       return c.json({
         repo: repo.path,

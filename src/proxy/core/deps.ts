@@ -127,6 +127,8 @@ export interface EdgeFleet {
    * when another node holds it. Throws when the coordinator cannot be reached.
    */
   exclusive(name: string, work: () => Promise<unknown>): Promise<boolean>;
+  /** Whether the store is full, as its sweeper (any node) last found it. */
+  storeFull?: { get(): Promise<boolean>; set(full: boolean): Promise<void> };
 }
 
 /**

@@ -120,6 +120,11 @@ export interface StoreEvictorDeps {
    * sweeps). Every sweep goes through it: after a build, after a warm, after requests.
    */
   exclusive?: (work: () => Promise<unknown>) => Promise<boolean>;
+  /**
+   * A fleet's word on whether the store is full, kept by whichever node sweeps (`set` after each
+   * sweep) and asked by every node before a build (`get`): the other nodes' builds wait too.
+   */
+  fleetFull?: { get(): Promise<boolean>; set(full: boolean): Promise<void> };
 }
 
 interface RepoUsage {
@@ -151,11 +156,17 @@ export class StoreEvictor {
    * not bring it under its cap: what is left is pinned, fresh or building). A refused build is
    * counted; the clone that asked passes through.
    */
-  admit(repo: RepoRef): boolean {
-    if (!this.#full) return true;
-    this.#deps.metrics.inc("gitedge_store_full_builds_skipped_total");
+  admit(repo: RepoRef): boolean | Promise<boolean> {
     void repo;
-    return false;
+    const refused = () => {
+      this.#deps.metrics.inc("gitedge_store_full_builds_skipped_total");
+      return false;
+    };
+    if (this.#full) return refused();
+    // In a fleet, the sweeper may be another node: its word (a coordinator away: none).
+    const fleet = this.#deps.fleetFull;
+    if (!fleet || this.maxBytes <= 0) return true;
+    return fleet.get().then((full) => full ? refused() : true, () => true);
   }
 
   /** Whether the store is full (see {@link admit}). */
@@ -371,6 +382,8 @@ export class StoreEvictor {
     }
     report.after = total;
     const full = max > 0 && total > max;
+    // The fleet's other nodes learn it from the sweeper (every sweep: a dead sweeper's word lapses).
+    await this.#deps.fleetFull?.set(full).catch(() => {});
     if (full !== this.#full) {
       this.#full = full;
       this.#deps.log?.log(full ? "warn" : "info", full ? "store.full" : "store.fits", {

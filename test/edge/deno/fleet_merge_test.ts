@@ -28,6 +28,11 @@ const missing = await redisMissing();
 if (missing) skipped("fleet_merge_test", "redis-server is not installed (.ci/run installs it)");
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/**
+ * The emulator's object times are whole seconds: a snapshot built within the same second as
+ * another would tie for the newest (the one eviction spares as just built).
+ */
+const STORE_TIME_GRAIN_MS = 1100;
 
 async function until(check: () => Promise<boolean>, what: string, ms = 20_000): Promise<void> {
   await withinDeadline(
@@ -168,6 +173,7 @@ Deno.test({
     slow!.slowMs = 8000;
     const uris = await fetchUris(fleet.nodes[0]!.url, X, Object.values(x.refs));
     assert(uris.length > 0, "pack URIs handed out");
+    await sleep(STORE_TIME_GRAIN_MS); // Y's objects are newer than X's by the store's clock
     // Node 1 builds Y: the store goes over its cap, and node 1's sweep must spare X.
     assertEquals(await warm(fleet.nodes[1]!.url, Y), "ready");
     await withinDeadline(fleet.nodes[1]!.idle(), "Y's build and sweep");
@@ -206,6 +212,7 @@ Deno.test({
       (await shared.list(`repos/${repoId(`${origin.url}/${path}`)}/packs/`)).length;
     assertEquals(await warm(fleet.nodes[0]!.url, X), "ready");
     await withinDeadline(fleet.idle(), "X's build");
+    await sleep(STORE_TIME_GRAIN_MS); // Y's objects are newer than X's by the store's clock
     assertEquals(await warm(fleet.nodes[0]!.url, Y), "ready");
     await withinDeadline(fleet.idle(), "Y's build and the sweeps it starts");
     // More requests (the periodic sweep runs after requests).
@@ -289,5 +296,50 @@ Deno.test({
     await assertSameClone(`${dir.path}/direct`, `${dir.path}/during`);
     await sweeper.endEviction(id);
     assert((await fetchUris(fleet.nodes[0]!.url, X, Object.values(x.refs))).length > 0, "again");
+  },
+});
+
+Deno.test({
+  name:
+    "fleet store full: when the sweeper finds the store full (what is left pinned or fresh), another node's build waits too (507), then resumes once it fits",
+  ignore: missing,
+  ...LEAKY,
+  fn: async () => {
+    await using origin = await startOrigin();
+    const [X, Y, Z] = ["full/x.git", "full/y.git", "full/z.git"];
+    const x = await makeRepo(origin, X, { ...BIG, seed: 51 });
+    await makeRepo(origin, Y, { ...BIG, seed: 52 });
+    await makeRepo(origin, Z, { ...BIG, seed: 53 });
+    const skew = [0, 0];
+    await using fleet = await startFleet(2, {
+      origin: origin.url,
+      chunks: 1,
+      adminToken: TOKEN,
+      storeMaxBytes: 450_000,
+      clockSkewMs: skew,
+    });
+    const node0 = fleet.nodes[0]!.url;
+    assertEquals(await warm(node0, X), "ready");
+    await withinDeadline(fleet.idle(), "X's build and sweep");
+    assert((await fetchUris(node0, X, Object.values(x.refs))).length > 0, "X pinned");
+    await sleep(STORE_TIME_GRAIN_MS); // Y's objects are newer than X's by the store's clock
+    assertEquals(await warm(node0, Y), "ready");
+    await withinDeadline(fleet.idle(), "Y's build and the sweep that finds the store full");
+    // Node 1 never swept: the sweeper's word stops its build.
+    const res = await fetch(`${fleet.nodes[1]!.url}/_edge/warm/${Z}`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${TOKEN}` },
+    });
+    const body = await res.text();
+    assertEquals(res.status, 507, body);
+    const shared = fleet.s3.store(fleet.store.slice("s3://gitedge/".length));
+    const zId = repoId(`${origin.url}/${Z}`);
+    assertEquals((await shared.list(`repos/${zId}/packs/`)).length, 0, "nothing of Z built");
+
+    // Two hours on, X's pin has lapsed: the next sweep (after a request) evicts it, and says so.
+    skew[0] = skew[1] = 2 * 3_600_000;
+    await (await fetch(`${node0}/_edge/metrics`)).body?.cancel();
+    await withinDeadline(fleet.idle(), "the sweep after the request");
+    assertEquals(await warm(fleet.nodes[1]!.url, Z), "ready", "builds resume on node 1");
   },
 });
