@@ -19,6 +19,7 @@ import { OPERATOR_ACCESS_MUTANTS } from "./operator_access.ts";
 import { MIRROR_MUTANTS } from "./mirror.ts";
 import { ACCESS_MUTANTS, PURGE_MUTANTS } from "./access.ts";
 import { FLEET_MUTANTS } from "./fleet.ts";
+import { FLEET_MERGE_MUTANTS } from "./fleet_merge.ts";
 import { MIRROR_LAYERS_MUTANTS } from "./mirror_layers.ts";
 
 export const MUTANTS: Mutant[] = [
@@ -42,5 +43,6 @@ export const MUTANTS: Mutant[] = [
   ...ACCESS_MUTANTS,
   ...PURGE_MUTANTS,
   ...FLEET_MUTANTS,
+  ...FLEET_MERGE_MUTANTS,
   ...MIRROR_LAYERS_MUTANTS,
 ];

@@ -62,7 +62,7 @@ export const FLEET_MUTANTS: Mutant[] = [
   {
     name: "fleet/sweep-never-runs",
     file: COORDINATOR,
-    from: "    if (!await this.#deps.state.acquire(name, token, ttlMs)) return false;",
+    from: "    if (!await state.acquire(name, token, ttlMs)) return false;",
     to: "    if (name) return false;",
     tests: ["test/edge/deno/fleet_test.ts"],
     filter: "cap holds",

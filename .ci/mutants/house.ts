@@ -20,7 +20,7 @@ export const HOUSE_MUTANTS: Mutant[] = [
   {
     name: "house/handed-out-unpinned",
     file: "src/proxy/fetch/git_routes.ts",
-    from: "    pinSnapshot(ctx, repo, epoch);\n",
+    from: "  ctx.registry.pin(repo, until, epoch.local);\n",
     to: "",
     tests: ["test/edge/deno/store_eviction_test.ts"],
   },

@@ -14,7 +14,8 @@ export const SIGNED_URLS_MUTANTS: Mutant[] = [
   {
     name: "signing/no-expiry",
     file: "src/proxy/core/signing.ts",
-    from: "if (!Number.isSafeInteger(expires) || expires < nowSeconds) return false;",
+    from:
+      "if (!Number.isSafeInteger(expires) || expires + this.#leeway < nowSeconds) return false;",
     to: "if (!Number.isSafeInteger(expires)) return false;",
     tests: ["test/proxy/core/signing_test.ts", "test/proxy/downloads/pack_urls_test.ts"],
   },

@@ -52,6 +52,8 @@ export interface DenoEdgeOptions {
   s3PathStyle?: boolean;
   /** Counts S3 requests (benches). */
   onStoreRequest?: (command: string) => void;
+  /** Wraps the store (fault tests: a slow or failing store under one node). */
+  wrapStore?: (store: PackStore) => PackStore;
   /** `redis://…`: coordinate with the other edges on the same store (a fleet). */
   coordinator?: string;
   /** Term of the fleet's leases (`--lease-seconds`); default DEFAULT_LEASE_MS. */
@@ -130,13 +132,14 @@ export async function startDenoEdge(opts: DenoEdgeOptions): Promise<RunningEdge>
       "an s3:// store needs GITEDGE_SIGNING_KEY (the same on every edge of the store)",
     );
   }
-  const shared: PackStore = s3 && s3Store
+  const opened: PackStore = s3 && s3Store
     ? new s3Store.S3PackStore({
       ...s3,
       client: { ...(opts.s3PathStyle ? { forcePathStyle: true } : {}), ...opts.s3Client },
       onRequest: opts.onStoreRequest,
     })
     : new FsPackStore(opts.store);
+  const shared = opts.wrapStore ? opts.wrapStore(opened) : opened;
   let redis: RedisFleetState | undefined;
   if (!opts.fleet?.state && opts.coordinator) {
     const { RedisFleetState } = await import("./redis_fleet.ts");
@@ -168,7 +171,7 @@ export async function startDenoEdge(opts: DenoEdgeOptions): Promise<RunningEdge>
         dir: opts.mirrorDir ?? `${opts.store}/mirrors`,
         store,
         // Seeded by copies from a filesystem store; read through the store from any other.
-        pathOf: shared instanceof FsPackStore ? (key) => shared.pathOf(key) : undefined,
+        pathOf: opened instanceof FsPackStore ? (key) => opened.pathOf(key) : undefined,
         git: opts.mirrorGit,
         log,
       });
@@ -213,7 +216,7 @@ export async function startDenoEdge(opts: DenoEdgeOptions): Promise<RunningEdge>
     originFetch: loggedOriginFetch(originFetch, log, clock, { for: "build" }),
     clock,
     chunks: config.chunks,
-    ...(config.packIndexes ? { buildIndex: gitPackIndexBuilder(shared as FsPackStore) } : {}),
+    ...(config.packIndexes ? { buildIndex: gitPackIndexBuilder(opened as FsPackStore) } : {}),
   });
   // With a log, failures are logged by the builder (`build.fail`).
   const onBuildError = opts.onBuildError ??
@@ -267,6 +270,25 @@ export async function startDenoEdge(opts: DenoEdgeOptions): Promise<RunningEdge>
       packSeeds,
       sha256: nodeSha256,
       mirrors,
+      // A fleet: one sweeper (the lease), and the registry merged in Redis.
+      ...(fleetCoordinator
+        ? {
+          fleet: {
+            registry: redis,
+            exclusive: (name: string, work: () => Promise<unknown>) =>
+              fleetCoordinator.exclusive(name, token, leaseMs, work),
+            // The sweeper's word lapses after a few sweep intervals unless it sweeps again.
+            ...(redis
+              ? {
+                storeFull: {
+                  get: () => redis!.flag("store-full"),
+                  set: (full: boolean) => redis!.setFlag("store-full", full, 10 * 60_000),
+                },
+              }
+              : {}),
+          },
+        }
+        : {}),
     },
     { metrics },
   );
@@ -278,12 +300,9 @@ export async function startDenoEdge(opts: DenoEdgeOptions): Promise<RunningEdge>
     // A repository's mirror is seeded from its first snapshot, off any request's path.
     if (mirrors) waitUntil(mirrors.seedFrom(repo, manifest));
     if (edge.evictor.maxBytes > 0) {
-      // One sweeper for the fleet: the node that takes the sweep lease.
-      const sweep = fleetCoordinator
-        ? () => fleetCoordinator.exclusive("sweep", token, leaseMs, () => edge.evictor.sweep())
-        : async () => void await edge.evictor.sweep();
+      // In a fleet, the sweep runs on the node that takes the sweep lease (the evictor asks).
       waitUntil(
-        coordinator.idle().then(sweep).catch((error) =>
+        coordinator.idle().then(() => edge.evictor.sweep()).catch((error) =>
           console.error("gitedge: evicting snapshots from the store failed:", error)
         ),
       );

@@ -11,7 +11,7 @@ import { Metrics } from "./core/metrics.ts";
 import { AuthMemo } from "./origin/auth_memo.ts";
 import { CacheFills } from "./core/response_cache.ts";
 import { resolveRepo, splitGitPath } from "./core/repo.ts";
-import { UrlSigner } from "./core/signing.ts";
+import { FLEET_URL_LEEWAY_SECONDS, UrlSigner } from "./core/signing.ts";
 import { callOrigin } from "./origin/origin.ts";
 import { handleInfoRefs, handleReceivePack, handleUploadPack } from "./fetch/git_routes.ts";
 import { OriginFeatures, type ProxyContext } from "./core/context.ts";
@@ -82,11 +82,12 @@ export function createApp(
   // Defaults are filled in once, here: the routes read the config as resolved.
   const deps = { ...given, config: withDefaults(given.config) };
   const metrics = opts.metrics ?? new Metrics();
-  const signer = new UrlSigner(deps.signingKey);
+  // In a fleet, URLs signed on one node's clock are checked on another's.
+  const signer = new UrlSigner(deps.signingKey, deps.fleet ? FLEET_URL_LEEWAY_SECONDS : 0);
   const authMemo = opts.authMemo ?? new AuthMemo();
   const cacheFills = opts.cacheFills ?? new CacheFills();
   const parseBudget = opts.parseBudget ?? ParseBudget.forCap(deps.config.maxRequestBytes);
-  const registry = opts.registry ?? new RepoRegistry(deps.store, deps.clock);
+  const registry = opts.registry ?? new RepoRegistry(deps.store, deps.clock, deps.fleet?.registry);
   const lfs = opts.lfs ?? new LfsState();
   const evictor = opts.evictor ?? new StoreEvictor({
     store: deps.store,
@@ -101,6 +102,9 @@ export function createApp(
     lfs,
     // A repository's git mirror goes with its snapshot.
     onEvicted: deps.mirrors ? (id) => deps.mirrors!.discard(id) : undefined,
+    // A fleet has one sweeper: every sweep of every node goes through the lease.
+    exclusive: deps.fleet ? (work) => deps.fleet!.exclusive("sweep", work) : undefined,
+    fleetFull: deps.fleet?.storeFull,
   });
   metrics.collect(
     "repos",
@@ -277,7 +281,7 @@ export function createApp(
     // A snapshot with a pack missing, truncated or rewritten since it was published is rebuilt
     // afresh, not reported ready (the same look-ups a fetch makes before handing out URIs).
     const { missingPack } = await currentSnapshot(ctx, repo);
-    if (!evictor.admit(repo)) {
+    if (!await evictor.admit(repo)) {
       // Nothing is built: a snapshot would not fit beside what the store must keep.
       return c.json({
         repo: repo.path,

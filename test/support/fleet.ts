@@ -11,6 +11,7 @@ import { type RedisServer, startRedis } from "./redis_server.ts";
 import { type Relay, startRelay } from "./relay.ts";
 import { RedisFleetState } from "../../edge/deno/redis_fleet.ts";
 import { publishedCounter } from "../../src/proxy/snapshots/fleet_coordinator.ts";
+import type { PackStore } from "../../src/storage/store.ts";
 
 export interface Fleet extends AsyncDisposable {
   front: Relay;
@@ -37,6 +38,8 @@ export interface FleetOptions extends EdgeUnderTestOptions {
   clockSkewMs?: number[];
   /** Told of every S3 request any node sends (benches). */
   onStoreRequest?: (command: string) => void;
+  /** Per node: wraps its store (a slow or failing store under one node). */
+  wrapStore?: (i: number, store: PackStore) => PackStore;
 }
 
 export async function startFleet(n: number, opts: FleetOptions): Promise<Fleet> {
@@ -61,6 +64,7 @@ export async function startFleet(n: number, opts: FleetOptions): Promise<Fleet> 
       port: 0,
       s3Client: s3.client,
       onStoreRequest: opts.onStoreRequest,
+      wrapStore: opts.wrapStore ? (store) => opts.wrapStore!(i, store) : undefined,
       coordinator: redis.url,
       signingKey,
       fleet: { leaseMs: opts.leaseMs ?? 3000 },

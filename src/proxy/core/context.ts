@@ -36,7 +36,7 @@ export interface ProxyContext {
   /** The tags each credential's newest `ls-refs` answer listed (absent: never used). */
   tagListings?: TagListingHooks;
   /** Whether a snapshot build may start now (absent: always): not while the store is full. */
-  admitBuild?: (repo: RepoRef) => boolean;
+  admitBuild?: (repo: RepoRef) => boolean | Promise<boolean>;
 }
 
 /** What the routes call of `LsRefsAhead` (ls_refs_ahead.ts). */

@@ -9,6 +9,7 @@ import type { OriginAuth, RepoRef } from "./repo.ts";
 import type { EdgeConfig } from "./config.ts";
 import type { Manifest } from "./manifest.ts";
 import type { Mirrors } from "../mirror/mirrors.ts";
+import type { SharedRegistry } from "../ops/repo_registry.ts";
 
 export type SnapshotState = "none" | "building" | "ready";
 
@@ -109,6 +110,25 @@ export interface EdgeDeps {
    * server); absent: none (Workers), and fetches the snapshot does not take go to the origin.
    */
   mirrors?: Mirrors;
+  /**
+   * The fleet this edge is a node of (Deno edges on one store with `--coordinator`): the registry
+   * merged fleet-wide, and one sweeper. Absent: one node (or Workers), the registry in the store.
+   */
+  fleet?: EdgeFleet;
+}
+
+/** What the app asks of the fleet (edge/deno/redis_fleet.ts, via the fleet coordinator). */
+export interface EdgeFleet {
+  /** The repository registry, counts and pins, merged by the coordination service (absent:
+   * each node adds to the store's records). */
+  registry?: SharedRegistry;
+  /**
+   * Runs `work` only if this node takes lease `name` (held, and renewed, while it runs); false
+   * when another node holds it. Throws when the coordinator cannot be reached.
+   */
+  exclusive(name: string, work: () => Promise<unknown>): Promise<boolean>;
+  /** Whether the store is full, as its sweeper (any node) last found it. */
+  storeFull?: { get(): Promise<boolean>; set(full: boolean): Promise<void> };
 }
 
 /**

@@ -5,10 +5,20 @@
 
 const encoder = new TextEncoder();
 
+/**
+ * In a fleet, a URL one node signed is checked on another node's clock: it is accepted this long
+ * past its expiry, so clocks up to this far apart never refuse a URL still valid where it was
+ * signed. Eviction spares pinned packs longer still (`FLEET_CLOCK_SLACK_MS`, repo_registry.ts).
+ */
+export const FLEET_URL_LEEWAY_SECONDS = 15;
+
 export class UrlSigner {
   readonly #key: Promise<CryptoKey>;
+  readonly #leeway: number;
 
-  constructor(secret: Uint8Array) {
+  /** `leewaySeconds`: how long past its expiry a URL is still accepted (a fleet's clocks). */
+  constructor(secret: Uint8Array, leewaySeconds = 0) {
+    this.#leeway = leewaySeconds;
     if (secret.byteLength < 16) throw new Error("signing key must be at least 16 bytes");
     this.#key = crypto.subtle.importKey(
       "raw",
@@ -25,14 +35,17 @@ export class UrlSigner {
     return toBase64Url(new Uint8Array(mac));
   }
 
-  /** Whether `signature` is valid for `path` and `expires` and `expires` is not past `nowSeconds`. */
+  /**
+   * Whether `signature` is valid for `path` and `expires` and `expires` (plus the leeway) is not
+   * past `nowSeconds`.
+   */
   async verify(
     path: string,
     expires: number,
     signature: string,
     nowSeconds: number,
   ): Promise<boolean> {
-    if (!Number.isSafeInteger(expires) || expires < nowSeconds) return false;
+    if (!Number.isSafeInteger(expires) || expires + this.#leeway < nowSeconds) return false;
     const mac = fromBase64Url(signature);
     if (!mac) return false;
     return await crypto.subtle.verify("HMAC", await this.#key, mac, message(path, expires));

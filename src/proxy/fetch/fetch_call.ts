@@ -38,8 +38,15 @@ export type PlanOf<A extends FetchPlan["action"]> = Extract<FetchPlan, { action:
 export function scheduleBuild(call: FetchCall, build: ScheduleBasis | null): void {
   if (!build) return;
   const { ctx, repo, request } = call;
-  if (ctx.admitBuild && !ctx.admitBuild(repo)) return;
-  inBackground(ctx.deps, ctx.deps.coordinator.schedule(repo, authOf(request.headers), build));
+  const admitted = ctx.admitBuild?.(repo) ?? true;
+  if (admitted === false) return;
+  const auth = authOf(request.headers);
+  const schedule = () => ctx.deps.coordinator.schedule(repo, auth, build);
+  // A fleet asks its coordinator whether the store is full: the build starts after the answer.
+  inBackground(
+    ctx.deps,
+    admitted === true ? schedule() : admitted.then((ok) => ok ? schedule() : undefined),
+  );
 }
 
 /**

@@ -6,6 +6,7 @@
  */
 import type { RepoRef } from "../core/repo.ts";
 import type { ProxyContext } from "../core/context.ts";
+import type { EvictionEpoch } from "../ops/repo_registry.ts";
 import { recordOutcome } from "../core/request_record.ts";
 import { forwardHeaders, readingOrigin } from "../origin/origin.ts";
 import { prefixed } from "../core/streams.ts";
@@ -224,8 +225,13 @@ async function uploadPack(
   const plainClones = ctx.deps.config.snapshotPlainClones;
   const fetch = classifyFetch(req, args, scheme);
   const eligible = wantsSnapshot(fetch, plainClones);
-  // Evictions of the store that begin from here on are noticed before the packs are pinned.
-  const epoch = ctx.registry?.evictionEpoch(repo.id) ?? 0;
+  // Evictions of the store that begin from here on are noticed before the packs are pinned (in a
+  // fleet, asked of the coordinator only when the snapshot is looked up at all).
+  const epoch = !ctx.registry
+    ? { local: 0, fleet: null }
+    : eligible
+    ? await ctx.registry.epochOf(repo.id)
+    : { local: ctx.registry.evictionEpoch(repo.id), fleet: null };
   const looked = eligible ? await currentSnapshot(ctx, repo) : NO_SNAPSHOT;
   // A snapshot being evicted, or evicted since it was looked up, is not handed out: the fetch
   // plans as with none. Nothing is awaited from here to the pin below, so no eviction begins in
@@ -264,14 +270,15 @@ async function uploadPack(
   // A snapshot being evicted, or evicted since it was looked up, is not handed out: the fetch
   // plans as with none. Nothing is awaited from here to the pin below, so no eviction begins in
   // between and the pin holds.
-  const pinnable = !ctx.registry || ctx.registry.pinnable(repo.id, epoch);
-  const plan = planFetch({ ...inputs, snapshot: pinnable ? looked : NO_SNAPSHOT });
-  // Packs handed out are pinned: store eviction spares them until their URLs expire.
+  const pinnable = !ctx.registry || ctx.registry.pinnable(repo.id, epoch.local);
+  let plan = planFetch({ ...inputs, snapshot: pinnable ? looked : NO_SNAPSHOT });
+  // Packs handed out are pinned: store eviction spares them until their URLs expire. In a fleet,
+  // the pin is refused while another node evicts the snapshot: then nothing of it is handed out.
   if (
-    plan.action === "answer-from-snapshot" || plan.action === "rewrite" ||
-    plan.action === "stream-snapshot"
+    (plan.action === "answer-from-snapshot" || plan.action === "rewrite" ||
+      plan.action === "stream-snapshot") && !await pinSnapshot(ctx, repo, epoch)
   ) {
-    pinSnapshot(ctx, repo, epoch);
+    plan = planFetch({ ...inputs, snapshot: NO_SNAPSHOT });
   }
   if (plan.noUris !== null) recordOutcome(ctx, { action: "no-uris", reason: plan.noUris });
   const seen = looked.manifest && !looked.missingPack ? looked.manifest : undefined;
@@ -297,10 +304,17 @@ async function uploadPack(
  * Pins `repo`'s snapshot for the lifetime of URLs handed out now (looked up at eviction `epoch`,
  * checked `pinnable` just before).
  */
-function pinSnapshot(ctx: ProxyContext, repo: RepoRef, epoch: number): void {
-  if (!ctx.registry) return;
+async function pinSnapshot(
+  ctx: ProxyContext,
+  repo: RepoRef,
+  epoch: EvictionEpoch,
+): Promise<boolean> {
+  if (!ctx.registry) return true;
   const now = Math.floor(ctx.deps.clock.now() / 1000);
-  ctx.registry.pin(repo, expiryFor(now, ctx.deps.config.urlTtlSeconds) * 1000, epoch);
+  const until = expiryFor(now, ctx.deps.config.urlTtlSeconds) * 1000;
+  // Here first (checked `pinnable` just before, nothing awaited since), then fleet-wide.
+  ctx.registry.pin(repo, until, epoch.local);
+  return await ctx.registry.pinFleet(repo, until, epoch);
 }
 
 /**

@@ -9,19 +9,82 @@
  * pin must reach the store, and when the Deno server stops. Concurrent isolates may lose a few
  * counts to each other; timestamps are merged by their maximum, so none goes back.
  *
+ * In a fleet (Deno edges on one store with a coordinator: {@link SharedRegistry}), the records
+ * are merged by the coordinator's own atomic operations instead: counts added, times at their
+ * latest, no update lost; the store keeps a copy of each merged record (what a coordinator
+ * restarted empty starts again from). Pins and evictions exclude each other there, fleet-wide: a
+ * pin is refused while an eviction of the repository is under way (or began since the fetch
+ * looked its snapshot up), and an eviction is refused while a pin of any node holds.
+ *
  * A repository is registered once the origin served it a fetch (or the edge answered one from its
  * snapshot): paths nobody can clone never enter the store. At most {@link MAX_REPOS} are held.
  */
 import { type Manifest, manifestPacks } from "../core/manifest.ts";
 import type { RepoRef } from "../core/repo.ts";
-import type { Clock } from "../core/deps.ts";
 import { getBytes, type PackStore, putBytes } from "../../storage/store.ts";
 import { REGISTRY_PREFIX, registryKey } from "../core/store_layout.ts";
+
+/** The edge's clock (`Clock` of core/deps.ts, which names this module's types). */
+interface Clock {
+  now(): number;
+}
 
 /** Counts of one process are added to the stored record at most this often. */
 export const FLUSH_INTERVAL_MS = 10_000;
 /** Repositories the registry holds at most (in memory and in the store). */
 export const MAX_REPOS = 10_000;
+
+/**
+ * A pin set on one node is weighed against another node's clock: an eviction spares it this much
+ * longer (the nodes' clocks may be seconds apart). Above the URLs' own leeway
+ * (`FLEET_URL_LEEWAY_SECONDS`, core/signing.ts), so a URL still accepted finds its packs.
+ */
+export const FLEET_CLOCK_SLACK_MS = 30_000;
+/** How long a fleet-wide eviction mark outlives a sweeper that died holding it (ms). */
+export const EVICTING_MS = 5 * 60_000;
+
+/**
+ * The fleet's registry, kept by the coordination service (edge/deno/redis_fleet.ts) with its own
+ * atomic operations. Every call may throw when the service cannot be reached.
+ */
+export interface SharedRegistry {
+  /**
+   * Adds `delta` to the counts of the shared record of `record.id` and merges `record`'s times
+   * into it (as `merged` does: latest times, earliest first sight, the newest snapshot, a newer
+   * eviction counted), creating it; the record as merged, and whether this call created it.
+   * Null: the registry holds {@link MAX_REPOS} already. `batch`: the counts of one id are added
+   * once, however often it is sent (a retry after an answer lost).
+   */
+  merge(
+    record: RepoRecord,
+    delta: Counts,
+    batch?: string,
+  ): Promise<{ record: RepoRecord; created: boolean } | null>;
+  /** Every shared record (at most {@link MAX_REPOS}). */
+  list(): Promise<RepoRecord[]>;
+  /** Evictions of `id` begun fleet-wide. */
+  epoch(id: string): Promise<number>;
+  /**
+   * Pins `id` until `untilMs` unless an eviction of it is under way, or one began since `epoch`
+   * (null: not known); whether it did.
+   */
+  pin(id: string, untilMs: number, epoch: number | null): Promise<boolean>;
+  /**
+   * Marks `id` as being evicted (for `ttlMs` at most) unless a pin holds past `nowMs`; whether it
+   * did. Counts the eviction in `id`'s epoch.
+   */
+  beginEviction(id: string, nowMs: number, ttlMs: number): Promise<boolean>;
+  /** Ends the eviction mark of `id`. */
+  endEviction(id: string): Promise<void>;
+}
+
+/** Evictions begun, as a fetch saw them when it looked the snapshot up. */
+export interface EvictionEpoch {
+  /** In this process. */
+  local: number;
+  /** Fleet-wide; null without a fleet or when the coordinator did not answer. */
+  fleet: number | null;
+}
 
 /** How the edge served a fetch. */
 export type FetchOutcome =
@@ -72,6 +135,8 @@ interface Entry {
   delta: Counts;
   /** This process's counts since it started (what its metrics report). */
   local: Counts;
+  /** In a fleet: counts sent whose answer did not come (sent again under the same batch). */
+  unsent?: { batch: string; delta: Counts };
   /** News not yet in the store, and whether it must get there now (a pin). */
   dirty: boolean;
   urgent: boolean;
@@ -80,6 +145,12 @@ interface Entry {
 
 function zeroCounts(): Counts {
   return { fetches: 0, fromSnapshot: 0, answered: 0, cached: 0, packBytes: 0 };
+}
+
+function countsOf(r: RepoRecord): Counts {
+  const out = zeroCounts();
+  for (const k of COUNT_KEYS) out[k] = Number(r[k]) || 0;
+  return out;
 }
 
 function newRecord(repo: Pick<RepoRef, "id" | "path" | "originUrl">, now: number): RepoRecord {
@@ -144,9 +215,12 @@ export class RepoRegistry {
   readonly #epochs = new Map<string, number>();
   #flushing: Promise<void> | null = null;
 
-  constructor(store: PackStore, clock: Clock) {
+  readonly #shared: SharedRegistry | undefined;
+
+  constructor(store: PackStore, clock: Clock, shared?: SharedRegistry) {
     this.#store = store;
     this.#clock = clock;
+    this.#shared = shared;
   }
 
   #entry(repo: Pick<RepoRef, "id" | "path" | "originUrl">, create: boolean): Entry | undefined {
@@ -218,6 +292,28 @@ export class RepoRegistry {
     return this.#epochs.get(id) ?? 0;
   }
 
+  /** The eviction epoch of `id` here and, in a fleet, fleet-wide (read before a lookup). */
+  async epochOf(id: string): Promise<EvictionEpoch> {
+    const local = this.evictionEpoch(id);
+    if (!this.#shared) return { local, fleet: null };
+    return { local, fleet: await this.#shared.epoch(id).catch(() => null) };
+  }
+
+  /**
+   * In a fleet: pins `repo`'s packs until `untilMs` fleet-wide (after {@link pin} here), unless
+   * an eviction of it is under way or began since `epoch`: then hand out nothing. A coordinator
+   * that does not answer leaves the pin to this node (it reaches the coordinator with the next
+   * flush; no sweep runs without the coordinator's lease meanwhile).
+   */
+  async pinFleet(repo: RepoRef, untilMs: number, epoch: EvictionEpoch): Promise<boolean> {
+    if (!this.#shared) return true;
+    try {
+      return await this.#shared.pin(repo.id, untilMs, epoch.fleet);
+    } catch {
+      return true;
+    }
+  }
+
   /**
    * Whether `id`'s snapshot, looked up at eviction `epoch` ({@link evictionEpoch} then), may be
    * handed out: not while it is being evicted, nor when an eviction of it began since.
@@ -246,17 +342,28 @@ export class RepoRegistry {
    * marked at once, so no fetch of this process hands them out in between). Returns whether it
    * may be evicted; call {@link endEviction} after.
    */
-  beginEviction(id: string, now: number): boolean {
+  async beginEviction(id: string, now: number): Promise<boolean> {
     if ((this.#entries.get(id)?.view.pinnedUntil ?? 0) > now) return false;
     this.#evicting.add(id);
     this.#epochs.set(id, this.evictionEpoch(id) + 1);
     if (this.#epochs.size > MAX_REPOS) this.#epochs.delete(this.#epochs.keys().next().value!);
-    return true;
+    if (!this.#shared) return true;
+    // In a fleet, a pin of any node spares it (weighed with slack for the nodes' clocks).
+    let marked = false;
+    try {
+      marked = await this.#shared.beginEviction(id, now - FLEET_CLOCK_SLACK_MS, EVICTING_MS);
+    } catch {
+      marked = false; // cannot tell: spare it
+    }
+    if (!marked) this.#evicting.delete(id);
+    return marked;
   }
 
   /** Ends an eviction; `evicted`: the snapshot is gone (noted in the record). */
-  endEviction(record: RepoRecord | null, id: string, evicted: boolean): void {
+  async endEviction(record: RepoRecord | null, id: string, evicted: boolean): Promise<void> {
     this.#evicting.delete(id);
+    // The mark expires by itself should this fail.
+    await this.#shared?.endEviction(id).catch(() => {});
     if (!evicted || !record) return;
     const e = this.#entry(record, true);
     if (!e) return;
@@ -301,18 +408,30 @@ export class RepoRegistry {
       e.urgent = false;
       e.flushedAt = now;
       try {
-        const stored = await readRecord(this.#store, id);
-        const record = stored ? merged(stored, e.view, delta) : { ...e.view };
-        await putBytes(
-          this.#store,
-          registryKey(id),
-          new TextEncoder().encode(JSON.stringify(record)),
-        );
+        let record: RepoRecord;
+        if (this.#shared) {
+          // Counts whose answer was lost go again first, under their batch: added at most once.
+          if (e.unsent) {
+            await this.#mergeShared(e.view, e.unsent.delta, e.unsent.batch);
+            e.unsent = undefined;
+          }
+          e.unsent = { batch: crypto.randomUUID(), delta };
+          record = await this.#mergeShared(e.view, delta, e.unsent.batch);
+          e.unsent = undefined;
+        } else {
+          const stored = await readRecord(this.#store, id);
+          record = stored ? merged(stored, e.view, delta) : { ...e.view };
+          await putBytes(
+            this.#store,
+            registryKey(id),
+            new TextEncoder().encode(JSON.stringify(record)),
+          );
+        }
         // Keep this process's view at least as new as the store's.
         e.view = { ...record, pinnedUntil: Math.max(record.pinnedUntil, e.view.pinnedUntil) };
       } catch (error) {
-        // Try again at the next flush: the counts go back.
-        for (const k of COUNT_KEYS) e.delta[k] += delta[k];
+        // Try again at the next flush: the counts go back (unless sent, then they go again).
+        if (e.unsent?.delta !== delta) { for (const k of COUNT_KEYS) e.delta[k] += delta[k]; }
         e.dirty = true;
         throw error;
       }
@@ -320,18 +439,47 @@ export class RepoRegistry {
   }
 
   /**
+   * Adds `view`'s news and `delta` to the coordinator's record; when this created the record (a
+   * repository new to the fleet, or a coordinator restarted empty), the store's copy is added
+   * once. The merged record is copied to the store.
+   */
+  async #mergeShared(view: RepoRecord, delta: Counts, batch: string): Promise<RepoRecord> {
+    const shared = this.#shared!;
+    const out = await shared.merge(view, delta, batch);
+    if (!out) return { ...view }; // the fleet's registry is full: this node keeps its own view
+    let record = out.record;
+    if (out.created) {
+      const copy = await readRecord(this.#store, view.id);
+      if (copy) record = (await shared.merge(copy, countsOf(copy)))?.record ?? record;
+    }
+    await putBytes(
+      this.#store,
+      registryKey(view.id),
+      new TextEncoder().encode(JSON.stringify(record)),
+    ).catch(() => {/* a copy: the coordinator holds the record */});
+    return record;
+  }
+
+  /**
    * Every record: the store's, with this process's news merged in, plus those not stored yet. At
    * most {@link MAX_REPOS}.
    */
   async list(): Promise<RepoRecord[]> {
-    const keys = (await this.#store.list(REGISTRY_PREFIX)).slice(0, MAX_REPOS);
     const out = new Map<string, RepoRecord>();
-    const ids = keys.map((k) => k.key.slice(REGISTRY_PREFIX.length).replace(/\.json$/, ""));
+    // In a fleet, the coordinator's records; the store's copies of the others (all of them when
+    // the coordinator does not answer).
+    const shared = this.#shared ? await this.#shared.list().catch(() => null) : null;
+    for (const r of shared ?? []) out.set(r.id, r);
+    const keys = (await this.#store.list(REGISTRY_PREFIX)).slice(0, MAX_REPOS);
+    const ids = keys.map((k) => k.key.slice(REGISTRY_PREFIX.length).replace(/\.json$/, ""))
+      .filter((id) => !out.has(id));
     const records = await mapLimit(ids, 16, (id) => readRecord(this.#store, id));
     for (const r of records) if (r) out.set(r.id, r);
     for (const [id, e] of this.#entries) {
       const stored = out.get(id);
-      out.set(id, stored && e.dirty ? merged(stored, e.view, e.delta) : stored ?? e.view);
+      const delta = { ...e.delta };
+      if (e.unsent) { for (const k of COUNT_KEYS) delta[k] += e.unsent.delta[k]; }
+      out.set(id, stored && e.dirty ? merged(stored, e.view, delta) : stored ?? e.view);
     }
     return [...out.values()];
   }

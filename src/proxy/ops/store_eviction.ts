@@ -95,6 +95,8 @@ export interface EvictionReport {
   evicted: { id: string; path: string; bytes: number }[];
   /** Repositories over the cap that were spared, and why. */
   spared: { id: string; reason: "pinned" | "building" | "fresh" }[];
+  /** Another node of the fleet holds the sweep lease: this one swept nothing. */
+  elsewhere?: boolean;
 }
 
 export interface StoreEvictorDeps {
@@ -113,6 +115,16 @@ export interface StoreEvictorDeps {
   lfs?: LfsEvictionHooks;
   /** Called with each evicted repository's id (its git mirror goes with it). */
   onEvicted?: (repoId: string) => Promise<void>;
+  /**
+   * A fleet's one-sweeper lease: runs the sweep only if this node takes it (false: another node
+   * sweeps). Every sweep goes through it: after a build, after a warm, after requests.
+   */
+  exclusive?: (work: () => Promise<unknown>) => Promise<boolean>;
+  /**
+   * A fleet's word on whether the store is full, kept by whichever node sweeps (`set` after each
+   * sweep) and asked by every node before a build (`get`): the other nodes' builds wait too.
+   */
+  fleetFull?: { get(): Promise<boolean>; set(full: boolean): Promise<void> };
 }
 
 interface RepoUsage {
@@ -144,11 +156,17 @@ export class StoreEvictor {
    * not bring it under its cap: what is left is pinned, fresh or building). A refused build is
    * counted; the clone that asked passes through.
    */
-  admit(repo: RepoRef): boolean {
-    if (!this.#full) return true;
-    this.#deps.metrics.inc("gitedge_store_full_builds_skipped_total");
+  admit(repo: RepoRef): boolean | Promise<boolean> {
     void repo;
-    return false;
+    const refused = () => {
+      this.#deps.metrics.inc("gitedge_store_full_builds_skipped_total");
+      return false;
+    };
+    if (this.#full) return refused();
+    // In a fleet, the sweeper may be another node: its word (a coordinator away: none).
+    const fleet = this.#deps.fleetFull;
+    if (!fleet || this.maxBytes <= 0) return true;
+    return fleet.get().then((full) => full ? refused() : true, () => true);
   }
 
   /** Whether the store is full (see {@link admit}). */
@@ -203,12 +221,24 @@ export class StoreEvictor {
       this.#again = true;
       return this.#running;
     }
+    // A sweep that another node runs counts as run here too (no lease asked after each request).
+    this.#lastSweep = this.#deps.clock.now();
     const run = (async () => {
-      let report: EvictionReport;
-      do {
-        this.#again = false;
-        report = await this.#sweepOnce();
-      } while (this.#again);
+      let report: EvictionReport = {
+        before: 0,
+        after: 0,
+        evicted: [],
+        spared: [],
+        elsewhere: true,
+      };
+      const sweeps = async () => {
+        do {
+          this.#again = false;
+          report = await this.#sweepOnce();
+        } while (this.#again);
+      };
+      if (this.#deps.exclusive) await this.#deps.exclusive(sweeps);
+      else await sweeps();
       return report;
     })().finally(() => {
       this.#running = null;
@@ -312,7 +342,7 @@ export class StoreEvictor {
           pinnedBytes += usage.bytes;
           continue;
         }
-        if ((record?.pinnedUntil ?? 0) > now || !registry.beginEviction(id, now)) {
+        if ((record?.pinnedUntil ?? 0) > now || !await registry.beginEviction(id, now)) {
           report.spared.push({ id, reason: "pinned" });
           pinnedBytes += usage.bytes;
           continue;
@@ -328,7 +358,7 @@ export class StoreEvictor {
           // starts the rebuild (an answer from the response cache starts none).
           for (const obj of await store.list(cachePrefix(id))) await store.delete(obj.key);
         } finally {
-          registry.endEviction(record, id, freed > 0);
+          await registry.endEviction(record, id, freed > 0);
         }
         total -= freed;
         await this.#deps.onEvicted?.(id).catch(() => {});
@@ -352,6 +382,8 @@ export class StoreEvictor {
     }
     report.after = total;
     const full = max > 0 && total > max;
+    // The fleet's other nodes learn it from the sweeper (every sweep: a dead sweeper's word lapses).
+    await this.#deps.fleetFull?.set(full).catch(() => {});
     if (full !== this.#full) {
       this.#full = full;
       this.#deps.log?.log(full ? "warn" : "info", full ? "store.full" : "store.fits", {

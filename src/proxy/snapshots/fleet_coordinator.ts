@@ -427,11 +427,17 @@ export class FleetCoordinator implements SnapshotCoordinator {
     ttlMs: number,
     work: () => Promise<unknown>,
   ): Promise<boolean> {
-    if (!await this.#deps.state.acquire(name, token, ttlMs)) return false;
+    const { state } = this.#deps;
+    if (!await state.acquire(name, token, ttlMs)) return false;
+    // Renewed while the work runs (a long sweep keeps the lease; a dead node's lapses).
+    const renewal = setInterval(() => {
+      state.renew(name, token, ttlMs).catch(() => {});
+    }, Math.max(10, Math.floor(ttlMs / 3)));
     try {
       await work();
     } finally {
-      await this.#deps.state.release(name, token).catch(() => {});
+      clearInterval(renewal);
+      await state.release(name, token).catch(() => {});
     }
     return true;
   }

@@ -48,15 +48,15 @@ Deno.test("two processes' counts add up in the stored record; times keep their l
   assertEquals([again.fetches, again.cached], [4, 1]);
 });
 
-Deno.test("a pinned repository is not evicted; an eviction begun since a lookup stops the pin", () => {
+Deno.test("a pinned repository is not evicted; an eviction begun since a lookup stops the pin", async () => {
   const clock = { now: () => 1000 };
   const registry = new RepoRegistry(new FsPackStore("/nonexistent-never-written"), clock);
   assert(registry.pin(REPO, 5000), "pinned until 5000");
-  assertEquals(registry.beginEviction(REPO.id, 4999), false, "pinned: spared");
+  assertEquals(await registry.beginEviction(REPO.id, 4999), false, "pinned: spared");
   const epoch = registry.evictionEpoch(REPO.id);
-  assert(registry.beginEviction(REPO.id, 5000), "the pin lapsed");
+  assert(await registry.beginEviction(REPO.id, 5000), "the pin lapsed");
   assertEquals(registry.pin(REPO, 9000), false, "being evicted: nothing handed out");
-  registry.endEviction(null, REPO.id, true);
+  await registry.endEviction(null, REPO.id, true);
   assertEquals(registry.pin(REPO, 9000, epoch), false, "evicted since the lookup");
   assert(registry.pin(REPO, 9000), "a fresh lookup may pin again");
 });

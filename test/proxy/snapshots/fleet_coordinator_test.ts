@@ -229,6 +229,13 @@ Deno.test("fleet: a node learns another's publish through the counter, without a
   const seen = await b.coordinator.manifest(REPO);
   assertEquals(seen?.builtAt, (await a.coordinator.manifest(REPO))?.builtAt);
   assertEquals(b.inner.builds, 0);
+  // A publish after b read one: b takes the newer one (the counter moved), still building none.
+  await sleep(5);
+  assertEquals((await a.coordinator.warm(REPO, NO_AUTH, { rebuild: true })).state, "ready");
+  const newer = await a.coordinator.manifest(REPO);
+  assert(newer!.builtAt > seen!.builtAt, "a published a newer snapshot");
+  assertEquals((await b.coordinator.manifest(REPO))?.builtAt, newer!.builtAt);
+  assertEquals(b.inner.builds, 0);
 });
 
 Deno.test("fleet: the sweeper runs on one node at a time", async () => {
