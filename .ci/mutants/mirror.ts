@@ -58,8 +58,10 @@ export const MIRROR_MUTANTS: Mutant[] = [
     file: "edge/deno/mirror.ts",
     from: "if (!status.success) {\n        return { ok: false",
     to: "if (false) {\n        return { ok: false",
-    tests: [E2E],
-    filter: "/damaged/",
+    // A mirror damaged under its refs is found before upload-pack runs (Mirrors.ensure); a blob
+    // missing under a tip is found by upload-pack alone (mirror_heal_test's corrupted mirror).
+    tests: [E2E, "test/edge/deno/mirror_heal_test.ts"],
+    filter: "/damaged|corrupted/",
   },
   {
     name: "mirror/claims-every-want",
