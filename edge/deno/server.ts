@@ -213,6 +213,7 @@ export async function startDenoEdge(opts: DenoEdgeOptions): Promise<RunningEdge>
           // Seeded by hard links from a filesystem store; copied from any other.
           pathOf: shared instanceof FsPackStore ? (key) => shared.pathOf(key) : undefined,
           git: opts.mirrorGit,
+          originFetch: loggedOriginFetch(originFetch, log, clock, { for: "mirror" }),
           log,
         }),
         { now: () => clock.now(), maxBytes: opts.mirrorMaxBytes ?? 0 },

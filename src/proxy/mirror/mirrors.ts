@@ -24,6 +24,33 @@ export type MirrorAnswer =
   /** upload-pack failed before its answer was handed out (a damaged mirror): nothing was sent. */
   | { ok: false; reason: string };
 
+/** What the caller of an update knows that spares the origin a request. */
+export interface UpdateHint {
+  /**
+   * The origin's refs (ref → id) as it just listed them to the caller: the update names the
+   * mirror's branches and tags from them instead of asking the origin for its own listing (and
+   * prunes nothing: a listing may cover some prefixes only).
+   */
+  refs?: Record<string, string>;
+  /**
+   * Told the origin's word on the credential, from the update's `fetch`: 200 once its answer
+   * proved whole, 401/403 when refused.
+   */
+  onOriginStatus?: (status: number) => void;
+}
+
+/** The origin refused an update's request (its HTTP status: 401 and 403 are about the caller). */
+export class MirrorUpdateRefused extends Error {
+  readonly status: number;
+  constructor(status: number, message: string) {
+    super(message);
+    this.status = status;
+  }
+}
+
+/** The mirror itself failed to read (a pack cut short, an object gone): it must not serve. */
+export class MirrorDamaged extends Error {}
+
 /** One mirror as the operator sees it. */
 export interface MirrorStatus {
   /** `none`: no mirror; `ready`: serving. */
@@ -46,11 +73,19 @@ export interface MirrorHost {
    */
   seed(repo: RepoRef, manifest: Manifest): Promise<void>;
   /**
-   * Fetches the origin's branches and tags (refs updated atomically, pruned), then `oids` by id
-   * when still missing, with `auth` passed to git in its environment (never on its command line,
-   * never written). A failure (killed, disk full) leaves the mirror as it was.
+   * Brings the mirror current with one `fetch` from the origin with `auth` (held for the length
+   * of the call, never written or logged): wants are `oids` the mirror lacks and, with no
+   * `hint.refs`, every branch and tag tip of the origin's own `ls-refs` (one request more; the
+   * refs it lacks are then pruned); haves are the mirror's tips. The pack is indexed into the
+   * mirror, then the branches and tags are set in one transaction to the listing's ids the mirror
+   * holds. A failure (refused, killed, disk full) leaves the mirror serving as it was.
    */
-  update(repo: RepoRef, auth: OriginAuth, oids: readonly string[]): Promise<void>;
+  update(
+    repo: RepoRef,
+    auth: OriginAuth,
+    oids: readonly string[],
+    hint?: UpdateHint,
+  ): Promise<void>;
   /**
    * Runs `git upload-pack --stateless-rpc` (protocol v2) on `request`. A run that fails before
    * its answer is handed out answers `ok: false`.
@@ -87,6 +122,17 @@ export type EnsureResult =
 
 /** Bounds of what the operator page and metrics keep per repository. */
 const MAX_TRACKED = 4096;
+/** Listings kept at once (one per repository), and how long one names an update's refs (ms). */
+const MAX_LISTINGS = 256;
+export const LISTING_MS = 60_000;
+
+/** Options of {@link Mirrors.ensure}. */
+export interface EnsureOptions {
+  /** The origin's refs as just listed to this caller (else a recent {@link Mirrors.noteListing}). */
+  refs?: Record<string, string>;
+  /** Told the origin's word on `auth` if this call runs an update ({@link UpdateHint}). */
+  onOriginStatus?: (status: number) => void;
+}
 
 /**
  * The mirrors of one process: single-flight seeding and updates per repository over a
@@ -97,6 +143,10 @@ export class Mirrors {
   /** Repository id → the seed or update running for it (joined by concurrent requests). */
   readonly #running = new Map<string, Promise<void>>();
   readonly #updatedAt = new Map<string, number>();
+  /** Repository id → the origin's refs as last listed to a caller ({@link noteListing}). */
+  readonly #listings = new Map<string, { refs: Record<string, string>; at: number }>();
+  /** Repository id → the work a fetch waits for ({@link track}). */
+  readonly #tracked = new Map<string, Promise<void>>();
   readonly #now: () => number;
   readonly #maxServes: number;
   readonly maxBytes: number;
@@ -177,9 +227,10 @@ export class Mirrors {
     wants: readonly string[],
     auth: OriginAuth,
     manifest: () => Promise<Manifest | null>,
+    opts: EnsureOptions = {},
   ): Promise<EnsureResult> {
     try {
-      return await this.#ensure(repo, wants, auth, manifest);
+      return await this.#ensure(repo, wants, auth, manifest, opts);
     } catch (error) {
       // A mirror discarded under the request (its `cat-file` failed), say.
       return { ready: false, reason: message(error) };
@@ -191,6 +242,7 @@ export class Mirrors {
     wants: readonly string[],
     auth: OriginAuth,
     manifest: () => Promise<Manifest | null>,
+    opts: EnsureOptions,
   ): Promise<EnsureResult> {
     this.#touch(repo.id);
     try {
@@ -200,6 +252,13 @@ export class Mirrors {
           const m = await manifest();
           if (!m) throw new NoSeedError();
           await this.host.seed(repo, m);
+          // The snapshot may be older than the listing the caller was just given: its refs,
+          // and the tips the snapshot lacks, are brought in now.
+          const refs = opts.refs ?? this.#takeListing(repo.id);
+          if (refs) {
+            await this.host.update(repo, auth, [], { refs, onOriginStatus: opts.onOriginStatus })
+              .then(() => this.#noteUpdate(repo), () => {});
+          }
           await this.#enforceCap(repo.id);
         });
       }
@@ -222,7 +281,10 @@ export class Mirrors {
         const still = await this.host.missing(repo, missing);
         if (still.length === 0) return;
         try {
-          await this.host.update(repo, auth, still);
+          await this.host.update(repo, auth, still, {
+            refs: opts.refs ?? this.#takeListing(repo.id),
+            onOriginStatus: opts.onOriginStatus,
+          });
         } catch (error) {
           this.updateFailures++;
           throw error;
@@ -232,11 +294,72 @@ export class Mirrors {
         await this.#enforceCap(repo.id);
       });
     } catch (error) {
+      if (error instanceof MirrorDamaged) {
+        await this.discard(repo.id);
+        return { ready: false, reason: `damaged, discarded: ${message(error)}` };
+      }
       return { ready: false, reason: `update failed: ${message(error)}` };
     }
     missing = await this.host.missing(repo, wants);
-    if (missing.length > 0) return { ready: false, reason: "wants the origin did not send" };
+    if (missing.length > 0) {
+      // The update asked the origin for these and indexed its whole answer: a want still missing
+      // is one the mirror claimed to reach (a have) and cannot read. Damaged: discarded, and a
+      // later fetch seeds it afresh.
+      await this.discard(repo.id);
+      return { ready: false, reason: "the mirror lacks objects it should hold: discarded" };
+    }
     return { ready: true, updated: true };
+  }
+
+  /**
+   * Notes the origin's branches and tags (ref → id) as it just listed them to a caller, for the
+   * next update of `repo` within {@link LISTING_MS} to name the mirror's refs by (sparing the
+   * origin a listing of the update's own). Kept in memory, one per repository, bounded.
+   */
+  noteListing(repo: RepoRef, refs: Record<string, string>): void {
+    this.#listings.delete(repo.id);
+    this.#listings.set(repo.id, { refs, at: this.#now() });
+    if (this.#listings.size > MAX_LISTINGS) {
+      this.#listings.delete(this.#listings.keys().next().value!);
+    }
+  }
+
+  /**
+   * Sets `repo`'s branches and tags to `refs` (the origin's listing just given to a caller) where
+   * the mirror holds their objects, asking the origin nothing; in turn with updates. Never throws.
+   */
+  async syncRefs(repo: RepoRef, refs: Record<string, string>): Promise<void> {
+    try {
+      await this.#once(repo, () => this.host.update(repo, { headers: {} }, [], { refs }));
+    } catch {
+      // The next update sets them.
+    }
+  }
+
+  /** The listing noted for `repoId` if recent (used once), else undefined. */
+  #takeListing(repoId: string): Record<string, string> | undefined {
+    const noted = this.#listings.get(repoId);
+    this.#listings.delete(repoId);
+    if (!noted || this.#now() - noted.at > LISTING_MS) return undefined;
+    return noted.refs;
+  }
+
+  /**
+   * Work on `repo`'s mirror that a fetch must wait for before it looks at it (a listing being
+   * read to start an update, say); dropped once settled.
+   */
+  track(repo: RepoRef, work: Promise<void>): void {
+    const settled = work.catch(() => {}).finally(() => {
+      if (this.#tracked.get(repo.id) === settled) this.#tracked.delete(repo.id);
+    });
+    this.#tracked.set(repo.id, settled);
+    if (this.#tracked.size > MAX_LISTINGS) this.#tracked.delete(this.#tracked.keys().next().value!);
+  }
+
+  /** Settles once the work {@link track}ed for `repo` and the seed or update running are done. */
+  async running(repo: RepoRef): Promise<void> {
+    await this.#tracked.get(repo.id);
+    await this.#running.get(repo.id)?.catch(() => {});
   }
 
   /**

@@ -368,15 +368,15 @@ Deno.test("mirror: a damaged mirror is discarded, never served; the fetch goes t
   await git(["clone", "-q", "--depth", "1", `${e.url}/${REPO}`, `${dir.path}/c1`]);
   await assertSameClone(`${dir.path}/direct`, `${dir.path}/c1`);
   await e.edge.idle();
-  assert(
-    !Deno.statSync(mirrors) || ![...Deno.readDirSync(mirrors)].some((d) => d.name.endsWith(".git")),
-    "discarded",
-  );
-  // The next clone seeds a new mirror from the snapshot and is answered from it.
+  // Discarded as soon as its own reads failed (the update its listing started, or upload-pack);
+  // the mirror there now, if any, was seeded afresh from the snapshot.
+  assert(await metric(e.url, "gitedge_mirror_discards_total") >= 1, "discarded");
+  // The next clone is answered from a whole mirror (seeded again if none), at most one update.
   origin.stats.reset();
   await git(["clone", "-q", "--depth", "1", `${e.url}/${REPO}`, `${dir.path}/c2`]);
   await assertSameClone(`${dir.path}/direct`, `${dir.path}/c2`);
-  assertEquals(originCost(origin).fetches, 1, "the new mirror's update");
+  await git(["fsck", "--full"], { cwd: `${dir.path}/c2` });
+  assert(originCost(origin).fetches <= 1, "at most the new mirror's update");
 });
 
 const modern = await modernGit();
