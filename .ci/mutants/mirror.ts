@@ -80,8 +80,8 @@ export const MIRROR_MUTANTS: Mutant[] = [
   {
     name: "mirror/follows-redirects",
     file: "edge/deno/mirror.ts",
-    from: 'entries.push(["http.followRedirects", "false"]);',
-    to: "",
+    from: 'redirect: "manual",',
+    to: 'redirect: "follow",',
     tests: ["test/edge/deno/mirror_host_test.ts"],
     filter: "/not followed/",
   },

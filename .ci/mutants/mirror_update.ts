@@ -1,0 +1,68 @@
+/**
+ * Mutants: the mirror's update from the origin (edge/deno/mirror.ts: one fetch named by the
+ * caller's listing) and the listing that starts it (src/proxy/fetch/mirror_ahead.ts).
+ */
+import type { Mutant } from "./mutant.ts";
+
+const COST = "test/edge/deno/mirror_origin_cost_test.ts";
+const E2E = "test/edge/deno/mirror_test.ts";
+
+export const MIRROR_UPDATE_MUTANTS: Mutant[] = [
+  {
+    // A refused credential's update taken for the origin's word: its fetch served from the mirror.
+    name: "mirror_update/refused-update-vouches",
+    file: "src/proxy/fetch/mirror_ahead.ts",
+    from: "noteFetchVerdict(ctx, request, repo, status, askedAt)",
+    to: "noteFetchVerdict(ctx, request, repo, 200, askedAt)",
+    tests: [COST],
+    filter: "/private origin/",
+  },
+  {
+    name: "mirror_update/listing-not-read",
+    file: "src/proxy/fetch/git_routes.ts",
+    from: 'const res = command === "ls-refs" ? listingSeen(ctx, request, repo, relayed) : relayed;',
+    to: "const res = relayed;",
+    tests: [COST],
+    filter: "/depth-1|new state/",
+  },
+  {
+    name: "mirror_update/fetch-does-not-wait",
+    file: "src/proxy/fetch/mirror_fetch.ts",
+    from: "  await mirrors.running(repo);\n",
+    to: "",
+    tests: [COST],
+    filter: "/depth-1|new state/",
+  },
+  {
+    name: "mirror_update/own-listing-always",
+    file: "edge/deno/mirror.ts",
+    from: "const listing = hint.refs ?? await this.#lsRefs(repo, auth, signal);",
+    to: "const listing = await this.#lsRefs(repo, auth, signal);",
+    tests: [COST],
+    filter: "/depth-1|new state/",
+  },
+  {
+    name: "mirror_update/no-haves",
+    file: "edge/deno/mirror.ts",
+    from: "        ...[...new Set(haves)].map((h) => `have ${h}`),\n",
+    to: "",
+    tests: [COST],
+    filter: "/depth-1/",
+  },
+  {
+    name: "mirror_update/refs-not-set",
+    file: "edge/deno/mirror.ts",
+    from: "if (!missing.has(oid) && current.get(ref) !== oid) lines.push(",
+    to: "if (false) lines.push(",
+    tests: [COST],
+    filter: "/depth-1/",
+  },
+  {
+    name: "mirror_update/damaged-kept",
+    file: "src/proxy/mirror/mirrors.ts",
+    from: "if (error instanceof MirrorDamaged) {",
+    to: "if (false) {",
+    tests: [E2E],
+    filter: "/damaged/",
+  },
+];
