@@ -58,6 +58,15 @@ export const MIRROR_UPDATE_MUTANTS: Mutant[] = [
     filter: "/depth-1/",
   },
   {
+    // A lazy fetch's info/refs sends an ls-refs ahead that nothing uses.
+    name: "mirror_update/lazy-fetch-gets-ls-refs-ahead",
+    file: "src/proxy/origin/ls_refs_ahead.ts",
+    from: "if (partial !== undefined && now - partial <= LAZY_MS) {",
+    to: "if (false) {",
+    tests: [COST],
+    filter: "/blobless/",
+  },
+  {
     name: "mirror_update/damaged-kept",
     file: "src/proxy/mirror/mirrors.ts",
     from: "if (error instanceof MirrorDamaged) {",

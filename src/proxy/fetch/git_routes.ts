@@ -216,6 +216,8 @@ async function uploadPack(
     await reader.cancel().catch(() => {});
   }
   const args = parseFetchArgs(req.args);
+  // A partial clone's lazy fetches list no refs: nothing is to be sent ahead for them.
+  if (args.filter !== null) ctx.lsRefsAhead?.partialFetch?.(ctx, request, repo);
   const scheme = new URL(publicBase(ctx, url)).protocol.replace(":", "");
   const plainClones = ctx.deps.config.snapshotPlainClones;
   const fetch = classifyFetch(req, args, scheme);

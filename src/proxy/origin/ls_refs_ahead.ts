@@ -50,6 +50,8 @@ import { inBackground } from "../core/deps.ts";
 
 /** An `info/refs` this soon after its client's `ls-refs` sends nothing ahead (ms). */
 const EARLY_MS = 500;
+/** An `info/refs` this soon after a partial fetch of its credential sends nothing ahead (ms). */
+export const LAZY_MS = 600_000;
 /** A credential the origin refused gets nothing sent ahead for this long (ms). */
 const REFUSED_MS = 600_000;
 /** Answers kept at once (oldest dropped first). */
@@ -114,6 +116,23 @@ export class LsRefsAhead implements LsRefsAheadHooks {
   readonly #early = new Map<string, number>();
   /** credential memo key → when its last v2 `info/refs` came (ms). */
   readonly #infoRefs = new Map<string, number>();
+  /**
+   * credential memo key → when its last partial `fetch` came (ms): the next `info/refs` of that
+   * credential is likely a lazy fetch's, which sends no `ls-refs`.
+   */
+  readonly #partial = new Map<string, number>();
+
+  /**
+   * On a v2 `fetch` with a `filter` (a partial clone, or one of its lazy fetches): the next
+   * `info/refs` of that credential within {@link LAZY_MS} sends nothing ahead. A partial clone's
+   * checkout (and every later command that needs a blob) fetches the missing objects by id:
+   * `info/refs` then `fetch`, no `ls-refs`, so a listing sent ahead for it would go unused.
+   */
+  partialFetch(ctx: ProxyContext, request: Request, repo: RepoRef): void {
+    if (boundMs(ctx) <= 0) return;
+    const key = ctx.authMemo.key(repo.id, request.headers.get("authorization"));
+    remember(this.#partial, key, ctx.deps.clock.now());
+  }
 
   /**
    * On a v2 `info/refs` of the upload-pack service: sends the learned `ls-refs` of `repo` to the
@@ -129,6 +148,13 @@ export class LsRefsAhead implements LsRefsAheadHooks {
     const now = ctx.deps.clock.now();
     const live = prior && now - prior.at <= boundMs(ctx) ? prior : undefined;
     remember(this.#infoRefs, key, now);
+    // Likely a lazy fetch (a partial fetch came before): nothing sent ahead, once.
+    const partial = this.#partial.get(key);
+    this.#partial.delete(key);
+    if (partial !== undefined && now - partial <= LAZY_MS) {
+      this.#dropAhead(key);
+      return;
+    }
     const learned = this.#sendable(ctx, request, key);
     if (learned && live && !live.settled && live.request === learned.key) {
       // Still under way: one more is sent when it is answered, for this clone and the others

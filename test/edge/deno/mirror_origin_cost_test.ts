@@ -89,6 +89,29 @@ Deno.test("mirror update: a depth-1 clone of a new tip costs the origin what a d
   await git(["fsck", "--full"], { cwd: `${dir.path}/edge` });
 });
 
+Deno.test("mirror update: a blobless clone of a new tip and its checkout's lazy fetch cost the origin one pack, and the requests a direct one costs at most", async () => {
+  await using dir = await tempDir();
+  await using origin = await startOrigin();
+  await using e = await mirrorEdge({ origin: origin.url, chunks: 2 });
+  await makeRepo(origin, REPO, { commits: 10 });
+  await git(["config", "uploadpack.allowFilter", "true"], { cwd: `${origin.root}/${REPO}` });
+  await warm({ url: e.url }, REPO);
+  await addCommits(origin, REPO, { commits: 3 });
+
+  origin.stats.reset();
+  await git(["clone", "-q", "--filter=blob:none", origin.repoUrl(REPO), `${dir.path}/direct`]);
+  const direct = cost(origin);
+  origin.stats.reset();
+  await git(["clone", "-q", "--filter=blob:none", `${e.url}/${REPO}`, `${dir.path}/edge`]);
+  await e.edge.idle();
+  const edge = cost(origin);
+  assertEquals(edge.fetches, 1, "the mirror's update; the lazy fetch is the mirror's");
+  assert(edge.requests <= direct.requests, JSON.stringify({ direct, edge }));
+  assertEquals(edge.lsRefs, 1, "no ls-refs sent ahead for the lazy fetch's info/refs");
+  await assertSameClone(`${dir.path}/direct`, `${dir.path}/edge`);
+  await git(["fsck", "--full"], { cwd: `${dir.path}/edge` });
+});
+
 Deno.test("mirror update: git fetch from a new state costs the origin what going direct does; four runners in one new state share one origin fetch", async () => {
   await using dir = await tempDir();
   await using origin = await startOrigin();
