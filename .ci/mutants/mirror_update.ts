@@ -6,6 +6,7 @@ import type { Mutant } from "./mutant.ts";
 
 const COST = "test/edge/deno/mirror_origin_cost_test.ts";
 const E2E = "test/edge/deno/mirror_test.ts";
+const JOIN = "test/proxy/mirror/mirror_update_join_test.ts";
 
 export const MIRROR_UPDATE_MUTANTS: Mutant[] = [
   {
@@ -65,6 +66,23 @@ export const MIRROR_UPDATE_MUTANTS: Mutant[] = [
     to: "if (false) {",
     tests: [COST],
     filter: "/blobless/",
+  },
+  {
+    // A request that joined another caller's run takes the mirror for damaged when its wants are
+    // still missing.
+    name: "mirror_update/joined-run-counts-as-own",
+    file: "src/proxy/mirror/mirrors.ts",
+    from: "      if (ran) {\n        // This call's own update",
+    to: "      {\n        // This call's own update",
+    tests: [JOIN],
+  },
+  {
+    // A request that joined a refused caller's update falls back instead of asking with its own.
+    name: "mirror_update/joined-failure-is-final",
+    file: "src/proxy/mirror/mirrors.ts",
+    from: "if (ran) return { ready: false, reason: `update failed: ${message(error)}` };",
+    to: "return { ready: false, reason: `update failed: ${message(error)}` };",
+    tests: [JOIN],
   },
   {
     name: "mirror_update/damaged-kept",

@@ -276,39 +276,46 @@ export class Mirrors {
       missing = await this.host.missing(repo, wants);
       if (missing.length === 0) return { ready: true, updated: true };
     }
-    try {
-      await this.#once(repo, async () => {
-        const still = await this.host.missing(repo, missing);
-        if (still.length === 0) return;
-        try {
-          await this.host.update(repo, auth, still, {
-            refs: opts.refs ?? this.#takeListing(repo.id),
-            onOriginStatus: opts.onOriginStatus,
-          });
-        } catch (error) {
-          this.updateFailures++;
-          throw error;
+    // Twice at most: a run this call joined (another caller's update, a seed, a sync of refs)
+    // may not have been for these wants, or may have failed with that caller's credential.
+    for (let attempt = 0; attempt < 2; attempt++) {
+      let ran = false;
+      try {
+        // `missing` was read just now (nothing awaited since): a run under way is joined.
+        await this.#once(repo, async () => {
+          ran = true;
+          try {
+            await this.host.update(repo, auth, missing, {
+              refs: opts.refs ?? this.#takeListing(repo.id),
+              onOriginStatus: opts.onOriginStatus,
+            });
+          } catch (error) {
+            this.updateFailures++;
+            throw error;
+          }
+          this.updates++;
+          this.#noteUpdate(repo);
+          await this.#enforceCap(repo.id);
+        });
+      } catch (error) {
+        if (error instanceof MirrorDamaged) {
+          // Discarded by the call whose run found it.
+          if (ran) await this.discard(repo.id);
+          return { ready: false, reason: `damaged, discarded: ${message(error)}` };
         }
-        this.updates++;
-        this.#noteUpdate(repo);
-        await this.#enforceCap(repo.id);
-      });
-    } catch (error) {
-      if (error instanceof MirrorDamaged) {
-        await this.discard(repo.id);
-        return { ready: false, reason: `damaged, discarded: ${message(error)}` };
+        if (ran) return { ready: false, reason: `update failed: ${message(error)}` };
       }
-      return { ready: false, reason: `update failed: ${message(error)}` };
+      missing = await this.host.missing(repo, wants);
+      if (missing.length === 0) return { ready: true, updated: true };
+      if (ran) {
+        // This call's own update asked the origin for these and indexed its whole answer: a want
+        // still missing is one the mirror claimed to reach (a have) and cannot read. Damaged:
+        // discarded, and a later fetch seeds it afresh.
+        await this.discard(repo.id);
+        return { ready: false, reason: "the mirror lacks objects it should hold: discarded" };
+      }
     }
-    missing = await this.host.missing(repo, wants);
-    if (missing.length > 0) {
-      // The update asked the origin for these and indexed its whole answer: a want still missing
-      // is one the mirror claimed to reach (a have) and cannot read. Damaged: discarded, and a
-      // later fetch seeds it afresh.
-      await this.discard(repo.id);
-      return { ready: false, reason: "the mirror lacks objects it should hold: discarded" };
-    }
-    return { ready: true, updated: true };
+    return { ready: false, reason: "wants still missing after the updates joined" };
   }
 
   /**
@@ -331,8 +338,9 @@ export class Mirrors {
   async syncRefs(repo: RepoRef, refs: Record<string, string>): Promise<void> {
     try {
       await this.#once(repo, () => this.host.update(repo, { headers: {} }, [], { refs }));
-    } catch {
-      // The next update sets them.
+    } catch (error) {
+      // The next update sets them; a mirror that cannot read itself goes.
+      if (error instanceof MirrorDamaged) await this.discard(repo.id);
     }
   }
 

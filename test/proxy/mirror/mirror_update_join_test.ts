@@ -1,0 +1,159 @@
+/**
+ * `Mirrors.ensure` around the update (src/proxy/mirror/mirrors.ts): what a request does after
+ * joining a run that was not for its wants, or that failed with another caller's credential, and
+ * when a mirror counts as damaged. A stand-in host whose updates bring only what they were asked.
+ */
+import { assert, assertEquals } from "../../support/assert.ts";
+import {
+  type MirrorAnswer,
+  type MirrorHost,
+  Mirrors,
+  type UpdateHint,
+} from "../../../src/proxy/mirror/mirrors.ts";
+import type { Manifest } from "../../../src/proxy/core/manifest.ts";
+import type { OriginAuth, RepoRef } from "../../../src/proxy/core/repo.ts";
+
+const REPO: RepoRef = { id: "cd", originUrl: "https://git.test/r.git", path: "r.git" };
+const MANIFEST = { tips: {}, layers: [] } as unknown as Manifest;
+const auth = (who: string): OriginAuth => ({ headers: { authorization: who } });
+
+/** Objects are a set; an update brings the wants the origin has, for an accepted credential. */
+class AskedHost implements MirrorHost {
+  objects = new Set<string>();
+  origin = new Set<string>();
+  /** Objects the host claims but cannot read after an update (a damaged pack). */
+  unreadable = new Set<string>();
+  accepted = "good";
+  calls: { who: string; oids: string[]; refs: boolean }[] = [];
+  discarded = 0;
+  gate = Promise.withResolvers<void>();
+  exists() {
+    return Promise.resolve(true);
+  }
+  /** While set, `missing` waits for it. */
+  missingGate: Promise<void> | null = null;
+  async missing(_: RepoRef, oids: readonly string[]) {
+    if (this.missingGate) await this.missingGate;
+    return oids.filter((o) => !this.objects.has(o) || this.unreadable.has(o));
+  }
+  seed() {
+    return Promise.resolve();
+  }
+  async update(_: RepoRef, a: OriginAuth, oids: readonly string[], hint: UpdateHint = {}) {
+    const who = a.headers.authorization ?? "";
+    this.calls.push({ who, oids: [...oids], refs: hint.refs !== undefined });
+    await this.gate.promise;
+    if (who !== this.accepted) {
+      hint.onOriginStatus?.(401);
+      throw new Error("origin answered 401 to fetch");
+    }
+    for (const o of oids) if (this.origin.has(o)) this.objects.add(o);
+    hint.onOriginStatus?.(200);
+  }
+  serve(): Promise<MirrorAnswer> {
+    return Promise.resolve({ ok: false, reason: "unused" });
+  }
+  discard() {
+    this.discarded++;
+    return Promise.resolve();
+  }
+  size() {
+    return Promise.resolve(1);
+  }
+  list() {
+    return Promise.resolve([{ id: REPO.id, bytes: 1 }]);
+  }
+}
+
+Deno.test("mirror update: a request that joined another caller's update for other wants runs its own, and the mirror is not taken for damaged", async () => {
+  const host = new AskedHost();
+  host.origin = new Set(["a", "b"]);
+  const mirrors = new Mirrors(host);
+  const first = mirrors.ensure(REPO, ["a"], auth("good"), () => Promise.resolve(MANIFEST));
+  await Promise.resolve();
+  const second = mirrors.ensure(REPO, ["b"], auth("good"), () => Promise.resolve(MANIFEST));
+  host.gate.resolve();
+  assertEquals(await first, { ready: true, updated: true });
+  assertEquals(await second, { ready: true, updated: true });
+  assertEquals(host.calls.map((c) => c.oids), [["a"], ["b"]]);
+  assertEquals(host.discarded, 0);
+});
+
+Deno.test("mirror update: a request that, after waiting for one update, joins a sync of refs (no wants of its own) runs its own update next; the mirror is not taken for damaged", async () => {
+  const host = new AskedHost();
+  host.origin = new Set(["a", "b"]);
+  const mirrors = new Mirrors(host);
+  const manifest = () => Promise.resolve(MANIFEST);
+  const a = mirrors.ensure(REPO, ["a"], auth("good"), manifest);
+  await tick();
+  const b = mirrors.ensure(REPO, ["b"], auth("good"), manifest);
+  await tick();
+  // B waits for A's update; its next look at the mirror is held while a sync of refs starts.
+  const held = Promise.withResolvers<void>();
+  host.missingGate = held.promise;
+  const firstGate = host.gate;
+  host.gate = Promise.withResolvers<void>();
+  firstGate.resolve();
+  await tick();
+  const sync = mirrors.syncRefs(REPO, { "refs/heads/main": "a" });
+  await tick();
+  host.missingGate = null;
+  held.resolve();
+  await tick();
+  host.gate.resolve();
+  await sync;
+  assertEquals(await a, { ready: true, updated: true });
+  assertEquals(await b, { ready: true, updated: true });
+  assertEquals(host.calls.map((c) => c.oids), [["a"], [], ["b"]]);
+  assertEquals(host.discarded, 0);
+});
+
+/** Lets pending promise callbacks run. */
+const tick = () => new Promise((r) => setTimeout(r, 5));
+
+Deno.test("mirror update: a request that joined a refused caller's update runs its own with its credential; the refused one is told 401", async () => {
+  const host = new AskedHost();
+  host.origin = new Set(["a"]);
+  const mirrors = new Mirrors(host);
+  const verdicts: [string, number][] = [];
+  const ensure = (who: string) =>
+    mirrors.ensure(REPO, ["a"], auth(who), () => Promise.resolve(MANIFEST), {
+      onOriginStatus: (status) => verdicts.push([who, status]),
+    });
+  const wrong = ensure("wrong");
+  await Promise.resolve();
+  const good = ensure("good");
+  host.gate.resolve();
+  const w = await wrong;
+  assert(!w.ready && w.reason.startsWith("update failed"), JSON.stringify(w));
+  assertEquals(await good, { ready: true, updated: true });
+  assertEquals(host.calls.map((c) => c.who), ["wrong", "good"]);
+  assertEquals(verdicts, [["wrong", 401], ["good", 200]]);
+  assertEquals(host.discarded, 0);
+});
+
+Deno.test("mirror update: a want still unreadable after the request's own whole update: the mirror is discarded, not served", async () => {
+  const host = new AskedHost();
+  host.origin = new Set(["a"]);
+  host.unreadable = new Set(["a"]);
+  host.gate.resolve();
+  const mirrors = new Mirrors(host);
+  const r = await mirrors.ensure(REPO, ["a"], auth("good"), () => Promise.resolve(MANIFEST));
+  assert(!r.ready && r.reason.includes("discarded"), JSON.stringify(r));
+  assertEquals(host.discarded, 1);
+});
+
+Deno.test("mirror update: the listing noted for a repository names the next update's refs, once and while recent", async () => {
+  const host = new AskedHost();
+  host.origin = new Set(["a", "b", "c"]);
+  host.gate.resolve();
+  let now = 1_000;
+  const mirrors = new Mirrors(host, { now: () => now });
+  mirrors.noteListing(REPO, { "refs/heads/main": "a" });
+  await mirrors.ensure(REPO, ["a"], auth("good"), () => Promise.resolve(MANIFEST));
+  await mirrors.ensure(REPO, ["b"], auth("good"), () => Promise.resolve(MANIFEST));
+  mirrors.noteListing(REPO, { "refs/heads/main": "c" });
+  now += 61_000;
+  await mirrors.ensure(REPO, ["c"], auth("good"), () => Promise.resolve(MANIFEST));
+  assertEquals(host.calls.map((c) => c.refs), [true, false, false]);
+});
