@@ -52,7 +52,7 @@ export function listingSeen(
     if (lacking.length === 0) {
       // Nothing new to fetch; the mirror's refs follow the listing (for `include-tag`).
       probeAhead(ctx, request, repo);
-      return await mirrors.syncRefs(repo, refs);
+      return await mirrors.syncRefs(repo, refs, authOf(request.headers));
     }
     const askedAt = ctx.deps.clock.now();
     const result = await mirrors.ensure(

@@ -124,6 +124,8 @@ export type EnsureResult =
 const MAX_TRACKED = 4096;
 /** Listings kept at once (one per repository), and how long one names an update's refs (ms). */
 const MAX_LISTINGS = 256;
+/** Bytes of all listings kept (each counted at its names plus 64 per ref). */
+const MAX_LISTINGS_BYTES = 32 << 20;
 export const LISTING_MS = 60_000;
 
 /** Options of {@link Mirrors.ensure}. */
@@ -144,7 +146,11 @@ export class Mirrors {
   readonly #running = new Map<string, Promise<void>>();
   readonly #updatedAt = new Map<string, number>();
   /** Repository id → the origin's refs as last listed to a caller ({@link noteListing}). */
-  readonly #listings = new Map<string, { refs: Record<string, string>; at: number }>();
+  readonly #listings = new Map<
+    string,
+    { refs: Record<string, string>; at: number; bytes: number }
+  >();
+  #listingBytes = 0;
   /** Repository id → the work a fetch waits for ({@link track}). */
   readonly #tracked = new Map<string, Promise<void>>();
   readonly #now: () => number;
@@ -324,20 +330,34 @@ export class Mirrors {
    * origin a listing of the update's own). Kept in memory, one per repository, bounded.
    */
   noteListing(repo: RepoRef, refs: Record<string, string>): void {
-    this.#listings.delete(repo.id);
-    this.#listings.set(repo.id, { refs, at: this.#now() });
-    if (this.#listings.size > MAX_LISTINGS) {
-      this.#listings.delete(this.#listings.keys().next().value!);
+    this.#dropListing(repo.id);
+    let bytes = 0;
+    for (const ref in refs) bytes += ref.length + 64;
+    if (bytes > MAX_LISTINGS_BYTES) return;
+    this.#listings.set(repo.id, { refs, at: this.#now(), bytes });
+    this.#listingBytes += bytes;
+    while (this.#listings.size > MAX_LISTINGS || this.#listingBytes > MAX_LISTINGS_BYTES) {
+      this.#dropListing(this.#listings.keys().next().value!);
     }
+  }
+
+  #dropListing(repoId: string): void {
+    const noted = this.#listings.get(repoId);
+    if (!noted) return;
+    this.#listings.delete(repoId);
+    this.#listingBytes -= noted.bytes;
   }
 
   /**
    * Sets `repo`'s branches and tags to `refs` (the origin's listing just given to a caller) where
-   * the mirror holds their objects, asking the origin nothing; in turn with updates. Never throws.
+   * the mirror holds their objects (it holds every listed tip: the origin is asked nothing); in
+   * turn with updates. Never throws.
    */
-  async syncRefs(repo: RepoRef, refs: Record<string, string>): Promise<void> {
+  async syncRefs(repo: RepoRef, refs: Record<string, string>, auth: OriginAuth): Promise<void> {
     try {
-      await this.#once(repo, () => this.host.update(repo, { headers: {} }, [], { refs }));
+      // `auth`: the caller's, should the mirror lack a listed tip by now (discarded and seeded
+      // again meanwhile): the update then fetches it as that caller.
+      await this.#once(repo, () => this.host.update(repo, auth, [], { refs }));
     } catch (error) {
       // The next update sets them; a mirror that cannot read itself goes.
       if (error instanceof MirrorDamaged) await this.discard(repo.id);
@@ -347,7 +367,7 @@ export class Mirrors {
   /** The listing noted for `repoId` if recent (used once), else undefined. */
   #takeListing(repoId: string): Record<string, string> | undefined {
     const noted = this.#listings.get(repoId);
-    this.#listings.delete(repoId);
+    this.#dropListing(repoId);
     if (!noted || this.#now() - noted.at > LISTING_MS) return undefined;
     return noted.refs;
   }

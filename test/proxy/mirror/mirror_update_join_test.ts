@@ -95,7 +95,7 @@ Deno.test("mirror update: a request that, after waiting for one update, joins a 
   host.gate = Promise.withResolvers<void>();
   firstGate.resolve();
   await tick();
-  const sync = mirrors.syncRefs(REPO, { "refs/heads/main": "a" });
+  const sync = mirrors.syncRefs(REPO, { "refs/heads/main": "a" }, auth("good"));
   await tick();
   host.missingGate = null;
   held.resolve();
@@ -156,4 +156,17 @@ Deno.test("mirror update: the listing noted for a repository names the next upda
   now += 61_000;
   await mirrors.ensure(REPO, ["c"], auth("good"), () => Promise.resolve(MANIFEST));
   assertEquals(host.calls.map((c) => c.refs), [true, false, false]);
+});
+
+Deno.test("mirror update: listings are kept for 256 repositories at most, the oldest dropped first", async () => {
+  const host = new AskedHost();
+  host.origin = new Set(["a"]);
+  host.gate.resolve();
+  const mirrors = new Mirrors(host);
+  const repo = (i: number): RepoRef => ({ ...REPO, id: i.toString(16).padStart(4, "0") });
+  for (let i = 0; i < 257; i++) mirrors.noteListing(repo(i), { "refs/heads/main": "a" });
+  await mirrors.ensure(repo(0), ["a"], auth("good"), () => Promise.resolve(MANIFEST));
+  host.objects.clear();
+  await mirrors.ensure(repo(1), ["a"], auth("good"), () => Promise.resolve(MANIFEST));
+  assertEquals(host.calls.map((c) => c.refs), [false, true]);
 });
