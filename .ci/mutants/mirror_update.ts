@@ -5,7 +5,6 @@
 import type { Mutant } from "./mutant.ts";
 
 const COST = "test/edge/deno/mirror_origin_cost_test.ts";
-const E2E = "test/edge/deno/mirror_test.ts";
 const JOIN = "test/proxy/mirror/mirror_update_join_test.ts";
 
 export const MIRROR_UPDATE_MUTANTS: Mutant[] = [
@@ -89,7 +88,6 @@ export const MIRROR_UPDATE_MUTANTS: Mutant[] = [
     file: "src/proxy/mirror/mirrors.ts",
     from: "if (error instanceof MirrorDamaged) {",
     to: "if (false) {",
-    tests: [E2E],
-    filter: "/damaged/",
+    tests: [JOIN],
   },
 ];

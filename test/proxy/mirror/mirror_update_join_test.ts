@@ -6,6 +6,7 @@
 import { assert, assertEquals } from "../../support/assert.ts";
 import {
   type MirrorAnswer,
+  MirrorDamaged,
   type MirrorHost,
   Mirrors,
   type UpdateHint,
@@ -24,11 +25,14 @@ class AskedHost implements MirrorHost {
   /** Objects the host claims but cannot read after an update (a damaged pack). */
   unreadable = new Set<string>();
   accepted = "good";
+  /** An update that finds the mirror cannot read itself. */
+  damaged = false;
   calls: { who: string; oids: string[]; refs: boolean }[] = [];
   discarded = 0;
   gate = Promise.withResolvers<void>();
+  present = true;
   exists() {
-    return Promise.resolve(true);
+    return Promise.resolve(this.present);
   }
   /** While set, `missing` waits for it. */
   missingGate: Promise<void> | null = null;
@@ -43,6 +47,8 @@ class AskedHost implements MirrorHost {
     const who = a.headers.authorization ?? "";
     this.calls.push({ who, oids: [...oids], refs: hint.refs !== undefined });
     await this.gate.promise;
+    if (!this.present) throw new Error("no mirror");
+    if (this.damaged) throw new MirrorDamaged("cannot read its tips");
     if (who !== this.accepted) {
       hint.onOriginStatus?.(401);
       throw new Error("origin answered 401 to fetch");
@@ -55,6 +61,7 @@ class AskedHost implements MirrorHost {
   }
   discard() {
     this.discarded++;
+    this.present = false;
     return Promise.resolve();
   }
   size() {
@@ -79,34 +86,36 @@ Deno.test("mirror update: a request that joined another caller's update for othe
   assertEquals(host.discarded, 0);
 });
 
-Deno.test("mirror update: a request that, after waiting for one update, joins a sync of refs (no wants of its own) runs its own update next; the mirror is not taken for damaged", async () => {
-  const host = new AskedHost();
-  host.origin = new Set(["a", "b"]);
-  const mirrors = new Mirrors(host);
-  const manifest = () => Promise.resolve(MANIFEST);
-  const a = mirrors.ensure(REPO, ["a"], auth("good"), manifest);
-  await tick();
-  const b = mirrors.ensure(REPO, ["b"], auth("good"), manifest);
-  await tick();
-  // B waits for A's update; its next look at the mirror is held while a sync of refs starts.
-  const held = Promise.withResolvers<void>();
-  host.missingGate = held.promise;
-  const firstGate = host.gate;
-  host.gate = Promise.withResolvers<void>();
-  firstGate.resolve();
-  await tick();
-  const sync = mirrors.syncRefs(REPO, { "refs/heads/main": "a" }, auth("good"));
-  await tick();
-  host.missingGate = null;
-  held.resolve();
-  await tick();
-  host.gate.resolve();
-  await sync;
-  assertEquals(await a, { ready: true, updated: true });
-  assertEquals(await b, { ready: true, updated: true });
-  assertEquals(host.calls.map((c) => c.oids), [["a"], [], ["b"]]);
-  assertEquals(host.discarded, 0);
-});
+for (const syncAs of ["good", "wrong"]) {
+  Deno.test(`mirror update: a request that, after waiting for one update, joins a sync of refs (no wants of its own; as a ${syncAs} credential) runs its own update next; the mirror is not taken for damaged`, async () => {
+    const host = new AskedHost();
+    host.origin = new Set(["a", "b"]);
+    const mirrors = new Mirrors(host);
+    const manifest = () => Promise.resolve(MANIFEST);
+    const a = mirrors.ensure(REPO, ["a"], auth("good"), manifest);
+    await tick();
+    const b = mirrors.ensure(REPO, ["b"], auth("good"), manifest);
+    await tick();
+    // B waits for A's update; its next look at the mirror is held while a sync of refs starts.
+    const held = Promise.withResolvers<void>();
+    host.missingGate = held.promise;
+    const firstGate = host.gate;
+    host.gate = Promise.withResolvers<void>();
+    firstGate.resolve();
+    await tick();
+    const sync = mirrors.syncRefs(REPO, { "refs/heads/main": "a" }, auth(syncAs));
+    await tick();
+    host.missingGate = null;
+    held.resolve();
+    await tick();
+    host.gate.resolve();
+    await sync;
+    assertEquals(await a, { ready: true, updated: true });
+    assertEquals(await b, { ready: true, updated: true });
+    assertEquals(host.calls.map((c) => c.oids), [["a"], [], ["b"]]);
+    assertEquals(host.discarded, 0);
+  });
+}
 
 /** Lets pending promise callbacks run. */
 const tick = () => new Promise((r) => setTimeout(r, 5));
@@ -169,4 +178,20 @@ Deno.test("mirror update: listings are kept for 256 repositories at most, the ol
   host.objects.clear();
   await mirrors.ensure(repo(1), ["a"], auth("good"), () => Promise.resolve(MANIFEST));
   assertEquals(host.calls.map((c) => c.refs), [false, true]);
+});
+
+Deno.test("mirror update: an update that finds the mirror unreadable: discarded by that request, once; a request that joined it is not ready", async () => {
+  const host = new AskedHost();
+  host.origin = new Set(["a"]);
+  host.damaged = true;
+  const mirrors = new Mirrors(host);
+  const manifest = () => Promise.resolve(MANIFEST);
+  const first = mirrors.ensure(REPO, ["a"], auth("good"), manifest);
+  await tick();
+  const second = mirrors.ensure(REPO, ["a"], auth("good"), manifest);
+  host.gate.resolve();
+  const [r1, r2] = await Promise.all([first, second]);
+  assert(!r1.ready && r1.reason.includes("discarded"), JSON.stringify(r1));
+  assert(!r2.ready, JSON.stringify(r2));
+  assertEquals(host.discarded, 1);
 });
