@@ -6,6 +6,7 @@ import type { Mutant } from "./mutant.ts";
 
 const COST = "test/edge/deno/mirror_origin_cost_test.ts";
 const JOIN = "test/proxy/mirror/mirror_update_join_test.ts";
+const HOST = "test/edge/deno/mirror_host_update_test.ts";
 
 export const MIRROR_UPDATE_MUTANTS: Mutant[] = [
   {
@@ -82,6 +83,14 @@ export const MIRROR_UPDATE_MUTANTS: Mutant[] = [
     from: "if (ran) return { ready: false, reason: `update failed: ${message(error)}` };",
     to: "return { ready: false, reason: `update failed: ${message(error)}` };",
     tests: [JOIN],
+  },
+  {
+    // An update on its own listing keeps branches and tags the origin deleted.
+    name: "mirror_update/no-prune",
+    file: "edge/deno/mirror.ts",
+    from: "    if (prune) {",
+    to: "    if (false) {",
+    tests: [HOST],
   },
   {
     name: "mirror_update/damaged-kept",
