@@ -16,7 +16,9 @@
  *
  * Used or not sent: a request is sent ahead only while the prediction holds. After an `ls-refs`
  * that differs from what was learned (a `git fetch` after clones asks other prefixes), nothing is
- * sent ahead for that credential until the same request comes twice in a row.
+ * sent ahead for that credential until the same request comes twice in a row. After a partial
+ * fetch (a `filter`), the credential's next `info/refs` sends nothing ahead: it is most likely a
+ * lazy fetch of the missing objects, which lists no refs.
  *
  * Freshness: the answer was computed by the origin after the clone's first request reached the
  * edge, never before, so it cannot hide a change made before the clone started; it is handed out
