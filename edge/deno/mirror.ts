@@ -196,19 +196,26 @@ export class GitMirrorHost implements MirrorHost {
     // The origin's branches and tags: the listing the caller was just given (no request), else
     // one `ls-refs` of the origin's own.
     const listing = hint.refs ?? await this.#lsRefs(repo, auth, signal);
-    const listed = Object.entries(listing)
-      .filter(([ref, oid]) => MIRRORED_REF.test(ref) && HEX.test(oid))
-      .slice(0, MAX_UPDATE_REFS);
-    // Wanted: what was asked for and every listed tip, less what the mirror has (the mirror
-    // follows the whole listing: one fetch per new state of the repository, whatever the
-    // runners of that state ask for).
-    const asked = [...oids, ...listed.map(([, oid]) => oid)];
-    const wants = [...new Set(await this.missing(repo, asked.filter((o) => HEX.test(o))))]
+    const mirrored = Object.entries(listing)
+      .filter(([ref, oid]) => MIRRORED_REF.test(ref) && HEX.test(oid));
+    const listed = mirrored.slice(0, MAX_UPDATE_REFS);
+    // Wanted: what was asked for (all of it, or the update fails), and every listed tip within
+    // the bound, less what the mirror has (the mirror follows the whole listing: one fetch per
+    // new state of the repository, whatever the runners of that state ask for).
+    const requested = new Set(oids.filter((o) => HEX.test(o)));
+    const lacking = await this.missing(repo, [
+      ...new Set([...requested, ...listed.map(([, oid]) => oid)]),
+    ]);
+    const asked = lacking.filter((o) => requested.has(o));
+    if (asked.length > MAX_UPDATE_WANTS) throw new Error("more wants than one update fetches");
+    const wants = [...asked, ...lacking.filter((o) => !requested.has(o))]
       .slice(0, MAX_UPDATE_WANTS);
     let pack: string | null = null;
     if (wants.length > 0) pack = await this.#fetchPack(repo, auth, wants, signal, hint);
     try {
-      await this.#setRefs(repo, listed, hint.refs === undefined);
+      // Pruned only on a listing of its own, read whole.
+      const prune = hint.refs === undefined && listed.length === mirrored.length;
+      await this.#setRefs(repo, listed, prune);
     } finally {
       // The pack is kept (`.keep`) until the refs that reach it are set: nothing that repacks
       // the mirror meanwhile may drop its objects as unreachable.
