@@ -93,6 +93,14 @@ export const MIRROR_UPDATE_MUTANTS: Mutant[] = [
     tests: [HOST],
   },
   {
+    // The mirror's refs forgotten when it changes: a sync skipped against a stale listing.
+    name: "mirror_update/synced-kept-over-discard",
+    file: "src/proxy/mirror/mirrors.ts",
+    from: "    this.#synced.delete(repoId);\n    this.discards++;",
+    to: "    this.discards++;",
+    tests: [JOIN],
+  },
+  {
     name: "mirror_update/damaged-kept",
     file: "src/proxy/mirror/mirrors.ts",
     from: "if (error instanceof MirrorDamaged) {",

@@ -151,6 +151,8 @@ export class Mirrors {
     { refs: Record<string, string>; at: number; bytes: number }
   >();
   #listingBytes = 0;
+  /** Repository id → the listing last set into its mirror's refs (by an update or a sync). */
+  readonly #synced = new Map<string, Record<string, string>>();
   /** Repository id → the work a fetch waits for ({@link track}). */
   readonly #tracked = new Map<string, Promise<void>>();
   readonly #now: () => number;
@@ -257,6 +259,7 @@ export class Mirrors {
           if (await this.host.exists(repo)) return;
           const m = await manifest();
           if (!m) throw new NoSeedError();
+          this.#synced.delete(repo.id);
           await this.host.seed(repo, m);
           // The snapshot may be older than the listing the caller was just given: its refs,
           // and the tips the snapshot lacks, are brought in now.
@@ -290,15 +293,19 @@ export class Mirrors {
         // `missing` was read just now (nothing awaited since): a run under way is joined.
         await this.#once(repo, async () => {
           ran = true;
+          const refs = opts.refs ?? this.#takeListing(repo.id);
+          // The mirror's refs change: whatever listing was set before no longer stands.
+          this.#synced.delete(repo.id);
           try {
             await this.host.update(repo, auth, missing, {
-              refs: opts.refs ?? this.#takeListing(repo.id),
+              refs,
               onOriginStatus: opts.onOriginStatus,
             });
           } catch (error) {
             this.updateFailures++;
             throw error;
           }
+          if (refs) this.#noteSynced(repo.id, refs);
           this.updates++;
           this.#noteUpdate(repo);
           await this.#enforceCap(repo.id);
@@ -354,14 +361,26 @@ export class Mirrors {
    * turn with updates. Never throws.
    */
   async syncRefs(repo: RepoRef, refs: Record<string, string>, auth: OriginAuth): Promise<void> {
+    // The same listing as the one last set (a burst of runners in one state): nothing to do.
+    if (sameRefs(this.#synced.get(repo.id), refs)) return;
     try {
       // `auth`: the caller's, should the mirror lack a listed tip by now (discarded and seeded
       // again meanwhile): the update then fetches it as that caller.
-      await this.#once(repo, () => this.host.update(repo, auth, [], { refs }));
+      await this.#once(repo, async () => {
+        await this.host.update(repo, auth, [], { refs });
+        this.#noteSynced(repo.id, refs);
+      });
     } catch (error) {
       // The next update sets them; a mirror that cannot read itself goes.
       if (error instanceof MirrorDamaged) await this.discard(repo.id);
     }
+  }
+
+  /** Notes `refs` as the listing last set into `repoId`'s mirror (bounded in repositories). */
+  #noteSynced(repoId: string, refs: Record<string, string>): void {
+    this.#synced.delete(repoId);
+    this.#synced.set(repoId, refs);
+    if (this.#synced.size > MAX_LISTINGS) this.#synced.delete(this.#synced.keys().next().value!);
   }
 
   /** The listing noted for `repoId` if recent (used once), else undefined. */
@@ -399,6 +418,7 @@ export class Mirrors {
       if (await this.host.exists(repo)) return;
       await this.#once(repo, async () => {
         if (await this.host.exists(repo)) return;
+        this.#synced.delete(repo.id);
         await this.host.seed(repo, manifest);
         await this.#enforceCap(repo.id);
       });
@@ -410,6 +430,7 @@ export class Mirrors {
   /** Discards the mirror of repository `repoId` (a failed answer, or its repository evicted). */
   async discard(repoId: string): Promise<void> {
     await this.#running.get(repoId)?.catch(() => {});
+    this.#synced.delete(repoId);
     this.discards++;
     this.#updatedAt.delete(repoId);
     await this.host.discard(repoId);
@@ -495,6 +516,7 @@ export class Mirrors {
       this.evictions++;
       this.#updatedAt.delete(m.id);
       this.#usedAt.delete(m.id);
+      this.#synced.delete(m.id);
       await this.host.discard(m.id);
       total -= m.bytes;
     }
@@ -510,6 +532,14 @@ export class Mirrors {
 }
 
 class NoSeedError extends Error {}
+
+/** Whether two listings name the same refs with the same ids. */
+function sameRefs(a: Record<string, string> | undefined, b: Record<string, string>): boolean {
+  if (!a) return false;
+  const keys = Object.keys(b);
+  if (Object.keys(a).length !== keys.length) return false;
+  return keys.every((k) => a[k] === b[k]);
+}
 
 function message(error: unknown): string {
   return error instanceof Error ? error.message : String(error);

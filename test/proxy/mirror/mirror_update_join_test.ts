@@ -195,3 +195,23 @@ Deno.test("mirror update: an update that finds the mirror unreadable: discarded 
   assert(!r2.ready, JSON.stringify(r2));
   assertEquals(host.discarded, 1);
 });
+
+Deno.test("mirror update: a listing the same as the one last set costs the mirror no work; another listing, or one after a discard, is set", async () => {
+  const host = new AskedHost();
+  host.origin = new Set(["a", "b"]);
+  host.gate.resolve();
+  const mirrors = new Mirrors(host);
+  const one = { "refs/heads/main": "a" };
+  // An update named by the listing sets it; the same listing again (the next runner's) is a no-op.
+  await mirrors.ensure(REPO, ["a"], auth("good"), () => Promise.resolve(MANIFEST), { refs: one });
+  await mirrors.syncRefs(REPO, { ...one }, auth("good"));
+  assertEquals(host.calls.length, 1);
+  host.objects.add("b");
+  await mirrors.syncRefs(REPO, { "refs/heads/main": "b" }, auth("good"));
+  await mirrors.syncRefs(REPO, { "refs/heads/main": "b" }, auth("good"));
+  assertEquals(host.calls.length, 2);
+  await mirrors.discard(REPO.id);
+  host.present = true;
+  await mirrors.syncRefs(REPO, { "refs/heads/main": "b" }, auth("good"));
+  assertEquals(host.calls.length, 3);
+});
