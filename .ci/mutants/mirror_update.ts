@@ -53,7 +53,7 @@ export const MIRROR_UPDATE_MUTANTS: Mutant[] = [
   {
     name: "mirror_update/refs-not-set",
     file: "edge/deno/mirror.ts",
-    from: "if (!missing.has(oid) && current.get(ref) !== oid) lines.push(",
+    from: "if (present(oid) && current.get(ref) !== oid) lines.push(",
     to: "if (false) lines.push(",
     tests: [COST],
     filter: "/depth-1/",

@@ -210,12 +210,33 @@ export class GitMirrorHost implements MirrorHost {
     if (asked.length > MAX_UPDATE_WANTS) throw new Error("more wants than one update fetches");
     const wants = [...asked, ...lacking.filter((o) => !requested.has(o))]
       .slice(0, MAX_UPDATE_WANTS);
+    // The mirror's branches and tags, newest first when a fetch needs its haves (reading each
+    // tip: a mirror that cannot is damaged).
+    const current = (await this.#run([
+      "for-each-ref",
+      "--format=%(objectname) %(refname)",
+      ...(wants.length > 0 ? ["--sort=-creatordate"] : []),
+      "refs/heads/",
+      "refs/tags/",
+    ], { cwd }).catch((error) => {
+      throw new MirrorDamaged(error instanceof Error ? error.message : String(error));
+    })).split("\n").filter(Boolean).map((l) => l.split(" ") as [string, string]);
     let pack: string | null = null;
-    if (wants.length > 0) pack = await this.#fetchPack(repo, auth, wants, signal, hint);
+    if (wants.length > 0) {
+      const haves = [...new Set(current.map(([oid]) => oid))].slice(0, MAX_UPDATE_HAVES);
+      pack = await this.#fetchPack(repo, auth, wants, haves, signal, hint);
+    }
     try {
+      // A listed id is in the mirror if it was there or has just been fetched (the pack was
+      // indexed whole; a want the origin still left out shows when the caller looks again).
+      const absent = new Set(lacking);
+      for (const w of pack ? wants : []) absent.delete(w);
       // Pruned only on a listing of its own, read whole.
       const prune = hint.refs === undefined && listed.length === mirrored.length;
-      await this.#setRefs(repo, listed, prune);
+      await this.#setRefs(repo, listed, new Map(current.map(([oid, ref]) => [ref, oid])), {
+        present: (oid) => !absent.has(oid),
+        prune,
+      });
     } finally {
       // The pack is kept (`.keep`) until the refs that reach it are set: nothing that repacks
       // the mirror meanwhile may drop its objects as unreachable.
@@ -270,21 +291,11 @@ export class GitMirrorHost implements MirrorHost {
     repo: RepoRef,
     auth: OriginAuth,
     wants: readonly string[],
+    haves: readonly string[],
     signal: AbortSignal,
     hint: UpdateHint,
   ): Promise<string> {
     const cwd = this.pathOf(repo);
-    // The newest tips first (reading each tip: a mirror that cannot is damaged).
-    const haves = (await this.#run([
-      "for-each-ref",
-      "--format=%(objectname)",
-      "--sort=-creatordate",
-      `--count=${MAX_UPDATE_HAVES}`,
-      "refs/heads/",
-      "refs/tags/",
-    ], { cwd }).catch((error) => {
-      throw new MirrorDamaged(error instanceof Error ? error.message : String(error));
-    })).split("\n").filter((l) => HEX.test(l));
     const res = await this.#origin(repo, auth, signal, hint, {
       command: "fetch",
       capabilities: [AGENT],
@@ -339,21 +350,21 @@ export class GitMirrorHost implements MirrorHost {
   }
 
   /**
-   * Sets the mirror's branches and tags to `listed` where it holds their objects, in one
-   * transaction (all or none); with `prune`, deletes the branches and tags the listing lacks.
+   * Sets the mirror's branches and tags (`current`: ref → id) to `listed` where it holds their
+   * objects, in one transaction (all or none); with `prune`, deletes those the listing lacks.
    */
-  async #setRefs(repo: RepoRef, listed: [string, string][], prune: boolean): Promise<void> {
+  async #setRefs(
+    repo: RepoRef,
+    listed: [string, string][],
+    current: Map<string, string>,
+    opts: { present: (oid: string) => boolean; prune: boolean },
+  ): Promise<void> {
     const cwd = this.pathOf(repo);
-    const missing = new Set(await this.missing(repo, listed.map(([, oid]) => oid)));
-    const have = (await this.#run(
-      ["for-each-ref", "--format=%(objectname) %(refname)", "refs/heads/", "refs/tags/"],
-      { cwd },
-    )).split("\n").filter(Boolean).map((l) => l.split(" ") as [string, string]);
-    const current = new Map(have.map(([oid, ref]) => [ref, oid]));
+    const { present, prune } = opts;
     const names = new Set(listed.map(([ref]) => ref));
     const lines: string[] = [];
     for (const [ref, oid] of listed) {
-      if (!missing.has(oid) && current.get(ref) !== oid) lines.push(`update ${ref} ${oid}\n`);
+      if (present(oid) && current.get(ref) !== oid) lines.push(`update ${ref} ${oid}\n`);
     }
     if (prune) {
       for (const ref of current.keys()) if (!names.has(ref)) lines.push(`delete ${ref}\n`);
