@@ -261,6 +261,16 @@ async function copyOfBig(): Promise<string> {
   await git(["clone", "-q", "--bare", "--local", `${root}/${BIG}`, `${root}/${name}`]);
   const head = await git(["symbolic-ref", "HEAD"], { cwd: `${root}/${BIG}` });
   await git(["symbolic-ref", "HEAD", head.trim()], { cwd: `${root}/${name}` });
+  // A clone does not copy the configuration: partial clones and fetches by id as forges allow
+  // them (without, a `--filter` clone of a copy is a full one).
+  for (
+    const [key, value] of [["uploadpack.allowAnySHA1InWant", "true"], [
+      "uploadpack.allowFilter",
+      "true",
+    ]]
+  ) {
+    await git(["config", key, value], { cwd: `${root}/${name}` });
+  }
   return name;
 }
 

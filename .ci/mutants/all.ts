@@ -17,6 +17,7 @@ import { HOUSE_MUTANTS } from "./house.ts";
 import { LFS_MUTANTS } from "./lfs.ts";
 import { OPERATOR_ACCESS_MUTANTS } from "./operator_access.ts";
 import { MIRROR_MUTANTS } from "./mirror.ts";
+import { MIRROR_UPDATE_MUTANTS } from "./mirror_update.ts";
 import { ACCESS_MUTANTS, PURGE_MUTANTS } from "./access.ts";
 import { FLEET_MUTANTS } from "./fleet.ts";
 import { FLEET_MERGE_MUTANTS } from "./fleet_merge.ts";
@@ -40,6 +41,7 @@ export const MUTANTS: Mutant[] = [
   ...LFS_MUTANTS,
   ...OPERATOR_ACCESS_MUTANTS,
   ...MIRROR_MUTANTS,
+  ...MIRROR_UPDATE_MUTANTS,
   ...ACCESS_MUTANTS,
   ...PURGE_MUTANTS,
   ...FLEET_MUTANTS,

@@ -9,8 +9,8 @@ export const MIRROR_MUTANTS: Mutant[] = [
   {
     name: "mirror/no-origin-check",
     file: "src/proxy/fetch/mirror_fetch.ts",
-    from: "  const accepted = plan.askOrigin ? await originAccepts(call) : true;",
-    to: "  const accepted = true;",
+    from: "const accepted = plan.askOrigin && !recentlyAuthorised(ctx, request, repo)",
+    to: "const accepted = false && !recentlyAuthorised(ctx, request, repo)",
     tests: [E2E],
     filter: "/private/",
   },
@@ -40,7 +40,7 @@ export const MIRROR_MUTANTS: Mutant[] = [
   {
     name: "mirror/update-without-credential",
     file: "edge/deno/mirror.ts",
-    from: 'entries.push(["http.extraHeader", `${name}: ${value}`]);',
+    from: "if (!/[\\r\\n]/.test(value)) headers.set(name, value);",
     to: "void value;",
     tests: [E2E],
     filter: "/private/",
@@ -82,8 +82,8 @@ export const MIRROR_MUTANTS: Mutant[] = [
   {
     name: "mirror/follows-redirects",
     file: "edge/deno/mirror.ts",
-    from: 'entries.push(["http.followRedirects", "false"]);',
-    to: "",
+    from: 'redirect: "manual",',
+    to: 'redirect: "follow",',
     tests: ["test/edge/deno/mirror_host_test.ts"],
     filter: "/not followed/",
   },

@@ -57,9 +57,19 @@ export async function startEdgeProcess(
     if (done) throw new Error(`gitedge serve exited: ${out}`);
     out += value;
   }
-  // Keep reading its log (a line per request), so the server never blocks on a full pipe.
+  // Keep reading its log (a line per request), so the server never blocks on a full pipe; kept
+  // in the file GITEDGE_BENCH_EDGE_LOG names, if any (where a bench's time goes, request by
+  // request).
+  const keep = Deno.env.get("GITEDGE_BENCH_EDGE_LOG");
+  const file = keep ? await Deno.open(keep, { write: true, create: true, append: true }) : null;
+  const encoder = new TextEncoder();
   const drained = (async () => {
-    while (!(await reader.read().catch(() => ({ done: true }))).done) { /* discard */ }
+    for (;;) {
+      const r = await reader.read().catch(() => ({ done: true, value: undefined }));
+      if (r.done) break;
+      if (file && r.value) await file.write(encoder.encode(r.value));
+    }
+    file?.close();
   })();
   return {
     url: listening[1],

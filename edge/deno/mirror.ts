@@ -5,11 +5,14 @@
  * - Seeded from the snapshot's stored packs (copied into `objects/pack/`, indexed by `git
  *   index-pack`, refs set from the manifest's tips, joined into one pack) in a temporary
  *   directory renamed into place once whole: a mirror directory exists only complete.
- * - Updated by `git fetch --atomic --prune` of the origin's branches and tags (a killed or
- *   failed fetch changes no ref; a partial pack it leaves is a temporary file git ignores), then,
- *   for wants still missing, by id. The caller's credential goes to git as `http.extraHeader` in
- *   `GIT_CONFIG_COUNT`/`KEY`/`VALUE` environment variables: never on a command line (which `ps`
- *   shows), never in a file, never logged.
+ * - Updated by one protocol-v2 `fetch` the edge sends the origin itself with the caller's
+ *   credential (held for that request only: never on a command line, in a file or in a log; no
+ *   redirect followed): wants are the tips the mirror lacks, haves its own tips, `done` (no
+ *   negotiation round). The pack is indexed by `git index-pack --stdin --fix-thin` (kept until
+ *   the refs reach it), then the branches and tags are set by one `git update-ref --stdin`
+ *   transaction from the origin's listing: the one the caller was just given (no request), else
+ *   an `ls-refs` of the update's own. A refused, killed or failed update changes no ref; a
+ *   partial pack it leaves is a temporary file git ignores.
  * - Answered from by `git upload-pack --stateless-rpc` with `GIT_PROTOCOL=version=2`, as `git
  *   http-backend` drives it. Its first {@link HOLD_BYTES} are held until it ends or writes more,
  *   so that a run failing on a damaged mirror (a pack truncated or gone) sends nothing and the
@@ -23,7 +26,15 @@ import {
   type MirrorAnswer,
   MirrorDamagedError,
   type MirrorHost,
+  MirrorUpdateRefused,
+  type UpdateHint,
 } from "../../src/proxy/mirror/mirrors.ts";
+import { PktLineReader, pktText } from "../../src/git/pktline.ts";
+import { parseLsRefsLine } from "../../src/git/ls_refs.ts";
+import { readFetchResponse } from "../../src/git/fetch_response.ts";
+import { serializeCommandRequest } from "../../src/git/command_request.ts";
+import { UPLOAD_PACK_REQUEST_TYPE, UPLOAD_PACK_RESULT_TYPE } from "../../src/git/media_types.ts";
+import { AGENT } from "../../src/version.ts";
 import type { PackStore } from "../../src/storage/store.ts";
 import type { Logger } from "../../src/proxy/core/log.ts";
 
@@ -45,10 +56,19 @@ export interface GitMirrorOptions {
   git?: string;
   /** Longest an update (fetch from the origin) may take before it is killed; default 10 min. */
   updateTimeoutMs?: number;
+  /** How the origin is called (default: `fetch`). */
+  originFetch?: (request: Request) => Promise<Response>;
   log?: Logger;
 }
 
 const HEX = /^[0-9a-f]{40}([0-9a-f]{24})?$/;
+/** The refs a mirror keeps: the origin's branches and tags. */
+const MIRRORED_REF = /^refs\/(heads|tags)\/[^\0-\x20\x7f~^:?*[\\]+$/;
+/** Bounds of one update: refs set, wants and haves sent, listing bytes read. */
+export const MAX_UPDATE_REFS = 100_000;
+export const MAX_UPDATE_WANTS = 10_000;
+export const MAX_UPDATE_HAVES = 256;
+export const MAX_LISTING_BYTES = 16 << 20;
 
 /** The environment every git run gets: no system or user configuration, never a prompt. */
 const BASE_ENV: Record<string, string> = {
@@ -66,8 +86,10 @@ export class GitMirrorHost implements MirrorHost {
   readonly #git: string;
   readonly #updateTimeoutMs: number;
   readonly #log?: Logger;
+  readonly #originFetch: (request: Request) => Promise<Response>;
 
   constructor(opts: GitMirrorOptions) {
+    this.#originFetch = opts.originFetch ?? ((r) => fetch(r));
     this.#dir = opts.dir;
     this.#store = opts.store;
     this.#pathOf = opts.pathOf;
@@ -193,44 +215,238 @@ export class GitMirrorHost implements MirrorHost {
     }
   }
 
-  async update(repo: RepoRef, auth: OriginAuth, oids: readonly string[]): Promise<void> {
+  async update(
+    repo: RepoRef,
+    auth: OriginAuth,
+    oids: readonly string[],
+    hint: UpdateHint = {},
+  ): Promise<void> {
     const cwd = this.pathOf(repo);
-    // The configured origin: an http(s) URL, never something git would take for an option.
+    // The configured origin: an http(s) URL.
     if (!/^https?:\/\//.test(repo.originUrl)) throw new Error("origin is not an http(s) URL");
-    const env = { ...credentialEnv(auth) };
     const signal = AbortSignal.timeout(this.#updateTimeoutMs);
     const started = Date.now();
-    await this.#run([
-      "-c",
-      "protocol.version=2",
-      "fetch",
-      "--quiet",
-      "--atomic",
-      "--prune",
-      "--no-tags",
-      "--no-write-fetch-head",
-      "--no-auto-gc",
-      repo.originUrl,
-      "+refs/heads/*:refs/heads/*",
-      "+refs/tags/*:refs/tags/*",
-    ], { cwd, env, signal });
-    const still = (await this.missing(repo, oids)).filter((o) => HEX.test(o));
-    if (still.length > 0) {
-      // Objects no branch or tag reaches (fetch by id, as protocol v2 allows): the origin says
-      // whether it has them.
-      await this.#run([
-        "-c",
-        "protocol.version=2",
-        "fetch",
-        "--quiet",
-        "--no-tags",
-        "--no-write-fetch-head",
-        "--no-auto-gc",
-        repo.originUrl,
-        ...still,
-      ], { cwd, env, signal }).catch(() => {});
+    // The origin's branches and tags: the listing the caller was just given (no request), else
+    // one `ls-refs` of the origin's own.
+    const listing = hint.refs ?? await this.#lsRefs(repo, auth, signal);
+    const mirrored = Object.entries(listing)
+      .filter(([ref, oid]) => MIRRORED_REF.test(ref) && HEX.test(oid));
+    const listed = mirrored.slice(0, MAX_UPDATE_REFS);
+    // Wanted: what was asked for (all of it, or the update fails), and every listed tip within
+    // the bound, less what the mirror has (the mirror follows the whole listing: one fetch per
+    // new state of the repository, whatever the runners of that state ask for).
+    const requested = new Set(oids.filter((o) => HEX.test(o)));
+    const lacking = await this.missing(repo, [
+      ...new Set([...requested, ...listed.map(([, oid]) => oid)]),
+    ]);
+    const asked = lacking.filter((o) => requested.has(o));
+    if (asked.length > MAX_UPDATE_WANTS) throw new Error("more wants than one update fetches");
+    const wants = [...asked, ...lacking.filter((o) => !requested.has(o))]
+      .slice(0, MAX_UPDATE_WANTS);
+    // The mirror's branches and tags, newest first when a fetch needs its haves (reading each
+    // tip: a mirror that cannot is damaged).
+    const current = (await this.#run([
+      "for-each-ref",
+      "--format=%(objectname) %(refname)",
+      ...(wants.length > 0 ? ["--sort=-creatordate"] : []),
+      "refs/heads/",
+      "refs/tags/",
+    ], { cwd }).catch((error) => {
+      throw new MirrorDamagedError(error instanceof Error ? error.message : String(error));
+    })).split("\n").filter(Boolean).map((l) => l.split(" ") as [string, string]);
+    let pack: string | null = null;
+    if (wants.length > 0) {
+      const haves = [...new Set(current.map(([oid]) => oid))].slice(0, MAX_UPDATE_HAVES);
+      pack = await this.#fetchPack(repo, auth, wants, haves, signal, hint);
     }
-    this.#log?.log("info", "mirror.update", { repo: repo.path, ms: Date.now() - started });
+    try {
+      // A listed id is in the mirror if it was there or has just been fetched (the pack was
+      // indexed whole; a want the origin still left out shows when the caller looks again).
+      const absent = new Set(lacking);
+      for (const w of pack ? wants : []) absent.delete(w);
+      // Pruned only on a listing of its own, read whole.
+      const prune = hint.refs === undefined && listed.length === mirrored.length;
+      await this.#setRefs(repo, listed, new Map(current.map(([oid, ref]) => [ref, oid])), {
+        present: (oid) => !absent.has(oid),
+        prune,
+      });
+    } finally {
+      // The pack is kept (`.keep`) until the refs that reach it are set: nothing that repacks
+      // the mirror meanwhile may drop its objects as unreachable.
+      if (pack) await Deno.remove(`${cwd}/objects/pack/pack-${pack}.keep`).catch(() => {});
+    }
+    this.#log?.log("info", "mirror.update", {
+      repo: repo.path,
+      ms: Date.now() - started,
+      wants: wants.length,
+      listing: hint.refs ? "caller's" : "own",
+    });
+  }
+
+  /** The origin's `ls-refs` of branches and tags with `auth`: ref → id. */
+  async #lsRefs(
+    repo: RepoRef,
+    auth: OriginAuth,
+    signal: AbortSignal,
+  ): Promise<Record<string, string>> {
+    const res = await this.#origin(repo, auth, signal, {}, {
+      command: "ls-refs",
+      capabilities: [AGENT],
+      args: ["ref-prefix refs/heads/", "ref-prefix refs/tags/"],
+    });
+    const reader = new PktLineReader(res.body!);
+    const refs: Record<string, string> = {};
+    let bytes = 0;
+    try {
+      for (;;) {
+        const pkt = await reader.read();
+        if (pkt === null) throw new Error("origin ls-refs cut short");
+        if (pkt.type === "flush") break;
+        const line = pktText(pkt);
+        bytes += line.length;
+        if (bytes > MAX_LISTING_BYTES) throw new Error("origin ls-refs too large for the mirror");
+        if (line.startsWith("ERR ")) throw new Error(`origin: ${line.slice(0, 200)}`);
+        const ref = parseLsRefsLine(line.trimEnd());
+        if (ref.oid) refs[ref.name] = ref.oid;
+      }
+    } finally {
+      await reader.cancel().catch(() => {});
+    }
+    return refs;
+  }
+
+  /**
+   * One protocol-v2 `fetch` of `wants` from the origin (haves: the mirror's tips; `done`: no
+   * negotiation round), its pack indexed into the mirror (`index-pack --fix-thin`, kept). Only
+   * arguments every v2 upload-pack takes. Answers the new pack's name.
+   */
+  async #fetchPack(
+    repo: RepoRef,
+    auth: OriginAuth,
+    wants: readonly string[],
+    haves: readonly string[],
+    signal: AbortSignal,
+    hint: UpdateHint,
+  ): Promise<string> {
+    const cwd = this.pathOf(repo);
+    const res = await this.#origin(repo, auth, signal, hint, {
+      command: "fetch",
+      capabilities: [AGENT],
+      args: [
+        "thin-pack",
+        "ofs-delta",
+        "no-progress",
+        ...wants.map((w) => `want ${w}`),
+        ...[...new Set(haves)].map((h) => `have ${h}`),
+        "done",
+      ],
+    });
+    const child = new Deno.Command(this.#git, {
+      args: ["index-pack", "--stdin", "--fix-thin", "--keep=gitedge mirror update"],
+      cwd,
+      env: BASE_ENV,
+      stdin: "piped",
+      stdout: "piped",
+      stderr: "piped",
+      signal,
+    }).spawn();
+    const output = child.output();
+    const reader = new PktLineReader(res.body!);
+    try {
+      let packed = false;
+      for await (const part of readFetchResponse(reader)) {
+        if (part.section !== "packfile") continue;
+        await part.pack.pipeTo(child.stdin);
+        packed = true;
+      }
+      if (!packed) throw new Error("the origin sent no pack");
+      await reader.cancel().catch(() => {});
+      hint.onOriginStatus?.(200);
+    } catch (error) {
+      await reader.cancel().catch(() => {});
+      await child.stdin.abort().catch(() => {});
+      try {
+        child.kill();
+      } catch { /* ended */ }
+      await output.catch(() => {});
+      throw error;
+    }
+    const { success, stdout, stderr } = await output;
+    if (!success) {
+      throw new Error(
+        `git index-pack failed: ${new TextDecoder().decode(stderr).trim().slice(0, 500)}`,
+      );
+    }
+    const name = /^(?:keep|pack)\t([0-9a-f]+)/.exec(new TextDecoder().decode(stdout));
+    if (!name) throw new Error("git index-pack named no pack");
+    return name[1];
+  }
+
+  /**
+   * Sets the mirror's branches and tags (`current`: ref → id) to `listed` where it holds their
+   * objects, in one transaction (all or none); with `prune`, deletes those the listing lacks.
+   */
+  async #setRefs(
+    repo: RepoRef,
+    listed: [string, string][],
+    current: Map<string, string>,
+    opts: { present: (oid: string) => boolean; prune: boolean },
+  ): Promise<void> {
+    const cwd = this.pathOf(repo);
+    const { present, prune } = opts;
+    const names = new Set(listed.map(([ref]) => ref));
+    const lines: string[] = [];
+    for (const [ref, oid] of listed) {
+      if (present(oid) && current.get(ref) !== oid) lines.push(`update ${ref} ${oid}\n`);
+    }
+    if (prune) {
+      for (const ref of current.keys()) if (!names.has(ref)) lines.push(`delete ${ref}\n`);
+    }
+    if (lines.length > 0) {
+      await this.#run(["update-ref", "--stdin"], { cwd, stdin: lines.join("") });
+    }
+  }
+
+  /**
+   * One upload-pack command sent to the origin with `auth` (no redirects followed: the
+   * credential goes nowhere else); its answer when the origin answers 200 with a result, else
+   * an error. The status goes to `hint.onOriginStatus`.
+   */
+  async #origin(
+    repo: RepoRef,
+    auth: OriginAuth,
+    signal: AbortSignal,
+    hint: UpdateHint,
+    request: { command: string; capabilities: string[]; args: string[] },
+  ): Promise<Response> {
+    const headers = new Headers();
+    for (const [name, value] of Object.entries(auth.headers)) {
+      if (!/[\r\n]/.test(value)) headers.set(name, value);
+    }
+    headers.set("git-protocol", "version=2");
+    headers.set("content-type", UPLOAD_PACK_REQUEST_TYPE);
+    headers.set("accept", UPLOAD_PACK_RESULT_TYPE);
+    headers.set("user-agent", `git/${AGENT.slice("agent=".length)}`);
+    const res = await this.#originFetch(
+      new Request(`${repo.originUrl}/git-upload-pack`, {
+        method: "POST",
+        headers,
+        body: serializeCommandRequest(request) as Uint8Array<ArrayBuffer>,
+        redirect: "manual",
+        signal,
+      }),
+    );
+    // A refusal is the origin's word on the credential; a 200 only once its answer proved whole.
+    if (res.status === 401 || res.status === 403) hint.onOriginStatus?.(res.status);
+    const type = res.headers.get("content-type") ?? "";
+    if (res.status !== 200 || !type.startsWith(UPLOAD_PACK_RESULT_TYPE) || !res.body) {
+      await res.body?.cancel().catch(() => {});
+      throw new MirrorUpdateRefused(
+        res.status,
+        `origin answered ${res.status} to ${request.command}`,
+      );
+    }
+    return res;
   }
 
   async serve(repo: RepoRef, request: Uint8Array): Promise<MirrorAnswer> {
@@ -433,27 +649,6 @@ export class GitMirrorHost implements MirrorHost {
     }
     return new TextDecoder().decode(stdout);
   }
-}
-
-/**
- * The caller's credential as git configuration in the environment (`http.extraHeader`, one per
- * header), no credential helper, and no redirects followed.
- */
-export function credentialEnv(auth: OriginAuth): Record<string, string> {
-  // No redirects: git would send the header on to wherever the origin points it.
-  const entries: [string, string][] = [];
-  entries.push(["credential.helper", ""]);
-  entries.push(["http.followRedirects", "false"]);
-  for (const [name, value] of Object.entries(auth.headers)) {
-    if (/[\r\n]/.test(value)) continue;
-    entries.push(["http.extraHeader", `${name}: ${value}`]);
-  }
-  const env: Record<string, string> = { GIT_CONFIG_COUNT: String(entries.length) };
-  entries.forEach(([key, value], i) => {
-    env[`GIT_CONFIG_KEY_${i}`] = key;
-    env[`GIT_CONFIG_VALUE_${i}`] = value;
-  });
-  return env;
 }
 
 /** Bytes of the files under `path` (0 when there is nothing). */

@@ -173,6 +173,7 @@ export async function startDenoEdge(opts: DenoEdgeOptions): Promise<RunningEdge>
         // Seeded by copies from a filesystem store; read through the store from any other.
         pathOf: opened instanceof FsPackStore ? (key) => opened.pathOf(key) : undefined,
         git: opts.mirrorGit,
+        originFetch: loggedOriginFetch(originFetch, log, clock, { for: "mirror" }),
         log,
       });
       // What a process that died mid-seed, mid-layer or mid-discard left behind goes now.

@@ -42,6 +42,8 @@ export interface ProxyContext {
 /** What the routes call of `LsRefsAhead` (ls_refs_ahead.ts). */
 export interface LsRefsAheadHooks {
   start(ctx: ProxyContext, request: Request, repo: RepoRef): void;
+  /** A partial clone's `fetch` (a `filter`): its lazy fetch's `info/refs` lists no refs. */
+  partialFetch?(ctx: ProxyContext, request: Request, repo: RepoRef): void;
   answer(
     ctx: ProxyContext,
     request: Request,

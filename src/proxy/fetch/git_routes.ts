@@ -50,7 +50,8 @@ import {
 } from "../../git/command_request.ts";
 import { parseFetchArgs } from "../../git/fetch_request.ts";
 import { streamedFetch } from "./streamed_fetch.ts";
-import { authorisedToFetch, probeAhead } from "../origin/fetch_probe.ts";
+import { authorisedToFetch } from "../origin/fetch_probe.ts";
+import { listingSeen } from "./mirror_ahead.ts";
 import { answerBundleUri, offersBundles, withCapability } from "../bundles/bundle_answer.ts";
 
 function isV2(request: Request): boolean {
@@ -159,17 +160,11 @@ async function uploadPack(
     if (command === "ls-refs" && ctx.lsRefsAhead) {
       const ahead = await ctx.lsRefsAhead.answer(ctx, request, repo, head, reader, budget);
       if (ahead.response) {
-        // A clone's fetch follows its listing: the origin's word on it is asked for now.
-        probeAhead(ctx, request, repo);
-        return ctx.tagListings?.observe(
-          ctx,
-          request,
-          repo,
-          ahead.read,
-          ahead.askedAt!,
-          ahead.response,
-        ) ??
-          ahead.response;
+        // A clone's fetch follows its listing: the origin's word on it is asked for now (and
+        // the mirror's update started, when the listing shows tips it lacks).
+        const seen = listingSeen(ctx, request, repo, ahead.response);
+        return ctx.tagListings?.observe(ctx, request, repo, ahead.read, ahead.askedAt!, seen) ??
+          seen;
       }
       head = ahead.read;
       learn = ahead.learn;
@@ -186,11 +181,12 @@ async function uploadPack(
         return answer;
       }
       const askedAt = ctx.deps.clock.now();
-      const res = await streamThrough(ctx, request, originUrl, rest);
-      noteOriginVerdict(ctx, request, repo, res.status);
+      const relayed = await streamThrough(ctx, request, originUrl, rest);
+      noteOriginVerdict(ctx, request, repo, relayed.status);
       // A listing the origin gave (a credential it knows): a clone's fetch follows, and the
-      // origin's word on that is asked for now, not when the fetch comes.
-      if (command === "ls-refs" && res.status === 200) probeAhead(ctx, request, repo);
+      // origin's word on that is asked for now, not when the fetch comes (with the mirror's
+      // update, when the listing shows tips the mirror lacks).
+      const res = command === "ls-refs" ? listingSeen(ctx, request, repo, relayed) : relayed;
       learn?.(res.status);
       if (command !== "ls-refs" || !ctx.tagListings) return res;
       return ctx.tagListings.observe(ctx, request, repo, head, askedAt, res);
@@ -221,6 +217,8 @@ async function uploadPack(
     await reader.cancel().catch(() => {});
   }
   const args = parseFetchArgs(req.args);
+  // A partial clone's lazy fetches list no refs: nothing is to be sent ahead for them.
+  if (args.filter !== null) ctx.lsRefsAhead?.partialFetch?.(ctx, request, repo);
   const scheme = new URL(publicBase(ctx, url)).protocol.replace(":", "");
   const plainClones = ctx.deps.config.snapshotPlainClones;
   const fetch = classifyFetch(req, args, scheme);

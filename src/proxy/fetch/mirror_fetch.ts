@@ -16,6 +16,7 @@ import { scheduleBuild } from "./fetch_call.ts";
 import { cachedFetch } from "./cached_fetch.ts";
 import { forwardedFetch } from "./forwarded_fetch.ts";
 import { authOf } from "../origin/origin.ts";
+import { noteFetchVerdict, recentlyAuthorised } from "../origin/forwarding.ts";
 import { inBackground } from "../core/deps.ts";
 import { withoutArg } from "../origin/request_body.ts";
 import { UPLOAD_PACK_RESULT_TYPE } from "../../git/media_types.ts";
@@ -27,7 +28,13 @@ export async function mirrorFetch(
   const { ctx, request, repo, args } = call;
   const mirrors = ctx.deps.mirrors;
   if (!mirrors) return await fallback(call, plan.fallback);
-  const accepted = plan.askOrigin ? await originAccepts(call) : true;
+  // The mirror's work under way (this caller's listing read, the update it started) first: the
+  // mirror's refs follow that listing, and the update's answer is the origin's word on the
+  // credential (no probe needed).
+  await mirrors.running(repo);
+  const accepted = plan.askOrigin && !recentlyAuthorised(ctx, request, repo)
+    ? await originAccepts(call)
+    : true;
   if (accepted instanceof Response) {
     recordOutcome(ctx, { action: "mirror", result: "not-authorised" });
     return accepted;
@@ -38,11 +45,13 @@ export async function mirrorFetch(
     recordOutcome(ctx, { action: "mirror", result: "not-authorised" });
     return await fallback(call, plan.fallback);
   }
+  const askedAt = ctx.deps.clock.now();
   const ready = await mirrors.ensure(
     repo,
     args.wants,
     authOf(request.headers),
     () => ctx.deps.coordinator.manifest(repo),
+    { onOriginStatus: (status) => noteFetchVerdict(ctx, request, repo, status, askedAt) },
   );
   if (!ready.ready) {
     recordOutcome(ctx, { action: "mirror", result: "fallback" });

@@ -33,6 +33,30 @@ export type MirrorAnswer =
   /** upload-pack failed before its answer was handed out (a damaged mirror): nothing was sent. */
   | { ok: false; reason: string };
 
+/** What the caller of an update knows that spares the origin a request. */
+export interface UpdateHint {
+  /**
+   * The origin's refs (ref → id) as it just listed them to the caller: the update names the
+   * mirror's branches and tags from them instead of asking the origin for its own listing (and
+   * prunes nothing: a listing may cover some prefixes only).
+   */
+  refs?: Record<string, string>;
+  /**
+   * Told the origin's word on the credential, from the update's `fetch`: 200 once its answer
+   * proved whole, 401/403 when refused.
+   */
+  onOriginStatus?: (status: number) => void;
+}
+
+/** The origin refused an update's request (its HTTP status: 401 and 403 are about the caller). */
+export class MirrorUpdateRefused extends Error {
+  readonly status: number;
+  constructor(status: number, message: string) {
+    super(message);
+    this.status = status;
+  }
+}
+
 /** One mirror as the operator sees it. */
 export interface MirrorStatus {
   /** `none`: no mirror; `ready`: serving; `updating`: serving, with a seed or update running. */
@@ -55,11 +79,19 @@ export interface MirrorHost {
    */
   seed(repo: RepoRef, manifest: Manifest): Promise<void>;
   /**
-   * Fetches the origin's branches and tags (refs updated atomically, pruned), then `oids` by id
-   * when still missing, with `auth` passed to git in its environment (never on its command line,
-   * never written). A failure (killed, disk full) leaves the mirror as it was.
+   * Brings the mirror current with one `fetch` from the origin with `auth` (held for the length
+   * of the call, never written or logged): wants are `oids` the mirror lacks and, with no
+   * `hint.refs`, every branch and tag tip of the origin's own `ls-refs` (one request more; the
+   * refs it lacks are then pruned); haves are the mirror's tips. The pack is indexed into the
+   * mirror, then the branches and tags are set in one transaction to the listing's ids the mirror
+   * holds. A failure (refused, killed, disk full) leaves the mirror serving as it was.
    */
-  update(repo: RepoRef, auth: OriginAuth, oids: readonly string[]): Promise<void>;
+  update(
+    repo: RepoRef,
+    auth: OriginAuth,
+    oids: readonly string[],
+    hint?: UpdateHint,
+  ): Promise<void>;
   /**
    * Runs `git upload-pack --stateless-rpc` (protocol v2) on `request`. A run that fails before
    * its answer is handed out answers `ok: false`.
@@ -114,6 +146,19 @@ export type EnsureResult =
 
 /** Bounds of what the operator page and metrics keep per repository. */
 const MAX_TRACKED = 4096;
+/** Listings kept at once (one per repository), and how long one names an update's refs (ms). */
+const MAX_LISTINGS = 256;
+/** Bytes of all listings kept (each counted at its names plus 64 per ref). */
+const MAX_LISTINGS_BYTES = 32 << 20;
+export const LISTING_MS = 60_000;
+
+/** Options of {@link Mirrors.ensure}. */
+export interface EnsureOptions {
+  /** The origin's refs as just listed to this caller (else a recent {@link Mirrors.noteListing}). */
+  refs?: Record<string, string>;
+  /** Told the origin's word on `auth` if this call runs an update ({@link UpdateHint}). */
+  onOriginStatus?: (status: number) => void;
+}
 
 /**
  * The mirrors of one process: single-flight seeding and updates per repository over a
@@ -124,6 +169,16 @@ export class Mirrors {
   /** Repository id → the seed or update running for it (joined by concurrent requests). */
   readonly #running = new Map<string, Promise<void>>();
   readonly #updatedAt = new Map<string, number>();
+  /** Repository id → the origin's refs as last listed to a caller ({@link noteListing}). */
+  readonly #listings = new Map<
+    string,
+    { refs: Record<string, string>; at: number; bytes: number }
+  >();
+  #listingBytes = 0;
+  /** Repository id → the listing last set into its mirror's refs (by an update or a sync). */
+  readonly #synced = new Map<string, Record<string, string>>();
+  /** Repository id → the work a fetch waits for ({@link track}). */
+  readonly #tracked = new Map<string, Promise<void>>();
   readonly #now: () => number;
   readonly #maxServes: number;
   readonly maxBytes: number;
@@ -213,9 +268,10 @@ export class Mirrors {
     wants: readonly string[],
     auth: OriginAuth,
     manifest: () => Promise<Manifest | null>,
+    opts: EnsureOptions = {},
   ): Promise<EnsureResult> {
     try {
-      return await this.#ensure(repo, wants, auth, manifest);
+      return await this.#ensure(repo, wants, auth, manifest, opts);
     } catch (error) {
       if (error instanceof MirrorDamagedError) {
         this.#log?.log("warn", "mirror.discard", { repo: repo.path, reason: error.message });
@@ -232,6 +288,7 @@ export class Mirrors {
     wants: readonly string[],
     auth: OriginAuth,
     manifest: () => Promise<Manifest | null>,
+    opts: EnsureOptions,
   ): Promise<EnsureResult> {
     this.#touch(repo.id);
     try {
@@ -241,7 +298,15 @@ export class Mirrors {
           const m = await manifest();
           if (!m) throw new NoSeedError();
           if (this.#tooOld(repo, m)) throw new Error("snapshot older than the mirror's discard");
+          this.#synced.delete(repo.id);
           await this.host.seed(repo, m);
+          // The snapshot may be older than the listing the caller was just given: its refs,
+          // and the tips the snapshot lacks, are brought in now.
+          const refs = opts.refs ?? this.#takeListing(repo.id);
+          if (refs) {
+            await this.host.update(repo, auth, [], { refs, onOriginStatus: opts.onOriginStatus })
+              .then(() => this.#noteUpdate(repo), () => {});
+          }
           await this.#enforceCap(repo.id);
         });
       }
@@ -259,26 +324,128 @@ export class Mirrors {
       missing = await this.host.missing(repo, wants);
       if (missing.length === 0) return { ready: true, updated: true };
     }
-    try {
-      await this.#once(repo, async () => {
-        const still = await this.host.missing(repo, missing);
-        if (still.length === 0) return;
-        try {
-          await this.host.update(repo, auth, still);
-        } catch (error) {
-          this.updateFailures++;
-          throw error;
+    // Twice at most: a run this call joined (another caller's update, a seed, a sync of refs)
+    // may not have been for these wants, or may have failed with that caller's credential.
+    for (let attempt = 0; attempt < 2; attempt++) {
+      let ran = false;
+      try {
+        // `missing` was read just now (nothing awaited since): a run under way is joined.
+        await this.#once(repo, async () => {
+          ran = true;
+          const refs = opts.refs ?? this.#takeListing(repo.id);
+          // The mirror's refs change: whatever listing was set before no longer stands.
+          this.#synced.delete(repo.id);
+          try {
+            await this.host.update(repo, auth, missing, {
+              refs,
+              onOriginStatus: opts.onOriginStatus,
+            });
+          } catch (error) {
+            this.updateFailures++;
+            throw error;
+          }
+          if (refs) this.#noteSynced(repo.id, refs);
+          this.updates++;
+          this.#noteUpdate(repo);
+          await this.#enforceCap(repo.id);
+        });
+      } catch (error) {
+        if (error instanceof MirrorDamagedError) {
+          // Discarded by the call whose run found it.
+          if (ran) await this.discard(repo.id);
+          return { ready: false, reason: `damaged, discarded: ${message(error)}` };
         }
-        this.updates++;
-        this.#noteUpdate(repo);
-        await this.#enforceCap(repo.id);
+        if (ran) return { ready: false, reason: `update failed: ${message(error)}` };
+      }
+      missing = await this.host.missing(repo, wants);
+      if (missing.length === 0) return { ready: true, updated: true };
+      if (ran) {
+        // This call's own update asked the origin for these and indexed its whole answer: a want
+        // still missing is one the mirror claimed to reach (a have) and cannot read. Damaged:
+        // discarded, and a later fetch seeds it afresh.
+        await this.discard(repo.id);
+        return { ready: false, reason: "the mirror lacks objects it should hold: discarded" };
+      }
+    }
+    return { ready: false, reason: "wants still missing after the updates joined" };
+  }
+
+  /**
+   * Notes the origin's branches and tags (ref → id) as it just listed them to a caller, for the
+   * next update of `repo` within {@link LISTING_MS} to name the mirror's refs by (sparing the
+   * origin a listing of the update's own). Kept in memory, one per repository, bounded.
+   */
+  noteListing(repo: RepoRef, refs: Record<string, string>): void {
+    this.#dropListing(repo.id);
+    let bytes = 0;
+    for (const ref in refs) bytes += ref.length + 64;
+    if (bytes > MAX_LISTINGS_BYTES) return;
+    this.#listings.set(repo.id, { refs, at: this.#now(), bytes });
+    this.#listingBytes += bytes;
+    while (this.#listings.size > MAX_LISTINGS || this.#listingBytes > MAX_LISTINGS_BYTES) {
+      this.#dropListing(this.#listings.keys().next().value!);
+    }
+  }
+
+  #dropListing(repoId: string): void {
+    const noted = this.#listings.get(repoId);
+    if (!noted) return;
+    this.#listings.delete(repoId);
+    this.#listingBytes -= noted.bytes;
+  }
+
+  /**
+   * Sets `repo`'s branches and tags to `refs` (the origin's listing just given to a caller) where
+   * the mirror holds their objects (it holds every listed tip: the origin is asked nothing); in
+   * turn with updates. Never throws.
+   */
+  async syncRefs(repo: RepoRef, refs: Record<string, string>, auth: OriginAuth): Promise<void> {
+    // The same listing as the one last set (a burst of runners in one state): nothing to do.
+    if (sameRefs(this.#synced.get(repo.id), refs)) return;
+    try {
+      // `auth`: the caller's, should the mirror lack a listed tip by now (discarded and seeded
+      // again meanwhile): the update then fetches it as that caller.
+      await this.#once(repo, async () => {
+        await this.host.update(repo, auth, [], { refs });
+        this.#noteSynced(repo.id, refs);
       });
     } catch (error) {
-      return { ready: false, reason: `update failed: ${message(error)}` };
+      // The next update sets them; a mirror that cannot read itself goes.
+      if (error instanceof MirrorDamagedError) await this.discard(repo.id);
     }
-    missing = await this.host.missing(repo, wants);
-    if (missing.length > 0) return { ready: false, reason: "wants the origin did not send" };
-    return { ready: true, updated: true };
+  }
+
+  /** Notes `refs` as the listing last set into `repoId`'s mirror (bounded in repositories). */
+  #noteSynced(repoId: string, refs: Record<string, string>): void {
+    this.#synced.delete(repoId);
+    this.#synced.set(repoId, refs);
+    if (this.#synced.size > MAX_LISTINGS) this.#synced.delete(this.#synced.keys().next().value!);
+  }
+
+  /** The listing noted for `repoId` if recent (used once), else undefined. */
+  #takeListing(repoId: string): Record<string, string> | undefined {
+    const noted = this.#listings.get(repoId);
+    this.#dropListing(repoId);
+    if (!noted || this.#now() - noted.at > LISTING_MS) return undefined;
+    return noted.refs;
+  }
+
+  /**
+   * Work on `repo`'s mirror that a fetch must wait for before it looks at it (a listing being
+   * read to start an update, say); dropped once settled.
+   */
+  track(repo: RepoRef, work: Promise<void>): void {
+    const settled = work.catch(() => {}).finally(() => {
+      if (this.#tracked.get(repo.id) === settled) this.#tracked.delete(repo.id);
+    });
+    this.#tracked.set(repo.id, settled);
+    if (this.#tracked.size > MAX_LISTINGS) this.#tracked.delete(this.#tracked.keys().next().value!);
+  }
+
+  /** Settles once the work {@link track}ed for `repo` and the seed or update running are done. */
+  async running(repo: RepoRef): Promise<void> {
+    await this.#tracked.get(repo.id);
+    await this.#running.get(repo.id)?.catch(() => {});
   }
 
   /**
@@ -290,6 +457,7 @@ export class Mirrors {
       if (await this.host.exists(repo) || this.#tooOld(repo, manifest)) return;
       await this.#once(repo, async () => {
         if (await this.host.exists(repo)) return;
+        this.#synced.delete(repo.id);
         await this.host.seed(repo, manifest);
         await this.#enforceCap(repo.id);
       });
@@ -368,6 +536,7 @@ export class Mirrors {
   /** Discards the mirror of repository `repoId` (a failed answer, or its repository evicted). */
   async discard(repoId: string): Promise<void> {
     await this.#running.get(repoId)?.catch(() => {});
+    this.#synced.delete(repoId);
     this.discards++;
     this.#updatedAt.delete(repoId);
     await this.host.discard(repoId);
@@ -494,6 +663,7 @@ export class Mirrors {
       this.evictions++;
       this.#updatedAt.delete(m.id);
       this.#usedAt.delete(m.id);
+      this.#synced.delete(m.id);
       await this.host.discard(m.id);
       total -= m.bytes;
     }
@@ -509,6 +679,14 @@ export class Mirrors {
 }
 
 class NoSeedError extends Error {}
+
+/** Whether two listings name the same refs with the same ids. */
+function sameRefs(a: Record<string, string> | undefined, b: Record<string, string>): boolean {
+  if (!a) return false;
+  const keys = Object.keys(b);
+  if (Object.keys(a).length !== keys.length) return false;
+  return keys.every((k) => a[k] === b[k]);
+}
 
 function message(error: unknown): string {
   return error instanceof Error ? error.message : String(error);

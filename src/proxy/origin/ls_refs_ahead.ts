@@ -16,7 +16,9 @@
  *
  * Used or not sent: a request is sent ahead only while the prediction holds. After an `ls-refs`
  * that differs from what was learned (a `git fetch` after clones asks other prefixes), nothing is
- * sent ahead for that credential until the same request comes twice in a row.
+ * sent ahead for that credential until the same request comes twice in a row. After a partial
+ * fetch (a `filter`), the credential's next `info/refs` sends nothing ahead: it is most likely a
+ * lazy fetch of the missing objects, which lists no refs.
  *
  * Freshness: the answer was computed by the origin after the clone's first request reached the
  * edge, never before, so it cannot hide a change made before the clone started; it is handed out
@@ -50,6 +52,8 @@ import { inBackground } from "../core/deps.ts";
 
 /** An `info/refs` this soon after its client's `ls-refs` sends nothing ahead (ms). */
 const EARLY_MS = 500;
+/** An `info/refs` this soon after a partial fetch of its credential sends nothing ahead (ms). */
+export const LAZY_MS = 600_000;
 /** A credential the origin refused gets nothing sent ahead for this long (ms). */
 const REFUSED_MS = 600_000;
 /** Answers kept at once (oldest dropped first). */
@@ -114,6 +118,23 @@ export class LsRefsAhead implements LsRefsAheadHooks {
   readonly #early = new Map<string, number>();
   /** credential memo key → when its last v2 `info/refs` came (ms). */
   readonly #infoRefs = new Map<string, number>();
+  /**
+   * credential memo key → when its last partial `fetch` came (ms): the next `info/refs` of that
+   * credential is likely a lazy fetch's, which sends no `ls-refs`.
+   */
+  readonly #partial = new Map<string, number>();
+
+  /**
+   * On a v2 `fetch` with a `filter` (a partial clone, or one of its lazy fetches): the next
+   * `info/refs` of that credential within {@link LAZY_MS} sends nothing ahead. A partial clone's
+   * checkout (and every later command that needs a blob) fetches the missing objects by id:
+   * `info/refs` then `fetch`, no `ls-refs`, so a listing sent ahead for it would go unused.
+   */
+  partialFetch(ctx: ProxyContext, request: Request, repo: RepoRef): void {
+    if (boundMs(ctx) <= 0) return;
+    const key = ctx.authMemo.key(repo.id, request.headers.get("authorization"));
+    remember(this.#partial, key, ctx.deps.clock.now());
+  }
 
   /**
    * On a v2 `info/refs` of the upload-pack service: sends the learned `ls-refs` of `repo` to the
@@ -129,6 +150,13 @@ export class LsRefsAhead implements LsRefsAheadHooks {
     const now = ctx.deps.clock.now();
     const live = prior && now - prior.at <= boundMs(ctx) ? prior : undefined;
     remember(this.#infoRefs, key, now);
+    // Likely a lazy fetch (a partial fetch came before): nothing sent ahead, once.
+    const partial = this.#partial.get(key);
+    this.#partial.delete(key);
+    if (partial !== undefined && now - partial <= LAZY_MS) {
+      this.#dropAhead(key);
+      return;
+    }
     const learned = this.#sendable(ctx, request, key);
     if (learned && live && !live.settled && live.request === learned.key) {
       // Still under way: one more is sent when it is answered, for this clone and the others

@@ -4,22 +4,9 @@
  */
 import { assert, assertEquals, assertRejects } from "../../support/assert.ts";
 import { git, gitBytes, tempDir } from "../../support/git.ts";
-import { credentialEnv, GitMirrorHost } from "../../../edge/deno/mirror.ts";
+import { GitMirrorHost } from "../../../edge/deno/mirror.ts";
 import { FsPackStore } from "../../../edge/deno/fs_store.ts";
 import type { Manifest } from "../../../src/proxy/core/manifest.ts";
-
-Deno.test("mirror host: the credential goes to git as environment configuration, one header each, no helper, no redirects", () => {
-  const env = credentialEnv({ headers: { authorization: "Basic Y2k6cw==", bad: "a\r\nb: c" } });
-  assertEquals(env, {
-    GIT_CONFIG_COUNT: "3",
-    GIT_CONFIG_KEY_0: "credential.helper",
-    GIT_CONFIG_VALUE_0: "",
-    GIT_CONFIG_KEY_1: "http.followRedirects",
-    GIT_CONFIG_VALUE_1: "false",
-    GIT_CONFIG_KEY_2: "http.extraHeader",
-    GIT_CONFIG_VALUE_2: "authorization: Basic Y2k6cw==",
-  });
-});
 
 Deno.test("mirror host: an origin redirecting the update elsewhere: not followed, the credential goes nowhere else", async () => {
   await using dir = await tempDir();
