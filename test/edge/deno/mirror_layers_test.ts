@@ -9,8 +9,7 @@ import { assert, assertEquals } from "../../support/assert.ts";
 import { git, gitBytes, tempDir } from "../../support/git.ts";
 import { startOrigin } from "../../support/origin.ts";
 import { assertSameClone, makeRepo } from "../../support/fixtures.ts";
-import { startDenoEdge } from "../../../edge/deno/server.ts";
-import { edgeConfigFor } from "../../support/edge.ts";
+import { type MirrorEdgeOptions, startMirrorEdge } from "../../support/mirror_edge.ts";
 import { URI_CLONE, warm } from "../../proxy/edge_suite.ts";
 import { tracedGit, urisFetched } from "../../support/traced_git.ts";
 import { pushCommits } from "../../support/pushed.ts";
@@ -20,32 +19,8 @@ import { skipped } from "../../support/skips.ts";
 
 const REPO = "l.git";
 
-/** The Deno edge with its mirror on; the store (and, unless given, the mirrors) fresh. */
-async function mirrorEdge(
-  origin: string,
-  opts: { store?: string; mirrorDir?: string; log?: Logger; mirrorGit?: string } = {},
-) {
-  const store = opts.store ?? await Deno.makeTempDir({ prefix: "gitedge-mlayers-" });
-  const edge = await startDenoEdge({
-    store,
-    port: 0,
-    config: edgeConfigFor({ origin, chunks: 2 }),
-    mirror: true,
-    mirrorDir: opts.mirrorDir,
-    mirrorGit: opts.mirrorGit,
-    ...(opts.log ? { log: opts.log } : {}),
-    onBuildError: () => {},
-  });
-  return {
-    url: edge.url,
-    store,
-    edge,
-    [Symbol.asyncDispose]: async () => {
-      await edge.stop();
-      if (!opts.store) await Deno.remove(store, { recursive: true }).catch(() => {});
-    },
-  };
-}
+const mirrorEdge = (origin: string, opts: MirrorEdgeOptions = {}) =>
+  startMirrorEdge({ origin, chunks: 2, ...opts });
 
 async function metric(edgeUrl: string, line: string): Promise<number> {
   const text = await (await fetch(`${edgeUrl}/_edge/metrics`)).text();

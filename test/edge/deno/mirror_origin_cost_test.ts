@@ -10,32 +10,11 @@ import { assert, assertEquals } from "../../support/assert.ts";
 import { git, tempDir } from "../../support/git.ts";
 import { type Origin, startOrigin } from "../../support/origin.ts";
 import { addCommits, assertSameClone, makeRepo, refsOf } from "../../support/fixtures.ts";
-import { startDenoEdge } from "../../../edge/deno/server.ts";
-import { edgeConfigFor, type EdgeUnderTestOptions } from "../../support/edge.ts";
+import { startMirrorEdge as mirrorEdge } from "../../support/mirror_edge.ts";
 import { warm } from "../../proxy/edge_suite.ts";
 import { encodePkts } from "../../../src/git/pktline.ts";
 
 const REPO = "w.git";
-
-async function mirrorEdge(opts: EdgeUnderTestOptions) {
-  const store = await Deno.makeTempDir({ prefix: "gitedge-mwan-" });
-  const edge = await startDenoEdge({
-    store,
-    port: 0,
-    config: edgeConfigFor(opts),
-    mirror: true,
-    onBuildError: () => {},
-  });
-  return {
-    url: edge.url,
-    store,
-    edge,
-    [Symbol.asyncDispose]: async () => {
-      await edge.stop();
-      await Deno.remove(store, { recursive: true }).catch(() => {});
-    },
-  };
-}
 
 /** The origin's requests since its last reset: all, `GET info/refs`, `ls-refs`, `fetch`. */
 function cost(origin: Origin) {

@@ -8,9 +8,8 @@ import { assert, assertEquals } from "../../support/assert.ts";
 import { git, tempDir } from "../../support/git.ts";
 import { type Origin, startOrigin } from "../../support/origin.ts";
 import { addCommits, assertSameClone, makeRepo, refsOf } from "../../support/fixtures.ts";
-import { startDenoEdge } from "../../../edge/deno/server.ts";
+import { startMirrorEdge as mirrorEdge } from "../../support/mirror_edge.ts";
 import { FsPackStore } from "../../../edge/deno/fs_store.ts";
-import { edgeConfigFor, type EdgeUnderTestOptions } from "../../support/edge.ts";
 import { URI_CLONE, warm } from "../../proxy/edge_suite.ts";
 import { tracedGit, urisFetched } from "../../support/traced_git.ts";
 import { modernGit } from "../../support/git_builds.ts";
@@ -18,32 +17,6 @@ import { skipped } from "../../support/skips.ts";
 import { encodePkts } from "../../../src/git/pktline.ts";
 
 const REPO = "m.git";
-
-/** The Deno edge with its mirror on, in a fresh store. */
-async function mirrorEdge(
-  opts: EdgeUnderTestOptions & { mirror?: boolean; mirrorGit?: string; storeMaxBytes?: number },
-): Promise<
-  AsyncDisposable & { url: string; store: string; edge: Awaited<ReturnType<typeof startDenoEdge>> }
-> {
-  const store = await Deno.makeTempDir({ prefix: "gitedge-mirror-" });
-  const edge = await startDenoEdge({
-    store,
-    port: 0,
-    config: { ...edgeConfigFor(opts), storeMaxBytes: opts.storeMaxBytes },
-    mirror: opts.mirror ?? true,
-    mirrorGit: opts.mirrorGit,
-    onBuildError: () => {},
-  });
-  return {
-    url: edge.url,
-    store,
-    edge,
-    [Symbol.asyncDispose]: async () => {
-      await edge.stop();
-      await Deno.remove(store, { recursive: true }).catch(() => {});
-    },
-  };
-}
 
 async function metric(edgeUrl: string, line: string): Promise<number> {
   const text = await (await fetch(`${edgeUrl}/_edge/metrics`)).text();

@@ -1,0 +1,53 @@
+/**
+ * A Deno edge with its git mirrors (docs/mirror.md) on a store of its own, for the mirror's tests:
+ * `await using e = await startMirrorEdge({ origin, chunks: 2 })`. The store is a new temporary
+ * directory removed when `e` goes, unless `store` names one that outlives the edge (restarts).
+ */
+import { startDenoEdge } from "../../edge/deno/server.ts";
+import type { Logger } from "../../src/proxy/core/log.ts";
+import { edgeConfigFor, type EdgeUnderTestOptions } from "./edge.ts";
+
+export interface MirrorEdgeOptions extends EdgeUnderTestOptions {
+  /** Off: the same edge without mirrors (the comparison). Default on. */
+  mirror?: boolean;
+  /** The mirrors' directory; `<store>/mirrors` when unset. */
+  mirrorDir?: string;
+  /** The git the mirrors run (a wrapper that kills or counts, a built git). */
+  mirrorGit?: string;
+  storeMaxBytes?: number;
+  log?: Logger;
+  /** A store directory the caller keeps (across restarts); a temporary one otherwise. */
+  store?: string;
+}
+
+export interface MirrorEdge extends AsyncDisposable {
+  url: string;
+  store: string;
+  /** Where the mirrors live (with no `mirrorDir`). */
+  mirrors: string;
+  edge: Awaited<ReturnType<typeof startDenoEdge>>;
+}
+
+export async function startMirrorEdge(opts: MirrorEdgeOptions): Promise<MirrorEdge> {
+  const store = opts.store ?? await Deno.makeTempDir({ prefix: "gitedge-mirror-" });
+  const edge = await startDenoEdge({
+    store,
+    port: 0,
+    config: { ...edgeConfigFor(opts), storeMaxBytes: opts.storeMaxBytes },
+    mirror: opts.mirror ?? true,
+    mirrorDir: opts.mirrorDir,
+    mirrorGit: opts.mirrorGit,
+    ...(opts.log ? { log: opts.log } : {}),
+    onBuildError: () => {},
+  });
+  return {
+    url: edge.url,
+    store,
+    mirrors: `${store}/mirrors`,
+    edge,
+    [Symbol.asyncDispose]: async () => {
+      await edge.stop();
+      if (!opts.store) await Deno.remove(store, { recursive: true }).catch(() => {});
+    },
+  };
+}
