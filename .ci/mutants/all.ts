@@ -19,6 +19,7 @@ import { OPERATOR_ACCESS_MUTANTS } from "./operator_access.ts";
 import { MIRROR_MUTANTS } from "./mirror.ts";
 import { ACCESS_MUTANTS, PURGE_MUTANTS } from "./access.ts";
 import { FLEET_MUTANTS } from "./fleet.ts";
+import { WORKER_HEAP_MUTANTS } from "./worker_heap.ts";
 
 export const MUTANTS: Mutant[] = [
   ...SIGNED_URLS_MUTANTS,
@@ -41,4 +42,5 @@ export const MUTANTS: Mutant[] = [
   ...ACCESS_MUTANTS,
   ...PURGE_MUTANTS,
   ...FLEET_MUTANTS,
+  ...WORKER_HEAP_MUTANTS,
 ];

@@ -8,8 +8,8 @@
  * The working-memory figure is taken in a child process (`--expose-gc`): collect, plan, and count
  * what the plan allocated (V8 heap plus ArrayBuffers) before anything collects it.
  */
-import { assert, assertEquals, assertThrows } from "../support/assert.ts";
-import { OBJ_BLOB, OBJ_OFS_DELTA, type PackEntry } from "../../src/git/pack.ts";
+import { assert, assertEquals, assertRejects, assertThrows } from "../support/assert.ts";
+import { OBJ_BLOB, OBJ_OFS_DELTA, type PackEntry, PackFormatError } from "../../src/git/pack.ts";
 import { PackEntryTable } from "../../src/git/pack_entries.ts";
 import { scanPack } from "../../src/git/pack_reader.ts";
 import { largestFirst, planSplit, splitPack } from "../../src/git/pack_split.ts";
@@ -205,5 +205,25 @@ Deno.test("a table loaded without sizes and bases locates entries and refuses to
       }),
     RangeError,
     "32-bit offsets",
+  );
+});
+
+Deno.test("splitPack refuses an entry whose header is not what the index says", async () => {
+  await using dir = await tempDir();
+  const repo = `${dir.path}/repo`;
+  await buildRepo(repo, { commits: 5, big: false });
+  const pack = await packObjects(repo);
+  const summary = await scanPack(chunked(pack, [65536]));
+  const c = summary.index.columns();
+  const kinds = c.kinds.slice();
+  // Entry 3's header, one byte longer than it is: its type and size would be read from the
+  // wrong bytes.
+  kinds[3] += 1;
+  const index = PackEntryTable.fromColumns({ offsets: c.offsets, kinds, dataEnd: c.dataEnd });
+  const plan = planSplit(summary.index, 1);
+  await assertRejects(
+    () => splitPack(chunked(pack, [4096]), { ...summary, index }, plan, [new WritableStream()]),
+    PackFormatError,
+    "entry 3",
   );
 });
