@@ -23,8 +23,13 @@ export class PartSizeError extends RangeError {
 
 /** First allocation for a part; parts grow by doubling, so small bodies stay small. */
 const INITIAL_CAPACITY = 64 * 1024;
+/**
+ * A part that outgrows this goes straight to its full size: doubling on to, say, 8 MiB would copy
+ * 1, 2 and 4 MiB on the way and hold 12 MiB at the last copy (memory counts in a Worker).
+ */
+const FULL_SIZE_AFTER = 1024 * 1024;
 
-/** A byte buffer that grows by doubling up to a fixed limit. */
+/** A byte buffer that grows by doubling up to 1 MiB, then to its fixed limit at once. */
 class PartBuffer {
   #bytes: Uint8Array;
   #filled = 0;
@@ -44,6 +49,7 @@ class PartBuffer {
     if (needed > this.#bytes.byteLength) {
       let capacity = this.#bytes.byteLength;
       while (capacity < needed) capacity *= 2;
+      if (capacity > FULL_SIZE_AFTER) capacity = this.limit;
       const grown = new Uint8Array(Math.min(capacity, this.limit));
       grown.set(this.#bytes.subarray(0, this.#filled));
       this.#bytes = grown;

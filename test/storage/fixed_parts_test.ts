@@ -58,6 +58,16 @@ Deno.test("fixedSizeParts grows its buffer past the initial capacity", async () 
   assertEquals(Array.from(parts[0].bytes.subarray(big - 2, big + 2)), sequence(big - 2, 4));
 });
 
+Deno.test("fixedSizeParts doubles small parts, and past 1 MiB takes the full part size at once", async () => {
+  const size = 8 * 1024 * 1024;
+  const small = await collect(chunked([200 * 1024]).stream, size);
+  assertEquals(small[0].bytes.buffer.byteLength, 256 * 1024, "a small body stays small");
+  const large = await collect(chunked([700 * 1024, 700 * 1024]).stream, size);
+  assertEquals(large[0].bytes.byteLength, 1400 * 1024);
+  // No 2 MiB and 4 MiB copies on the way to 8 MiB.
+  assertEquals(large[0].bytes.buffer.byteLength, size);
+});
+
 Deno.test("fixedSizeParts propagates a source error", async () => {
   const failing = new ReadableStream<Uint8Array>({
     start(controller) {
