@@ -1,5 +1,10 @@
 import { assertEquals, assertRejects } from "../support/assert.ts";
-import { fixedSizeParts, type Part, PartSizeError } from "../../src/storage/fixed_parts.ts";
+import {
+  fixedSizeParts,
+  type Part,
+  type PartBufferHolder,
+  PartSizeError,
+} from "../../src/storage/fixed_parts.ts";
 
 /** A stream emitting `chunks` one by one, recording whether it was cancelled. */
 function chunked(
@@ -22,9 +27,13 @@ function chunked(
   return { stream, cancelled: () => wasCancelled };
 }
 
-async function collect(stream: ReadableStream<Uint8Array>, size: number): Promise<Part[]> {
+async function collect(
+  stream: ReadableStream<Uint8Array>,
+  size: number,
+  holder?: PartBufferHolder,
+): Promise<Part[]> {
   const parts: Part[] = [];
-  for await (const part of fixedSizeParts(stream, size)) parts.push(part);
+  for await (const part of fixedSizeParts(stream, size, holder)) parts.push(part);
   return parts;
 }
 
@@ -66,6 +75,26 @@ Deno.test("fixedSizeParts doubles small parts, and past 1 MiB takes the full par
   assertEquals(large[0].bytes.byteLength, 1400 * 1024);
   // No 2 MiB and 4 MiB copies on the way to 8 MiB.
   assertEquals(large[0].bytes.buffer.byteLength, size);
+});
+
+Deno.test("fixedSizeParts with a holder fills every full part into one buffer, kept for the next body", async () => {
+  const size = 2 * 1024 * 1024;
+  const holder: PartBufferHolder = {};
+  const seen = new Set<ArrayBufferLike>();
+  let offset = 0;
+  for await (const part of fixedSizeParts(chunked([size, size, size / 2]).stream, size, holder)) {
+    // Each part is read before the next is asked for, as a multipart upload does.
+    assertEquals(Array.from(part.bytes.subarray(0, 4)), sequence(offset, 4));
+    offset += part.bytes.byteLength;
+    seen.add(part.bytes.buffer);
+  }
+  assertEquals(offset, 2.5 * size);
+  assertEquals(seen.size, 1, "one buffer for every part");
+  const kept = holder.buffer!;
+  assertEquals(kept.byteLength, size);
+  // The next body is filled into the kept buffer: nothing allocated.
+  const next = await collect(chunked([100]).stream, size, holder);
+  assertEquals(next[0].bytes.buffer, kept.buffer);
 });
 
 Deno.test("fixedSizeParts propagates a source error", async () => {
