@@ -5,7 +5,7 @@
  * itself costs.
  *
  *   POST /fetch?bytes=B&part=P&objects=N  B bytes as segments of P bytes (one `put` each), then the
- *                                          scan's five index columns (21 bytes per object)
+ *                                          build's three index columns (13 bytes per object)
  *   POST /split?pack=K&sizes=S0,S1,...    reads every segment and the columns back, and writes
  *                                          pack K (S_K bytes, copied from the segments) as a
  *                                          multipart upload in parts of P bytes
@@ -25,8 +25,6 @@ const TMP = "control/tmp/";
 const COLUMNS: [string, number][] = [
   ["offsets", 8],
   ["kinds", 1],
-  ["sizes", 4],
-  ["bases", 4],
   ["assignment", 4],
 ];
 

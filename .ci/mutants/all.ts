@@ -22,6 +22,7 @@ import { ACCESS_MUTANTS, PURGE_MUTANTS } from "./access.ts";
 import { FLEET_MUTANTS } from "./fleet.ts";
 import { FLEET_MERGE_MUTANTS } from "./fleet_merge.ts";
 import { MIRROR_LAYERS_MUTANTS } from "./mirror_layers.ts";
+import { WORKER_HEAP_MUTANTS } from "./worker_heap.ts";
 
 export const MUTANTS: Mutant[] = [
   ...SIGNED_URLS_MUTANTS,
@@ -47,4 +48,5 @@ export const MUTANTS: Mutant[] = [
   ...FLEET_MUTANTS,
   ...FLEET_MERGE_MUTANTS,
   ...MIRROR_LAYERS_MUTANTS,
+  ...WORKER_HEAP_MUTANTS,
 ];

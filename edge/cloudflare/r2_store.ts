@@ -17,7 +17,7 @@ import {
   StoreError,
 } from "../../src/storage/store.ts";
 import { DEFAULT_R2_PART_MIB } from "../../src/proxy/settings/table.ts";
-import { firstPart, type Part } from "../../src/storage/fixed_parts.ts";
+import { firstPart, type Part, type PartBufferHolder } from "../../src/storage/fixed_parts.ts";
 import type {
   R2Bucket,
   R2MultipartUpload,
@@ -40,6 +40,21 @@ export interface R2PackStoreOptions {
   partBytes?: number;
   /** Objects per `list` page requested from R2 (1 to 1000; R2's default when absent). */
   listPageSize?: number;
+}
+
+/**
+ * One part buffer a finished `put` left, for the next one in this isolate to fill: a build stores
+ * its segments and packs one after the other, and each would otherwise allocate one part (and
+ * leave it to the collector, which lets many pile up before it frees them). One per isolate, so
+ * its cost is one part whatever the number of stores (Durable Objects) in it.
+ */
+let spare: Uint8Array | undefined;
+
+/** The spare buffer when it fits parts of `size` bytes (it is then no longer spare). */
+function takeSpare(size: number): Uint8Array | undefined {
+  const taken = spare;
+  spare = undefined;
+  return taken && taken.byteLength >= size ? taken : undefined;
 }
 
 /** A `PackStore` backed by an R2 bucket binding. */
@@ -69,19 +84,26 @@ export class R2PackStore implements PackStore {
   /** Streams `body` into `key`: one `put` when it fits in a part, multipart otherwise. */
   async put(key: string, body: ReadableStream<Uint8Array>): Promise<{ size: number }> {
     assertKey(key);
+    // Every part is filled into one buffer (each is sent before the next is read), the spare one
+    // when there is one; it becomes the spare again once the put has succeeded.
+    const reuse: PartBufferHolder = { buffer: takeSpare(this.#partBytes) };
     let parts: Awaited<ReturnType<typeof firstPart>>;
     try {
-      parts = await firstPart(body, this.#partBytes);
+      parts = await firstPart(body, this.#partBytes, reuse);
     } catch (error) {
       throw storeError(`reading the body for ${key}`, error);
     }
     const { first, rest } = parts;
+    let size: number;
     if (first.last) {
       const written = await r2Call(`putting ${key}`, () => this.#bucket.put(key, first.bytes));
       if (written === null) throw new StoreError(`R2 refused to write ${key}`);
-      return { size: written.size };
+      size = written.size;
+    } else {
+      size = (await this.#putMultipart(key, first, rest)).size;
     }
-    return await this.#putMultipart(key, first, rest);
+    spare = reuse.buffer;
+    return { size };
   }
 
   /** Writes bytes already in memory: one `put` when they fit in a part, multipart otherwise. */

@@ -49,6 +49,22 @@ export interface EntryColumns {
   largeSizes: [number, number][];
 }
 
+/**
+ * What {@link PackEntryTable.fromColumns} takes: the columns a split needs (offsets and kinds), and
+ * optionally the others. Offsets may be 32-bit when every offset is below 4 GiB. A table without
+ * `sizes` and `bases` locates entries but does not describe them: {@link PackEntryTable.size},
+ * {@link PackEntryTable.baseIndex} and {@link PackEntryTable.entry} throw (the entries' headers,
+ * read again from the pack, say the rest).
+ */
+export interface LoadedColumns {
+  offsets: Float64Array | Uint32Array;
+  kinds: Uint8Array;
+  sizes?: Uint32Array;
+  bases?: Int32Array;
+  dataEnd: number;
+  largeSizes?: [number, number][];
+}
+
 const INITIAL_CAPACITY = 1024;
 /**
  * Header lengths are stored in the low 5 bits of the packed type byte; 0 there means a longer one
@@ -68,7 +84,7 @@ const SIDE_ENTRY_BYTES = 64;
  * for a {@link PackEntry} object (allocated on each call).
  */
 export class PackEntryTable {
-  #offsets: Float64Array;
+  #offsets: Float64Array | Uint32Array;
   /** `type << 5 | headerLength`. */
   #kinds: Uint8Array;
   #sizes: Uint32Array;
@@ -78,6 +94,8 @@ export class PackEntryTable {
   readonly #longHeaders = new Map<number, number>();
   /** Capacity never grows past this when more is not needed (the pack's declared count). */
   readonly #expected: number;
+  /** False for a table loaded without its sizes and bases. */
+  #described = true;
   #length = 0;
   #end = 0;
 
@@ -111,18 +129,29 @@ export class PackEntryTable {
     return index;
   }
 
-  /** Rebuilds an index from {@link PackEntryTable.columns} (the arrays are used, not copied). */
-  static fromColumns(c: EntryColumns): PackEntryTable {
+  /**
+   * Rebuilds an index from {@link PackEntryTable.columns}, or from the columns a split needs (see
+   * {@link LoadedColumns}); the arrays are used, not copied.
+   */
+  static fromColumns(c: LoadedColumns): PackEntryTable {
     const n = c.offsets.length;
-    if (c.kinds.length !== n || c.sizes.length !== n || c.bases.length !== n) {
+    if (
+      c.kinds.length !== n || (c.sizes !== undefined && c.sizes.length !== n) ||
+      (c.bases !== undefined && c.bases.length !== n) ||
+      (c.sizes === undefined) !== (c.bases === undefined)
+    ) {
       throw new RangeError(`index columns of different lengths`);
+    }
+    if (c.offsets instanceof Uint32Array && c.dataEnd > 0xffffffff) {
+      throw new RangeError(`32-bit offsets for a pack of ${c.dataEnd} bytes`);
     }
     const index = new PackEntryTable();
     index.#offsets = c.offsets;
     index.#kinds = c.kinds;
-    index.#sizes = c.sizes;
-    index.#bases = c.bases;
-    for (const [i, size] of c.largeSizes) index.#largeSizes.set(i, size);
+    index.#sizes = c.sizes ?? new Uint32Array(0);
+    index.#bases = c.bases ?? new Int32Array(0);
+    index.#described = c.sizes !== undefined;
+    for (const [i, size] of c.largeSizes ?? []) index.#largeSizes.set(i, size);
     index.#length = n;
     index.#end = c.dataEnd;
     return index;
@@ -131,6 +160,9 @@ export class PackEntryTable {
   /** The columns, as views trimmed to the length (not copies). */
   columns(): EntryColumns {
     const n = this.#length;
+    if (!(this.#offsets instanceof Float64Array) || !this.#described) {
+      throw new RangeError("columns() of a table loaded from partial or 32-bit columns");
+    }
     return {
       offsets: this.#offsets.subarray(0, n),
       kinds: this.#kinds.subarray(0, n),
@@ -178,6 +210,7 @@ export class PackEntryTable {
     if (baseIndex !== undefined && !(baseIndex >= 0 && baseIndex < i)) {
       throw new RangeError(`entry ${i}: base index ${baseIndex} is not an earlier entry`);
     }
+    if (!this.#described) throw new RangeError("no entries can be added to a partial index");
     if (i === this.#offsets.length) this.#grow();
     this.#offsets[i] = offset;
     if (headerLength > HEADER_BITS) {
@@ -216,7 +249,7 @@ export class PackEntryTable {
 
   /** Inflated size from the header of entry `i`. */
   size(i: number): number {
-    const size = this.#sizes[this.#check(i)];
+    const size = this.#sizes[this.#describedEntry(i)];
     return size === LARGE_SIZE ? this.#largeSizes.get(i)! : size;
   }
 
@@ -237,7 +270,7 @@ export class PackEntryTable {
 
   /** Index of the OFS_DELTA base of entry `i`, or -1 (not an OFS_DELTA). */
   baseIndex(i: number): number {
-    return this.#bases[this.#check(i)];
+    return this.#bases[this.#describedEntry(i)];
   }
 
   /** Hex id of the REF_DELTA base of entry `i`, if it is one. */
@@ -292,6 +325,16 @@ export class PackEntryTable {
       (this.#largeSizes.size + this.#baseIds.size + this.#longHeaders.size) * SIDE_ENTRY_BYTES;
   }
 
+  /** `i`, checked, of a table that has sizes and bases. */
+  #describedEntry(i: number): number {
+    if (!this.#described) {
+      throw new RangeError(
+        "this index was loaded without sizes and bases: read the entry's header",
+      );
+    }
+    return this.#check(i);
+  }
+
   #check(i: number): number {
     if (!(i >= 0 && i < this.#length)) {
       throw new RangeError(`entry index ${i} out of range (${this.#length} entries)`);
@@ -303,7 +346,9 @@ export class PackEntryTable {
     const length = this.#length;
     let capacity = length * 2;
     if (this.#expected > length && this.#expected < capacity) capacity = this.#expected;
-    this.#offsets = grown(this.#offsets, new Float64Array(capacity));
+    const offsets = new Float64Array(capacity);
+    offsets.set(this.#offsets);
+    this.#offsets = offsets;
     this.#kinds = grown(this.#kinds, new Uint8Array(capacity));
     this.#sizes = grown(this.#sizes, new Uint32Array(capacity));
     this.#bases = grown(this.#bases, new Int32Array(capacity));

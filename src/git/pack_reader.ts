@@ -84,7 +84,7 @@ interface CurrentEntry {
 }
 
 /** A parsed entry header (the part before the zlib stream). */
-interface EntryHeader {
+export interface EntryHeader {
   type: number;
   size: number;
   length: number;
@@ -96,7 +96,7 @@ interface EntryHeader {
  * Parses an entry header at `bytes[start, end)`. Returns undefined if the window ends before
  * the header does; throws {@link PackFormatError} if it is malformed.
  */
-function parseEntryHeader(
+export function parseEntryHeader(
   bytes: Uint8Array,
   start: number,
   end: number,

@@ -12,7 +12,8 @@
 import type { ObjectFormat } from "./object_id.ts";
 import { type PackEntry, PackFormatError } from "./pack.ts";
 import type { PackEntryTable } from "./pack_entries.ts";
-import { type PackSummary, scanPack } from "./pack_reader.ts";
+import { type PackSummary, parseEntryHeader, scanPack } from "./pack_reader.ts";
+import { hashLength } from "./object_id.ts";
 import { concat } from "./pktline.ts";
 import { type OffsetMap, PackWriter, type PackWriteResult } from "./pack_writer.ts";
 
@@ -37,30 +38,16 @@ export interface SplitPlan {
 }
 
 /**
- * Family of each entry (index of its first entry), written into `family`, with each family's
- * total bytes at its root's index in the returned array: a delta joins its base's family.
- */
-function deltaFamilies(index: PackEntryTable, family: Uint32Array): Float64Array {
-  const familyBytes = new Float64Array(index.length);
-  for (let i = 0; i < index.length; i++) {
-    const base = index.baseIndex(i);
-    // The index only records earlier entries as bases.
-    const root = base >= 0 ? family[base] : i;
-    family[i] = root;
-    familyBytes[root] += index.byteLength(i);
-  }
-  return familyBytes;
-}
-
-/**
  * Plans a split of the entries of `index` (as {@link scanPack} returns it) into at most
  * `parts` parts: delta families stay whole, families are assigned largest first to the
  * currently smallest part, and each part keeps the original entry order (so bases precede
  * their deltas). A pack containing any REF_DELTA gets a single part, because its base is
  * named by object id, which a scan does not compute. An empty pack gets one empty part.
  *
- * Working memory is typed arrays: 16 bytes per entry, assignment included, plus the
- * engine's temporary copy of the family roots while they are sorted.
+ * Working memory is typed arrays: the assignment (4 bytes per entry) and 9 bytes per delta
+ * family (its bytes, which become its sort key, and its part); the families are ordered by a
+ * native sort, so the engine copies nothing into its heap. This runs in the isolate that builds a snapshot, whose
+ * memory is bounded: `test/git/pack_split_memory_test.ts` holds it to that.
  */
 export function planSplit(index: PackEntryTable, parts: number): SplitPlan {
   if (!Number.isInteger(parts) || parts < 1) throw new RangeError(`invalid part count ${parts}`);
@@ -78,58 +65,109 @@ export function planSplit(index: PackEntryTable, parts: number): SplitPlan {
         "(fetch with ofs-delta to allow splitting)",
     );
   }
-  // `assignment` holds each entry's family root until the last loop turns it into parts.
+  // `assignment` holds each entry's family number (families numbered in pack order) until the
+  // last loop turns it into parts.
   const familyBytes = deltaFamilies(index, assignment);
-  const roots = familyRoots(assignment);
-  const used = Math.min(parts, roots.length);
+  const families = familyBytes.length;
+  const used = Math.min(parts, families);
   if (used <= 1) {
-    return single(
-      roots.length,
-      roots.length < parts ? `only ${roots.length} delta family` : undefined,
-    );
+    return single(families, families < parts ? `only ${families} delta family` : undefined);
   }
-  // Largest family first (ties in pack order), each to the currently smallest part.
-  roots.sort((a, b) => familyBytes[b] - familyBytes[a] || a - b);
   const planned: SplitPart[] = Array.from({ length: used }, () => ({ objects: 0, bytes: 0 }));
-  // From here on familyBytes[root] holds the root's part number instead of its bytes.
-  const partOfRoot = familyBytes;
-  for (const root of roots) {
+  const partOf = used <= 0x100 ? new Uint8Array(families) : new Uint32Array(families);
+  // Largest family first (ties in pack order), each to the currently smallest part.
+  largestFirst(familyBytes, total, (family, bytes) => {
     let smallest = 0;
     for (let p = 1; p < used; p++) {
       if (planned[p].bytes < planned[smallest].bytes) smallest = p;
     }
-    planned[smallest].bytes += familyBytes[root];
-    partOfRoot[root] = smallest;
-  }
+    planned[smallest].bytes += bytes;
+    partOf[family] = smallest;
+  });
   for (let i = 0; i < count; i++) {
-    const p = partOfRoot[assignment[i]];
+    const p = partOf[assignment[i]];
     assignment[i] = p;
     planned[p].objects++;
   }
-  const note = used < parts ? `only ${roots.length} delta families to distribute` : undefined;
-  return { assignment, parts: planned, families: roots.length, note };
-}
-
-/** The entries that are their own family root, in pack order. */
-function familyRoots(family: Uint32Array): Uint32Array {
-  let count = 0;
-  for (let i = 0; i < family.length; i++) if (family[i] === i) count++;
-  const roots = new Uint32Array(count);
-  let r = 0;
-  for (let i = 0; i < family.length; i++) if (family[i] === i) roots[r++] = i;
-  return roots;
+  const note = used < parts ? `only ${families} delta families to distribute` : undefined;
+  return { assignment, parts: planned, families, note };
 }
 
 /**
- * New offsets of the entries copied so far, one f64 per source entry shared by all parts
- * (each entry goes to exactly one part). A part only sees its own entries, so a plan that
+ * Numbers the delta families in pack order (a delta joins its base's family), writing each
+ * entry's family number into `family`; returns each family's total bytes.
+ */
+function deltaFamilies(index: PackEntryTable, family: Uint32Array): Float64Array {
+  let families = 0;
+  for (let i = 0; i < index.length; i++) if (index.baseIndex(i) < 0) families++;
+  const familyBytes = new Float64Array(families);
+  let next = 0;
+  for (let i = 0; i < index.length; i++) {
+    const base = index.baseIndex(i);
+    // The index only records earlier entries as bases.
+    const f = base >= 0 ? family[base] : next++;
+    family[i] = f;
+    familyBytes[f] += index.byteLength(i);
+  }
+  return familyBytes;
+}
+
+/**
+ * Visits the families by decreasing bytes, ties by increasing number. Each family's bytes become,
+ * in place, one exact numeric key, `bytes × n + (n − 1 − family)`, sorted natively: no
+ * comparator, so the engine sorts the typed array where it is instead of copying every element
+ * into two arrays of its heap (16 bytes per family), and no second array. `familyBytes` is
+ * consumed. A pack too large for exact keys (`(total + 1) × n` beyond 2^53) falls back to the
+ * comparator.
+ */
+export function largestFirst(
+  familyBytes: Float64Array,
+  total: number,
+  visit: (family: number, bytes: number) => void,
+): void {
+  const n = familyBytes.length;
+  if ((total + 1) * n > Number.MAX_SAFE_INTEGER) {
+    const order = Uint32Array.from({ length: n }, (_, f) => f);
+    order.sort((a, b) => familyBytes[b] - familyBytes[a] || a - b);
+    for (const f of order) visit(f, familyBytes[f]);
+    return;
+  }
+  const keys = familyBytes;
+  for (let f = 0; f < n; f++) keys[f] = keys[f] * n + (n - 1 - f);
+  keys.sort();
+  for (let k = n - 1; k >= 0; k--) {
+    const key = keys[k];
+    let bytes = Math.floor(key / n);
+    let rest = key - bytes * n;
+    // The division may round across an integer: correct by one either way.
+    if (rest < 0) {
+      bytes--;
+      rest += n;
+    } else if (rest >= n) {
+      bytes++;
+      rest -= n;
+    }
+    visit(n - 1 - rest, bytes);
+  }
+}
+
+/**
+ * New offsets of the entries copied so far, one number per source entry shared by all parts
+ * (each entry goes to exactly one part): 32 bits when the source pack is under 4 GiB (a part is
+ * never larger than its source), else 64. A part only sees its own entries, so a plan that
  * separated a delta from its base fails in the writer instead of producing a bad pack.
  */
 class Relocations {
-  readonly #offsets: Float64Array;
+  readonly #offsets: Float64Array | Uint32Array;
 
-  constructor(readonly index: PackEntryTable, readonly assignment: Uint32Array) {
-    this.#offsets = new Float64Array(index.length);
+  constructor(
+    readonly index: PackEntryTable,
+    readonly assignment: Uint32Array,
+    sourceSize: number,
+  ) {
+    this.#offsets = sourceSize <= 0xffffffff
+      ? new Uint32Array(index.length)
+      : new Float64Array(index.length);
   }
 
   /** The view of one part, for its {@link PackWriter}. */
@@ -152,12 +190,50 @@ class Relocations {
   }
 }
 
+/** Where entry `i` lies in the source pack: what the index says; its header says the rest. */
+function located(index: PackEntryTable, i: number): PackEntry {
+  const offset = index.offset(i);
+  const headerLength = index.headerLength(i);
+  const end = index.end(i);
+  return {
+    index: i,
+    offset,
+    type: 0,
+    size: 0,
+    headerLength,
+    compressedLength: end - offset - headerLength,
+    end,
+  };
+}
+
+/**
+ * `entry` (located by the index) described by its header as read from the source: type, size
+ * and delta base come from the bytes themselves, so the index needs no column for them.
+ */
+function described(entry: PackEntry, header: Uint8Array, idLength: number): PackEntry {
+  const parsed = parseEntryHeader(header, 0, header.length, entry.offset, idLength);
+  if (parsed === undefined || parsed.length !== entry.headerLength) {
+    throw new PackFormatError(
+      "bad-header",
+      `entry ${entry.index} at offset ${entry.offset}: its header is not the ${entry.headerLength} bytes the scan saw`,
+    );
+  }
+  const out: PackEntry = { ...entry, type: parsed.type, size: parsed.size };
+  if (parsed.relativeBase !== undefined) out.baseOffset = entry.offset - parsed.relativeBase;
+  if (parsed.baseId !== undefined) out.baseId = parsed.baseId;
+  return out;
+}
+
 /** Routes the bytes of one entry (header, then compressed data) to its part's writer, if any. */
 class EntryRouter {
   readonly #header = new Uint8Array(64);
   #headerLength = 0;
 
-  constructor(readonly entry: PackEntry, readonly writer: PackWriter | null) {}
+  constructor(
+    readonly entry: PackEntry,
+    readonly writer: PackWriter | null,
+    readonly idLength: number,
+  ) {}
 
   /** Consumes `chunk[i, end)` bytes of this entry at pack offset `at`; returns the new index. */
   async take(chunk: Uint8Array, i: number, at: number): Promise<number> {
@@ -169,7 +245,8 @@ class EntryRouter {
       this.#header.set(chunk.subarray(i, i + n), this.#headerLength);
       this.#headerLength += n;
       if (at + n === headerEnd) {
-        await this.writer!.beginEntry(entry, this.#header.slice(0, this.#headerLength));
+        const header = this.#header.slice(0, this.#headerLength);
+        await this.writer!.beginEntry(described(entry, header, this.idLength), header);
       }
       return i + n;
     }
@@ -183,9 +260,11 @@ class EntryRouter {
  * Splits the pack read from `source` (the same bytes `summary` was scanned from, with its
  * index kept) according to `plan`, writing part `p` to `sinks[p]` and closing each sink at the end.
  * One streaming pass; writes are awaited, so slow sinks slow the read. Memory stays bounded by
- * the per-part gathering buffers, whatever the entry sizes, plus 8 bytes per entry for the
- * entries' new offsets. The source trailer is not
- * re-hashed (the scan verified it); its length is checked. On failure every sink is aborted.
+ * the per-part gathering buffers, whatever the entry sizes, plus 4 bytes per entry for the
+ * entries' new offsets (8 for a source of 4 GiB or more). The index need only locate the entries
+ * (offsets and header lengths): each entry's type, size and delta base are read from its header
+ * as it passes. The source trailer is not re-hashed (the scan verified it); its length is
+ * checked. On failure every sink is aborted.
  */
 export async function splitPack(
   source: ReadableStream<Uint8Array>,
@@ -212,7 +291,8 @@ export async function splitPack(
         `${count} entries and ${sinks.length} sinks`,
     );
   }
-  const relocations = new Relocations(index, plan.assignment);
+  const relocations = new Relocations(index, plan.assignment, summary.size);
+  const idLength = hashLength(summary.objectFormat);
   // With `only`, the other parts get no writer: their entries are skipped.
   const writers: (PackWriter | null)[] = plan.parts.map((part, p) => {
     if (only !== undefined && p !== only) return null;
@@ -235,8 +315,8 @@ export async function splitPack(
           const writer = writers[plan.assignment[next]];
           // Skipped entries need no PackEntry object: only their end is used.
           router = writer === null
-            ? new EntryRouter(skipped(index, next), null)
-            : new EntryRouter(index.entry(next), writer);
+            ? new EntryRouter(skipped(index, next), null, idLength)
+            : new EntryRouter(located(index, next), writer, idLength);
           next++;
         }
         if (router) {

@@ -1,5 +1,10 @@
 import { assertEquals, assertRejects } from "../support/assert.ts";
-import { fixedSizeParts, type Part, PartSizeError } from "../../src/storage/fixed_parts.ts";
+import {
+  fixedSizeParts,
+  type Part,
+  type PartBufferHolder,
+  PartSizeError,
+} from "../../src/storage/fixed_parts.ts";
 
 /** A stream emitting `chunks` one by one, recording whether it was cancelled. */
 function chunked(
@@ -22,9 +27,13 @@ function chunked(
   return { stream, cancelled: () => wasCancelled };
 }
 
-async function collect(stream: ReadableStream<Uint8Array>, size: number): Promise<Part[]> {
+async function collect(
+  stream: ReadableStream<Uint8Array>,
+  size: number,
+  holder?: PartBufferHolder,
+): Promise<Part[]> {
   const parts: Part[] = [];
-  for await (const part of fixedSizeParts(stream, size)) parts.push(part);
+  for await (const part of fixedSizeParts(stream, size, holder)) parts.push(part);
   return parts;
 }
 
@@ -56,6 +65,36 @@ Deno.test("fixedSizeParts grows its buffer past the initial capacity", async () 
   assertEquals(parts.length, 1);
   assertEquals(parts[0].bytes.byteLength, 2 * big);
   assertEquals(Array.from(parts[0].bytes.subarray(big - 2, big + 2)), sequence(big - 2, 4));
+});
+
+Deno.test("fixedSizeParts doubles small parts, and past 1 MiB takes the full part size at once", async () => {
+  const size = 8 * 1024 * 1024;
+  const small = await collect(chunked([200 * 1024]).stream, size);
+  assertEquals(small[0].bytes.buffer.byteLength, 256 * 1024, "a small body stays small");
+  const large = await collect(chunked([700 * 1024, 700 * 1024]).stream, size);
+  assertEquals(large[0].bytes.byteLength, 1400 * 1024);
+  // No 2 MiB and 4 MiB copies on the way to 8 MiB.
+  assertEquals(large[0].bytes.buffer.byteLength, size);
+});
+
+Deno.test("fixedSizeParts with a holder fills every full part into one buffer, kept for the next body", async () => {
+  const size = 2 * 1024 * 1024;
+  const holder: PartBufferHolder = {};
+  const seen = new Set<ArrayBufferLike>();
+  let offset = 0;
+  for await (const part of fixedSizeParts(chunked([size, size, size / 2]).stream, size, holder)) {
+    // Each part is read before the next is asked for, as a multipart upload does.
+    assertEquals(Array.from(part.bytes.subarray(0, 4)), sequence(offset, 4));
+    offset += part.bytes.byteLength;
+    seen.add(part.bytes.buffer);
+  }
+  assertEquals(offset, 2.5 * size);
+  assertEquals(seen.size, 1, "one buffer for every part");
+  const kept = holder.buffer!;
+  assertEquals(kept.byteLength, size);
+  // The next body is filled into the kept buffer: nothing allocated.
+  const next = await collect(chunked([100]).stream, size, holder);
+  assertEquals(next[0].bytes.buffer, kept.buffer);
 });
 
 Deno.test("fixedSizeParts propagates a source error", async () => {

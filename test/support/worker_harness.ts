@@ -6,6 +6,7 @@
  * `startWorkerEdge` mirrors `startDenoEdge` (edge/deno/server.ts) so one end-to-end suite can take
  * either runtime: both resolve to `{ url, stop() }`.
  */
+import type { Readable } from "node:stream";
 import { Log, LogLevel, Miniflare } from "miniflare";
 import type { EdgeConfig } from "../../src/proxy/core/config.ts";
 import { setting } from "../../src/proxy/settings/resolve.ts";
@@ -76,6 +77,11 @@ export interface StartWorkerOptions {
    * warnings still reach stderr; everything does with `verbose`.
    */
   onLog?: (log: { level: string; message: string }) => void;
+  /**
+   * Receives workerd's raw stdout and stderr instead of Miniflare's handling of them (benches read
+   * V8's `--trace-gc` lines); not with `onLog`.
+   */
+  onRuntimeOutput?: (chunk: Uint8Array) => void;
 }
 
 /** A Worker running in workerd. */
@@ -132,6 +138,15 @@ export async function startWorker(opts: StartWorkerOptions): Promise<RunningWork
           },
         }
         : {}),
+      ...(opts.onRuntimeOutput
+        ? {
+          handleRuntimeStdio: (stdout: Readable, stderr: Readable) => {
+            for (const stream of [stdout, stderr]) {
+              stream.on("data", (chunk: Uint8Array) => opts.onRuntimeOutput!(chunk));
+            }
+          },
+        }
+        : {}),
     });
     const ready = await miniflare.ready;
     let stopped: Promise<void> | null = null;
@@ -169,6 +184,7 @@ export interface WorkerEdgeOptions {
   inspectorPort?: number;
   persistDir?: string;
   onLog?: StartWorkerOptions["onLog"];
+  onRuntimeOutput?: StartWorkerOptions["onRuntimeOutput"];
 }
 
 /** The gitedge Worker (`edge/cloudflare/worker.ts`) in workerd, with local R2 and Durable Objects. */
@@ -182,6 +198,7 @@ export async function startWorkerEdge(opts: WorkerEdgeOptions): Promise<RunningW
     inspectorPort: opts.inspectorPort,
     persistDir: opts.persistDir,
     onLog: opts.onLog,
+    onRuntimeOutput: opts.onRuntimeOutput,
   });
 }
 

@@ -17,7 +17,7 @@ import {
   type SnapshotPack,
 } from "../core/manifest.ts";
 import type { OriginAuth, RepoRef } from "../core/repo.ts";
-import { getBytes, type PackStore, putBytes } from "../../storage/store.ts";
+import { type PackStore, putBytes } from "../../storage/store.ts";
 import { PackEntryTable } from "../../git/pack_entries.ts";
 import { PktLineReader } from "../../git/pktline.ts";
 import { serializeCommandRequest } from "../../git/command_request.ts";
@@ -481,10 +481,10 @@ export class SnapshotBuilder {
     const parts = summary.size < this.#deps.minSplitBytes ? 1 : this.#deps.chunks;
     const plan = planSplit(summary.index, parts);
     const columns = summary.index.columns();
+    // What a split step needs to locate entries and route them: their offsets and header lengths
+    // (in `kinds`), and their parts. Sizes and delta bases are read again from the headers.
     await putBytes(store, `${tmp}offsets`, bytesOf(columns.offsets));
     await putBytes(store, `${tmp}kinds`, bytesOf(columns.kinds));
-    await putBytes(store, `${tmp}sizes`, bytesOf(columns.sizes));
-    await putBytes(store, `${tmp}bases`, bytesOf(columns.bases));
     await putBytes(store, `${tmp}assignment`, bytesOf(plan.assignment));
     return {
       ...state,
@@ -516,26 +516,32 @@ export class SnapshotBuilder {
     const parts = whole ? pack.parts.map((_, i) => i) : [first];
     const { store } = this.#deps;
     const tmp = tmpPrefix(state.repo.id, state.id);
-    const load = async (name: string, bytesPer: number) => {
-      const bytes = await getBytes(store, `${tmp}${name}`);
-      if (!bytes || bytes.byteLength !== pack.objects * bytesPer) {
+    const load = async (name: string, into: Uint8Array) => {
+      if (!await loadColumn(store, `${tmp}${name}`, into.byteLength, (c, at) => into.set(c, at))) {
         throw new SnapshotBuildError(`build ${state.id}: its ${name} column is missing or damaged`);
       }
-      return bytes.buffer as ArrayBuffer;
     };
-    const index = PackEntryTable.fromColumns({
-      offsets: new Float64Array(await load("offsets", 8)),
-      kinds: new Uint8Array(await load("kinds", 1)),
-      sizes: new Uint32Array(await load("sizes", 4)),
-      bases: new Int32Array(await load("bases", 4)),
-      dataEnd: pack.dataEnd,
-      largeSizes: pack.largeSizes,
-    });
-    const plan = {
-      assignment: new Uint32Array(await load("assignment", 4)),
-      parts: pack.parts,
-      families: pack.parts.length,
-    };
+    // Loaded into arrays of their final size, chunk by chunk (no second copy while reading);
+    // offsets as 32-bit numbers when the pack is under 4 GiB.
+    const n = pack.objects;
+    let offsets: Float64Array | Uint32Array;
+    if (pack.size <= 0xffffffff) {
+      offsets = new Uint32Array(n);
+      const narrow = narrowing(offsets);
+      const loaded = await loadColumn(store, `${tmp}offsets`, n * 8, (c) => narrow.write(c));
+      if (!loaded || narrow.finish() !== n) {
+        throw new SnapshotBuildError(`build ${state.id}: its offsets column is missing or damaged`);
+      }
+    } else {
+      offsets = new Float64Array(n);
+      await load("offsets", bytesOf(offsets));
+    }
+    const kinds = new Uint8Array(n);
+    await load("kinds", kinds);
+    const index = PackEntryTable.fromColumns({ offsets, kinds, dataEnd: pack.dataEnd });
+    const assignment = new Uint32Array(n);
+    await load("assignment", bytesOf(assignment));
+    const plan = { assignment, parts: pack.parts, families: pack.parts.length };
     const keys = parts.map((p) => `${packPrefix(state.repo)}${state.id}-${p}.pack`);
     const segments = pack.segmentPrefix ?? tmp;
     const source = segmentSource(store, (i) => `${segments}segment-${i}`, pack.segments);
@@ -645,6 +651,69 @@ function layerMetaOf(state: BuildState, builtAt: number): LayerMeta[] | undefine
   const base = state.baseLayers.length === 0 ? [] : state.baseLayerMeta;
   if (!base || base.length !== state.baseLayers.length) return undefined;
   return state.written.length > 0 ? [...base, { tips: state.tips, builtAt }] : base;
+}
+
+/**
+ * Reads the stored object `key` chunk by chunk, handing each chunk to `write` with its offset;
+ * returns false when it is missing or not exactly `byteLength` bytes long.
+ */
+async function loadColumn(
+  store: PackStore,
+  key: string,
+  byteLength: number,
+  write: (chunk: Uint8Array, at: number) => void,
+): Promise<boolean> {
+  const object = await store.get(key);
+  if (!object) return false;
+  const reader = object.body.getReader();
+  try {
+    if (object.size !== byteLength) return false;
+    let at = 0;
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) return at === byteLength;
+      if (at + value.byteLength > byteLength) return false;
+      write(value, at);
+      at += value.byteLength;
+    }
+  } finally {
+    await reader.cancel().catch(() => {});
+  }
+}
+
+/**
+ * A writer for {@link loadColumn} that turns stored 64-bit floats (native byte order, as
+ * `bytesOf` wrote them) into `into`'s 32-bit numbers as they arrive, through a 64 KiB staging
+ * buffer: the 64-bit column is never held whole. `into` must be filled exactly.
+ */
+function narrowing(into: Uint32Array) {
+  const staging = new Float64Array(8192);
+  const stagingBytes = new Uint8Array(staging.buffer);
+  let staged = 0;
+  let converted = 0;
+  const convert = (values: number) => {
+    for (let v = 0; v < values; v++) into[converted++] = staging[v];
+  };
+  return {
+    write(chunk: Uint8Array): void {
+      for (let i = 0; i < chunk.byteLength;) {
+        const take = Math.min(stagingBytes.byteLength - staged, chunk.byteLength - i);
+        stagingBytes.set(chunk.subarray(i, i + take), staged);
+        staged += take;
+        i += take;
+        if (staged === stagingBytes.byteLength) {
+          convert(staging.length);
+          staged = 0;
+        }
+      }
+    },
+    /** Converts what is staged; the count of values converted in all. */
+    finish(): number {
+      convert(staged / 8);
+      staged = 0;
+      return converted;
+    },
+  };
 }
 
 /** The bytes of a typed array (a view, not a copy). */
