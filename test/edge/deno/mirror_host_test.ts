@@ -79,7 +79,11 @@ Deno.test("mirror host: a snapshot whose packs lack an object the tips reach see
       builtAt: 0,
     };
   };
-  const host = new GitMirrorHost({ dir: `${dir.path}/mirrors`, store });
+  const host = new GitMirrorHost({
+    dir: `${dir.path}/mirrors`,
+    store,
+    pathOf: (key) => store.pathOf(key),
+  });
   const broken = { id: "aa", path: "broken.git", originUrl: "http://127.0.0.1:9/r.git" };
   await assertRejects(
     async () => host.seed(broken, await snapshot("aa", all.filter((o) => o !== lost))),
@@ -91,5 +95,22 @@ Deno.test("mirror host: a snapshot whose packs lack an object the tips reach see
   const whole = { id: "bb", path: "whole.git", originUrl: "http://127.0.0.1:9/r.git" };
   await host.seed(whole, await snapshot("bb", all));
   assert(await host.exists(whole), "seeded");
+  // Copied from the store's file, not linked: a one-pack mirror keeps the pack it was seeded
+  // with, and a second name would change the store's version of it (its inode's ctime).
+  assertEquals((await Deno.stat(store.pathOf("repos/bb/packs/p.pack"))).nlink, 1, "not linked");
   assertEquals(await host.missing(whole, [tip, lost]), []);
+  // A commit the mirror holds without its tree (what an update cut short between objects would
+  // leave, were its objects written one by one): present, not whole, so not held; the refs'
+  // history is whole, so the mirror is not damaged and the next update brings the rest.
+  const absentTree = "e".repeat(40);
+  const dangling = (await git(["hash-object", "-w", "-t", "commit", "--stdin"], {
+    cwd: host.pathOf(whole),
+    stdin: new TextEncoder().encode(
+      `tree ${absentTree}\nauthor A <a@example.com> 0 +0000\n` +
+        `committer A <a@example.com> 0 +0000\n\ncut short\n`,
+    ),
+  })).trim();
+  await git(["cat-file", "-e", dangling], { cwd: host.pathOf(whole) });
+  assert((await host.missing(whole, [tip, dangling])).includes(dangling), "a cut want is missing");
+  assertEquals(await host.missing(whole, [tip]), [], "the refs' history is whole");
 });
