@@ -151,6 +151,12 @@ Deno.test({
     const outside = original.slice();
     new DataView(outside.buffer).setUint32(offsetAt(n, n - 1), pack.size);
     await tampered("offset out of range", resealed(outside), /offset \d+ is outside the pack/);
+    await t.step("an index whole in itself but of another object count than the pack's", () => {
+      const of = (objects: number) =>
+        checkIndex(original, { objects, computed: pack.hash, size: pack.size, hashBytes: 20 });
+      assertEquals(of(n), null, "the edge's index passes");
+      assertMatch(of(n + 1) ?? "", /it lists \d+ objects, the pack has \d+/);
+    });
 
     await t.step("two blobs' offsets swapped pass every check; git fsck finds it", async () => {
       // Blobs are not read by the connectivity check, so the clone completes; their names then

@@ -82,6 +82,10 @@ Deno.test("the origin's verdicts: a 200 vouches for one repository and credentia
     assert(recentlyAuthorised(ctx, alice, r1), `accepted again before the ${refusal}`);
     noteOriginVerdict(ctx, alice, r1, refusal);
     assert(!recentlyAuthorised(ctx, alice, r1), `a ${refusal} revokes at once, within the TTL`);
+    // The same from a fetch's answer (the probe's, or a fetch relayed to the origin).
+    noteFetchVerdict(ctx, alice, r1, 200, now);
+    noteFetchVerdict(ctx, alice, r1, refusal, now);
+    assert(!recentlyAuthorised(ctx, alice, r1), `a fetch's ${refusal} revokes at once too`);
   }
   // The acceptance dates from when the fetch was asked, not from when its answer came.
   noteFetchVerdict(ctx, alice, r1, 200, now - 10_000);
