@@ -6,6 +6,7 @@
 import { startDenoEdge } from "../../edge/deno/server.ts";
 import type { Logger } from "../../src/proxy/core/log.ts";
 import { edgeConfigFor, type EdgeUnderTestOptions } from "./edge.ts";
+import { encodePkts } from "../../src/git/pktline.ts";
 
 export interface MirrorEdgeOptions extends EdgeUnderTestOptions {
   /** Off: the same edge without mirrors (the comparison). Default on. */
@@ -50,4 +51,34 @@ export async function startMirrorEdge(opts: MirrorEdgeOptions): Promise<MirrorEd
       if (!opts.store) await Deno.remove(store, { recursive: true }).catch(() => {});
     },
   };
+}
+
+/**
+ * A protocol-v2 fetch of `want` (ofs-delta, done) posted to `repoUrl` with `headers`, as git would
+ * send it: the status, and whether the answer holds a pack (any byte of the mirror's).
+ */
+export async function rawWantFetch(
+  repoUrl: string,
+  want: string,
+  headers: Record<string, string>,
+): Promise<{ status: number; pack: boolean }> {
+  const res = await fetch(`${repoUrl}/git-upload-pack`, {
+    method: "POST",
+    headers: {
+      "git-protocol": "version=2",
+      "content-type": "application/x-git-upload-pack-request",
+      ...headers,
+    },
+    body: encodePkts([
+      "command=fetch\n",
+      "delim",
+      "ofs-delta\n",
+      "no-progress\n",
+      `want ${want}\n`,
+      "done\n",
+      "flush",
+    ]) as Uint8Array<ArrayBuffer>,
+  });
+  const body = new Uint8Array(await res.arrayBuffer());
+  return { status: res.status, pack: new TextDecoder("latin1").decode(body).includes("PACK") };
 }

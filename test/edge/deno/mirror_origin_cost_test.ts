@@ -10,7 +10,7 @@ import { assert, assertEquals } from "../../support/assert.ts";
 import { git, tempDir } from "../../support/git.ts";
 import { type Origin, startOrigin } from "../../support/origin.ts";
 import { addCommits, assertSameClone, makeRepo, refsOf } from "../../support/fixtures.ts";
-import { startMirrorEdge as mirrorEdge } from "../../support/mirror_edge.ts";
+import { rawWantFetch, startMirrorEdge as mirrorEdge } from "../../support/mirror_edge.ts";
 import { warm } from "../../proxy/edge_suite.ts";
 import { encodePkts } from "../../../src/git/pktline.ts";
 
@@ -149,29 +149,6 @@ Deno.test("mirror update: git fetch from a new state costs the origin what going
   }
 });
 
-/** A raw protocol-v2 fetch of `want` through the edge with `headers`. */
-async function rawFetch(url: string, want: string, headers: Record<string, string>) {
-  const res = await fetch(`${url}/git-upload-pack`, {
-    method: "POST",
-    headers: {
-      "git-protocol": "version=2",
-      "content-type": "application/x-git-upload-pack-request",
-      ...headers,
-    },
-    body: encodePkts([
-      "command=fetch\n",
-      "delim",
-      "ofs-delta\n",
-      "no-progress\n",
-      `want ${want}\n`,
-      "done\n",
-      "flush",
-    ]) as Uint8Array<ArrayBuffer>,
-  });
-  const body = new Uint8Array(await res.arrayBuffer());
-  return { status: res.status, pack: new TextDecoder("latin1").decode(body).includes("PACK") };
-}
-
 /** A raw protocol-v2 `ls-refs` through the edge with `headers` (a clone's first request). */
 async function rawListing(url: string, headers: Record<string, string>) {
   const res = await fetch(`${url}/git-upload-pack`, {
@@ -213,14 +190,14 @@ Deno.test("mirror update: a private origin listing refs to anyone; a refused cre
   assertEquals(await rawListing(url, wrong), 200);
   await e.edge.idle();
   assertEquals(await updates(), 0, "a refused credential brought nothing into the mirror");
-  let res = await rawFetch(url, tip, wrong);
+  let res = await rawWantFetch(url, tip, wrong);
   assertEquals(res.status, 401);
   assert(!res.pack, "no pack for the refused credential");
 
   // The good credential's listing brings the state in: one origin fetch, and its fetch served.
   origin.stats.reset();
   assertEquals(await rawListing(url, good), 200);
-  res = await rawFetch(url, tip, good);
+  res = await rawWantFetch(url, tip, good);
   assertEquals(res.status, 200);
   assert(res.pack, "a pack for the good credential");
   assertEquals(cost(origin).fetches, 1, JSON.stringify(origin.stats.commands));
@@ -230,10 +207,10 @@ Deno.test("mirror update: a private origin listing refs to anyone; a refused cre
   // its fetch of the state the mirror holds is still the origin's 401, never the mirror's.
   await addCommits(origin, REPO, { commits: 1 });
   assertEquals(await rawListing(url, wrong), 200);
-  res = await rawFetch(url, tip, wrong);
+  res = await rawWantFetch(url, tip, wrong);
   assertEquals(res.status, 401);
   assert(!res.pack, "no pack for the refused credential, the mirror holding what it asks");
-  const anonymous = await rawFetch(url, tip, {});
+  const anonymous = await rawWantFetch(url, tip, {});
   assertEquals(anonymous.status, 401);
   assert(!anonymous.pack, "no pack for an anonymous caller");
 });

@@ -8,13 +8,12 @@ import { assert, assertEquals } from "../../support/assert.ts";
 import { git, tempDir } from "../../support/git.ts";
 import { type Origin, startOrigin } from "../../support/origin.ts";
 import { addCommits, assertSameClone, makeRepo, refsOf } from "../../support/fixtures.ts";
-import { startMirrorEdge as mirrorEdge } from "../../support/mirror_edge.ts";
+import { rawWantFetch, startMirrorEdge as mirrorEdge } from "../../support/mirror_edge.ts";
 import { FsPackStore } from "../../../edge/deno/fs_store.ts";
 import { URI_CLONE, warm } from "../../proxy/edge_suite.ts";
 import { tracedGit, urisFetched } from "../../support/traced_git.ts";
 import { modernGit } from "../../support/git_builds.ts";
 import { skipped } from "../../support/skips.ts";
-import { encodePkts } from "../../../src/git/pktline.ts";
 
 const REPO = "m.git";
 
@@ -244,42 +243,6 @@ Deno.test("mirror: force-pushed and deleted refs between the mirror's update and
   }
 });
 
-/** A v2 fetch of `want` (ofs-delta, done) posted to `url` with `headers`. */
-async function rawFetch(
-  url: string,
-  want: string,
-  headers: Record<string, string>,
-): Promise<{ status: number; body: Uint8Array }> {
-  const res = await fetch(`${url}/git-upload-pack`, {
-    method: "POST",
-    headers: {
-      "git-protocol": "version=2",
-      "content-type": "application/x-git-upload-pack-request",
-      ...headers,
-    },
-    body: encodePkts([
-      "command=fetch\n",
-      "delim",
-      "ofs-delta\n",
-      "no-progress\n",
-      `want ${want}\n`,
-      "done\n",
-      "flush",
-    ]) as Uint8Array<ArrayBuffer>,
-  });
-  return { status: res.status, body: new Uint8Array(await res.arrayBuffer()) };
-}
-
-const PACK = new TextEncoder().encode("PACK");
-
-function holdsPack(bytes: Uint8Array): boolean {
-  outer: for (let i = 0; i + 4 <= bytes.length; i++) {
-    for (let j = 0; j < 4; j++) if (bytes[i + j] !== PACK[j]) continue outer;
-    return true;
-  }
-  return false;
-}
-
 Deno.test("mirror: a private origin's anonymous, wrong and revoked callers get the origin's 401 and no byte of the mirror", async () => {
   await using dir = await tempDir();
   const auth = { user: "ci", password: "s3cret" };
@@ -296,9 +259,9 @@ Deno.test("mirror: a private origin's anonymous, wrong and revoked callers get t
   await git(["clone", "-q", "--depth", "1", authed, `${dir.path}/ok`]);
   const url = `${e.url}/${REPO}`;
   // The authorised caller's fetch of the new tip is the mirror's (it holds it now).
-  const served = await rawFetch(url, tip, good);
+  const served = await rawWantFetch(url, tip, good);
   assertEquals(served.status, 200);
-  assert(holdsPack(served.body), "the authorised fetch got a pack");
+  assert(served.pack, "the authorised fetch got a pack");
   const hits = await metric(e.url, 'gitedge_mirror_total{result="hit"}');
   assert(hits >= 1, `the mirror answered (hits ${hits})`);
 
@@ -306,17 +269,17 @@ Deno.test("mirror: a private origin's anonymous, wrong and revoked callers get t
     const [who, headers] of [["anonymous", {}], ["wrong password", basic("ci", "nope")]] as const
   ) {
     origin.stats.reset();
-    const res = await rawFetch(url, tip, headers);
+    const res = await rawWantFetch(url, tip, headers);
     assertEquals(res.status, 401, who);
-    assert(!holdsPack(res.body), `${who}: no pack`);
+    assert(!res.pack, `${who}: no pack`);
     assert(origin.stats.requests >= 1, `${who}: the 401 is the origin's`);
   }
   // Revoked at the origin: once --auth-ttl has passed, the edge asks again and is refused.
   auth.password = "rotated";
   await new Promise((r) => setTimeout(r, 1100));
-  const revoked = await rawFetch(url, tip, good);
+  const revoked = await rawWantFetch(url, tip, good);
   assertEquals(revoked.status, 401, "revoked");
-  assert(!holdsPack(revoked.body), "revoked: no pack");
+  assert(!revoked.pack, "revoked: no pack");
   assertEquals(await metric(e.url, 'gitedge_mirror_total{result="hit"}'), hits);
 });
 
