@@ -14,14 +14,14 @@ export const DOWNLOADS_MUTANTS: Mutant[] = [
     file: "src/client/ranged_response.ts",
     from: "if (range.start !== received) {",
     to: "if (range.start > received) {",
-    tests: ["test/client/fetch_packfiles_test.ts"],
+    tests: ["test/client/ranged_response_test.ts", "test/client/fetch_packfiles_test.ts"],
   },
   {
     name: "ranged_response/206-after-offset",
     file: "src/client/ranged_response.ts",
     from: "if (range.start !== received) {",
     to: "if (range.start < received) {",
-    tests: ["test/client/fetch_packfiles_test.ts"],
+    tests: ["test/client/ranged_response_test.ts", "test/client/fetch_packfiles_test.ts"],
   },
   {
     name: "packfile_download/hash-unchecked-retried",

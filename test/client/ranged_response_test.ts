@@ -19,6 +19,8 @@ Deno.test("planResponse resumes only on a 206 starting at the received offset", 
   assertEquals(planResponse(URL_, full, 5), { mode: "restart", total: 10 });
   const shifted = new Response("x", { status: 206, headers: { "content-range": "bytes 4-9/10" } });
   assertThrows(() => planResponse(URL_, shifted, 5), RangeMismatchError);
+  const ahead = new Response("x", { status: 206, headers: { "content-range": "bytes 6-9/10" } });
+  assertThrows(() => planResponse(URL_, ahead, 5), RangeMismatchError, "206 starts at byte 6");
   assertThrows(
     () => planResponse(URL_, new Response(null, { status: 416 }), 5),
     RangeMismatchError,
