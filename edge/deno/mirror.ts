@@ -29,8 +29,8 @@ import {
   MirrorUpdateRefused,
   type UpdateHint,
 } from "../../src/proxy/mirror/mirrors.ts";
-import { PktLineReader, pktText } from "../../src/git/pktline.ts";
-import { parseLsRefsLine } from "../../src/git/ls_refs.ts";
+import { PktLineReader } from "../../src/git/pktline.ts";
+import { readLsRefsAnswer } from "../../src/git/ls_refs.ts";
 import { readFetchResponse } from "../../src/git/fetch_response.ts";
 import { serializeCommandRequest } from "../../src/git/command_request.ts";
 import { UPLOAD_PACK_REQUEST_TYPE, UPLOAD_PACK_RESULT_TYPE } from "../../src/git/media_types.ts";
@@ -294,25 +294,13 @@ export class GitMirrorHost implements MirrorHost {
       capabilities: [AGENT],
       args: ["ref-prefix refs/heads/", "ref-prefix refs/tags/"],
     });
-    const reader = new PktLineReader(res.body!);
-    const refs: Record<string, string> = {};
-    let bytes = 0;
     try {
-      for (;;) {
-        const pkt = await reader.read();
-        if (pkt === null) throw new Error("origin ls-refs cut short");
-        if (pkt.type === "flush") break;
-        const line = pktText(pkt);
-        bytes += line.length;
-        if (bytes > MAX_LISTING_BYTES) throw new Error("origin ls-refs too large for the mirror");
-        if (line.startsWith("ERR ")) throw new Error(`origin: ${line.slice(0, 200)}`);
-        const ref = parseLsRefsLine(line.trimEnd());
-        if (ref.oid) refs[ref.name] = ref.oid;
-      }
-    } finally {
-      await reader.cancel().catch(() => {});
+      return await readLsRefsAnswer(res.body!, { maxBytes: MAX_LISTING_BYTES });
+    } catch (error) {
+      throw new Error(
+        `origin ls-refs for the mirror: ${error instanceof Error ? error.message : error}`,
+      );
     }
-    return refs;
   }
 
   /**

@@ -7,6 +7,7 @@
 
 import { ProtocolError } from "./errors.ts";
 import { requireOid } from "./object_id.ts";
+import { PktLineReader, pktText } from "./pktline.ts";
 
 /** The arguments of an `ls-refs` command. */
 export interface LsRefsArgs {
@@ -77,4 +78,39 @@ export function formatLsRefsLine(ref: LsRefsLine): string {
   if (ref.symrefTarget !== undefined) line += ` symref-target:${ref.symrefTarget}`;
   if (ref.peeled !== undefined) line += ` peeled:${ref.peeled}`;
   return line;
+}
+
+/**
+ * The refs of a whole `ls-refs` answer, name → id (unborn refs left out), read up to its flush
+ * within `maxBytes` of lines and `maxRefs` refs; the body is released either way.
+ *
+ * @throws {ProtocolError} `"bad-ls-refs"` when the answer is cut short, too large, an `ERR`
+ * packet or not an answer; `"bad-oid"` for bad ids.
+ */
+export async function readLsRefsAnswer(
+  body: ReadableStream<Uint8Array>,
+  bounds: { maxBytes: number; maxRefs?: number },
+): Promise<Record<string, string>> {
+  const reader = new PktLineReader(body);
+  const refs: Record<string, string> = {};
+  let bytes = 0, count = 0;
+  try {
+    for (;;) {
+      const pkt = await reader.read();
+      if (pkt?.type === "flush") return refs;
+      if (pkt?.type !== "data") {
+        throw new ProtocolError("bad-ls-refs", `ls-refs ended with ${pkt?.type ?? "EOF"}`);
+      }
+      const line = pktText(pkt).replace(/\n$/, "");
+      bytes += pkt.data.byteLength;
+      if (bytes > bounds.maxBytes || ++count > (bounds.maxRefs ?? Infinity)) {
+        throw new ProtocolError("bad-ls-refs", "ls-refs answer over its bound");
+      }
+      if (line.startsWith("ERR ")) throw new ProtocolError("bad-ls-refs", line.slice(0, 200));
+      const ref = parseLsRefsLine(line);
+      if (ref.oid) refs[ref.name] = ref.oid;
+    }
+  } finally {
+    await reader.cancel().catch(() => {});
+  }
 }

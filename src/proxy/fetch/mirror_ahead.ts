@@ -18,8 +18,7 @@ import { inBackground } from "../core/deps.ts";
 import { probeAhead } from "../origin/fetch_probe.ts";
 import { noteFetchVerdict } from "../origin/forwarding.ts";
 import { authOf } from "../origin/origin.ts";
-import { PktLineReader, pktText } from "../../git/pktline.ts";
-import { parseLsRefsLine } from "../../git/ls_refs.ts";
+import { readLsRefsAnswer } from "../../git/ls_refs.ts";
 
 /** A listing longer than this is not read for the mirror (the fetch's update lists its own). */
 export const MAX_WATCHED_LISTING_BYTES = 4 << 20;
@@ -84,23 +83,15 @@ export function listingSeen(
 async function readListing(
   body: ReadableStream<Uint8Array>,
 ): Promise<Record<string, string> | null> {
-  const reader = new PktLineReader(body);
-  const refs: Record<string, string> = {};
-  let bytes = 0, count = 0;
   try {
-    for (;;) {
-      const pkt = await reader.read();
-      if (pkt === null) return null;
-      if (pkt.type === "flush") return refs;
-      if (pkt.type !== "data") return null;
-      bytes += pkt.data.byteLength;
-      if (bytes > MAX_WATCHED_LISTING_BYTES || ++count > MAX_WATCHED_REFS) return null;
-      const ref = parseLsRefsLine(pktText(pkt).replace(/\n$/, ""));
-      if (ref.oid && /^refs\/(heads|tags)\//.test(ref.name)) refs[ref.name] = ref.oid;
-    }
+    const all = await readLsRefsAnswer(body, {
+      maxBytes: MAX_WATCHED_LISTING_BYTES,
+      maxRefs: MAX_WATCHED_REFS,
+    });
+    return Object.fromEntries(
+      Object.entries(all).filter(([name]) => /^refs\/(heads|tags)\//.test(name)),
+    );
   } catch {
     return null;
-  } finally {
-    await reader.cancel().catch(() => {});
   }
 }
