@@ -92,6 +92,16 @@ export interface CollectedFamily {
   samples: Sample[];
 }
 
+/** A collected family of one unlabelled series. */
+export function oneSeries(
+  type: CollectedFamily["type"],
+  name: string,
+  help: string,
+  value: number,
+): CollectedFamily {
+  return { name, help, type, samples: [{ labels: {}, value }] };
+}
+
 interface Histogram {
   bounds: readonly number[];
   counts: number[];

@@ -12,7 +12,7 @@
  */
 import type { Manifest } from "../core/manifest.ts";
 import type { OriginAuth, RepoRef } from "../core/repo.ts";
-import type { CollectedFamily } from "../core/metrics.ts";
+import { type CollectedFamily, oneSeries } from "../core/metrics.ts";
 import type { Logger } from "../core/log.ts";
 
 /** Why a mirror cannot answer a repository that has no snapshot yet (nothing to seed it from). */
@@ -544,12 +544,8 @@ export class Mirrors {
 
   /** The mirrors' counters as metric families (`/_edge/metrics`). */
   families(): CollectedFamily[] {
-    const counter = (name: string, help: string, value: number): CollectedFamily => ({
-      name,
-      help,
-      type: "counter",
-      samples: [{ labels: {}, value }],
-    });
+    const counter = (name: string, help: string, value: number) =>
+      oneSeries("counter", name, help, value);
     return [
       counter(
         "gitedge_mirror_answers_total",
@@ -597,12 +593,8 @@ export class Mirrors {
   /** {@link families} and the mirrors' disk: how many there are and their bytes (gauges). */
   async collect(): Promise<CollectedFamily[]> {
     const all = await this.host.list().catch(() => []);
-    const gauge = (name: string, help: string, value: number): CollectedFamily => ({
-      name,
-      help,
-      type: "gauge",
-      samples: [{ labels: {}, value }],
-    });
+    const gauge = (name: string, help: string, value: number) =>
+      oneSeries("gauge", name, help, value);
     return [
       ...this.families(),
       gauge("gitedge_mirrors", "Git mirrors on disk.", all.length),

@@ -6,7 +6,7 @@
  * Computed at each scrape from the registry and the evictor (see `Metrics.collect`).
  */
 import type { Clock } from "../core/deps.ts";
-import type { CollectedFamily, Sample, Scrape } from "../core/metrics.ts";
+import { type CollectedFamily, oneSeries, type Sample, type Scrape } from "../core/metrics.ts";
 import type { Counts, RepoRegistry } from "./repo_registry.ts";
 import type { StoreEvictor } from "./store_eviction.ts";
 
@@ -80,24 +80,24 @@ export function repoFamilies(
 export async function storeFamilies(evictor: StoreEvictor): Promise<CollectedFamily[]> {
   const usage = await evictor.usage();
   return [
-    {
-      name: "gitedge_store_bytes",
-      help: "Bytes of snapshots and LFS objects in the store (measured at most every 30 s).",
-      type: "gauge",
-      samples: [{ labels: {}, value: usage.bytes }],
-    },
-    {
-      name: "gitedge_store_lfs_objects",
-      help: "LFS objects in the store (measured with gitedge_store_bytes).",
-      type: "gauge",
-      samples: [{ labels: {}, value: usage.lfsObjects ?? 0 }],
-    },
-    {
-      name: "gitedge_store_lfs_bytes",
-      help: "Bytes of LFS objects in the store (part of gitedge_store_bytes).",
-      type: "gauge",
-      samples: [{ labels: {}, value: usage.lfsBytes ?? 0 }],
-    },
+    oneSeries(
+      "gauge",
+      "gitedge_store_bytes",
+      "Bytes of snapshots and LFS objects in the store (measured at most every 30 s).",
+      usage.bytes,
+    ),
+    oneSeries(
+      "gauge",
+      "gitedge_store_lfs_objects",
+      "LFS objects in the store (measured with gitedge_store_bytes).",
+      usage.lfsObjects ?? 0,
+    ),
+    oneSeries(
+      "gauge",
+      "gitedge_store_lfs_bytes",
+      "Bytes of LFS objects in the store (part of gitedge_store_bytes).",
+      usage.lfsBytes ?? 0,
+    ),
     {
       name: "gitedge_store_kind_bytes",
       help: "Bytes of everything in the store by kind: packs, indexes, snapshot-other, " +
@@ -105,11 +105,11 @@ export async function storeFamilies(evictor: StoreEvictor): Promise<CollectedFam
       type: "gauge",
       samples: Object.entries(usage.byKind).map(([kind, value]) => ({ labels: { kind }, value })),
     },
-    {
-      name: "gitedge_store_max_bytes",
-      help: "The store's cap for snapshots (0: none).",
-      type: "gauge",
-      samples: [{ labels: {}, value: usage.maxBytes }],
-    },
+    oneSeries(
+      "gauge",
+      "gitedge_store_max_bytes",
+      "The store's cap for snapshots (0: none).",
+      usage.maxBytes,
+    ),
   ];
 }
