@@ -15,6 +15,13 @@ export const FLEET_MUTANTS: Mutant[] = [
     tests: [FLEET_UNIT],
   },
   {
+    name: "fleet/acquire-without-second-look",
+    file: COORDINATOR,
+    from: "        if (landed) {",
+    to: "        if (landed && false) {",
+    tests: [FLEET_UNIT],
+  },
+  {
     name: "fleet/fence-open",
     file: COORDINATOR,
     from: "    if (!held) throw new LeaseLostError(",

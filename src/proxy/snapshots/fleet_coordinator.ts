@@ -262,16 +262,19 @@ export class FleetBuilder implements Builder {
     const deadline = Date.now() + 20 * leaseMs;
     let waited = false;
     while (!this.#closed) {
-      const published = await this.#ask(repo, () => state.count(publishedCounter(repo.id)));
-      if (published !== seen) {
-        // Another node published since this node read its manifest: take that one.
-        const current = await readManifest(this.#store, repo);
-        if (current) {
-          this.seen.set(repo.id, published);
-          return current;
-        }
-      }
+      const taken = await this.#publishedSince(repo, seen);
+      if (taken) return taken;
       if (await this.#ask(repo, () => state.acquire(lease, token, leaseMs))) {
+        // The last holder counts its publish before it lets the lease go, so a publish that
+        // landed between the look above and this acquire shows now: take it, build nothing.
+        const landed = await this.#publishedSince(repo, seen).catch(async (error) => {
+          await state.release(lease, token).catch(() => {});
+          throw error;
+        });
+        if (landed) {
+          await state.release(lease, token).catch(() => {});
+          return landed;
+        }
         if (waited) this.#fleet.onTakeover?.(lease);
         return await this.#underLease(repo, auth, previous, lease);
       }
@@ -280,6 +283,18 @@ export class FleetBuilder implements Builder {
       await new Promise((r) => setTimeout(r, pollMs));
     }
     throw new LeaseLostError(`no build lease for ${repo.path}: another node holds it`);
+  }
+
+  /** The manifest another node published since this node read its own at count `seen`. */
+  async #publishedSince(repo: RepoRef, seen: number): Promise<Manifest | null> {
+    const published = await this.#ask(
+      repo,
+      () => this.#fleet.state.count(publishedCounter(repo.id)),
+    );
+    if (published === seen) return null;
+    const current = await readManifest(this.#store, repo);
+    if (current) this.seen.set(repo.id, published);
+    return current;
   }
 
   async #underLease(

@@ -125,6 +125,42 @@ Deno.test("fleet: concurrent builds of one repository on three nodes run once; t
   assertEquals(await state.holder(buildLease(REPO.id)), null, "the lease is released");
 });
 
+Deno.test("fleet: a publish landing between a waiter's look at the counter and its acquire is taken, not built again", async () => {
+  await using dir = await tempDir();
+  const shared = new FsPackStore(dir.path);
+  const state = new MemoryFleetState();
+  const a = node(shared, state, "a");
+  const gate = Promise.withResolvers<void>();
+  a.inner.gate = gate.promise;
+  const first = a.fleet.build(REPO, NO_AUTH, null);
+  await sleep(5);
+  // b looks at the counter (0: a still builds), then a publishes and lets the lease go, and
+  // only then does b's acquire reach the coordinator (the order a CI storm hit on 3 nodes).
+  let delayed = false;
+  const slowAcquire: FleetState = {
+    acquire: async (name, token, ttl) => {
+      if (!delayed) {
+        delayed = true;
+        gate.resolve();
+        await first;
+      }
+      return await state.acquire(name, token, ttl);
+    },
+    renew: (name, token, ttl) => state.renew(name, token, ttl),
+    release: (name, token) => state.release(name, token),
+    holder: (name) => state.holder(name),
+    incr: (name) => state.incr(name),
+    count: (name) => state.count(name),
+  };
+  const b = node(shared, slowAcquire, "b");
+  const second = await b.fleet.build(REPO, NO_AUTH, null);
+  assert(delayed, "b's acquire waited for a's publish");
+  assertEquals(a.inner.builds + b.inner.builds, 1, "one build");
+  assertEquals(second.builtAt, (await first).builtAt, "b took a's manifest");
+  assertEquals(await state.count(`published:${REPO.id}`), 1);
+  assertEquals(await state.holder(buildLease(REPO.id)), null, "b let the lease go");
+});
+
 Deno.test("fleet: a holder that died (stopped renewing) is replaced once its lease expires", async () => {
   await using dir = await tempDir();
   const shared = new FsPackStore(dir.path);
