@@ -7,8 +7,34 @@ import type { Mutant } from "./mutant.ts";
 const COST = "test/edge/deno/mirror_origin_cost_test.ts";
 const JOIN = "test/proxy/mirror/mirror_update_join_test.ts";
 const HOST = "test/edge/deno/mirror_host_update_test.ts";
+const HEAL = "test/edge/deno/mirror_heal_test.ts";
 
 export const MIRROR_UPDATE_MUTANTS: Mutant[] = [
+  {
+    // The update's pack indexed straight into the mirror: a full disk leaves its partial pack.
+    name: "mirror_update/no-quarantine",
+    file: "edge/deno/mirror.ts",
+    from: "        GIT_OBJECT_DIRECTORY: quarantine,\n",
+    to: "",
+    tests: [HEAL],
+    filter: "/disk filling up/",
+  },
+  {
+    name: "mirror_update/quarantine-kept",
+    file: "edge/deno/mirror.ts",
+    from: "      await Deno.remove(quarantine, { recursive: true }).catch(() => {});",
+    to: "",
+    tests: [HEAL],
+    filter: "/disk filling up/",
+  },
+  {
+    name: "mirror_update/startup-keeps-partial-packs",
+    file: "edge/deno/mirror.ts",
+    from: "removed += await dropTemporaries(`${this.#dir}/${e.name}/objects`);",
+    to: "removed += 0;",
+    tests: [HEAL],
+    filter: "/at start-up/",
+  },
   {
     // A refused credential's update taken for the origin's word: its fetch served from the mirror.
     name: "mirror_update/refused-update-vouches",

@@ -329,10 +329,45 @@ export class GitMirrorHost implements MirrorHost {
         "done",
       ],
     });
+    // Indexed into a quarantine of its own (git's receive-pack does the same): the mirror's
+    // objects are its bases, and its files join the mirror only once whole. A full disk or a
+    // killed git leaves nothing in the mirror's own pack directory; the quarantine goes.
+    let objects: string;
+    try {
+      objects = `${await Deno.realPath(cwd)}/objects`;
+    } catch (error) {
+      await res.body?.cancel().catch(() => {});
+      throw error;
+    }
+    const quarantine = `${objects}/incoming-${crypto.randomUUID()}`;
+    try {
+      await Deno.mkdir(`${quarantine}/pack`, { recursive: true }).catch(async (error) => {
+        await res.body?.cancel().catch(() => {});
+        throw error;
+      });
+      const name = await this.#indexPack(res, { cwd, quarantine, objects, signal }, hint);
+      await migrate(`${quarantine}/pack`, `${objects}/pack`);
+      return name;
+    } finally {
+      await Deno.remove(quarantine, { recursive: true }).catch(() => {});
+    }
+  }
+
+  /** `res`'s pack through `index-pack --stdin --fix-thin` into `quarantine`; its name. */
+  async #indexPack(
+    res: Response,
+    at: { cwd: string; quarantine: string; objects: string; signal: AbortSignal },
+    hint: UpdateHint,
+  ): Promise<string> {
+    const { cwd, quarantine, objects, signal } = at;
     const child = new Deno.Command(this.#git, {
       args: ["index-pack", "--stdin", "--fix-thin", "--keep=gitedge mirror update"],
       cwd,
-      env: BASE_ENV,
+      env: {
+        ...BASE_ENV,
+        GIT_OBJECT_DIRECTORY: quarantine,
+        GIT_ALTERNATE_OBJECT_DIRECTORIES: objects,
+      },
       stdin: "piped",
       stdout: "piped",
       stderr: "piped",
@@ -575,13 +610,18 @@ export class GitMirrorHost implements MirrorHost {
 
   /**
    * Removes the directories a seed, a layer's pack or a discard leave while they run
-   * (`<id>.seed-*`, `<id>.layer-*`, `<id>.discard-*`): at start-up, those of a process that died
-   * mid-way (one process uses a mirror directory). Returns how many went.
+   * (`<id>.seed-*`, `<id>.layer-*`, `<id>.discard-*`) and the partial packs of an update in a
+   * mirror: at start-up, those of a process that died mid-way (one process uses a mirror
+   * directory). Returns how many went.
    */
   async sweepLeftovers(): Promise<number> {
     let removed = 0;
     try {
       for await (const e of Deno.readDir(this.#dir)) {
+        if (/^[0-9a-f]+\.git$/.test(e.name)) {
+          removed += await dropTemporaries(`${this.#dir}/${e.name}/objects`);
+          continue;
+        }
         if (!/^[0-9a-f]+\.(seed|layer|discard)-[0-9a-f-]+$/.test(e.name)) continue;
         await Deno.remove(`${this.#dir}/${e.name}`, { recursive: true }).catch(() => {});
         removed++;
@@ -640,6 +680,44 @@ export class GitMirrorHost implements MirrorHost {
 }
 
 /** Bytes of the files under `path` (0 when there is nothing). */
+/**
+ * Removes what a git that died writing into the mirror whose object directory is `objects` left
+ * there: an update's quarantine (`incoming-*`) and git's temporary files in `pack/` (`tmp_*`).
+ * Only at start-up, before anything runs in the mirror (a layer's `pack-objects` also writes its
+ * `tmp_pack_*` there while it runs). Returns how many went.
+ */
+async function dropTemporaries(objects: string): Promise<number> {
+  let removed = 0;
+  const drop = async (dir: string, match: RegExp) => {
+    try {
+      for await (const e of Deno.readDir(dir)) {
+        if (!match.test(e.name)) continue;
+        await Deno.remove(`${dir}/${e.name}`, { recursive: true }).catch(() => {});
+        removed++;
+      }
+    } catch {
+      // No such directory: nothing left there.
+    }
+  };
+  await drop(objects, /^incoming-/);
+  await drop(`${objects}/pack`, /^tmp_/);
+  return removed;
+}
+
+/**
+ * Moves the files of a quarantine's pack directory `from` into the mirror's `to`: the `.keep`
+ * first (nothing may repack the pack away), the `.idx` last (git sees a pack by its index, and
+ * then everything beside it is in place). Renames within one filesystem: each file whole.
+ */
+async function migrate(from: string, to: string): Promise<void> {
+  const rank = (name: string) =>
+    name.endsWith(".keep") ? 0 : name.endsWith(".pack") ? 1 : name.endsWith(".idx") ? 3 : 2;
+  const names: string[] = [];
+  for await (const e of Deno.readDir(from)) if (e.isFile) names.push(e.name);
+  names.sort((a, b) => rank(a) - rank(b));
+  for (const name of names) await Deno.rename(`${from}/${name}`, `${to}/${name}`);
+}
+
 async function du(path: string): Promise<number> {
   let total = 0;
   try {

@@ -257,6 +257,7 @@ Deno.test("mirror heal: a git killed mid-update leaves the previous mirror servi
   // The previous mirror is there, whole, its refs as they were, and answers what it holds.
   assertEquals(mirrorDirs(e.mirrors), [mirror], "kept");
   assertEquals(await refsOf(mirror), before, "no ref moved");
+  assertEquals(temporaries(mirror), [], "no partial pack left behind");
   await git(["fsck", "--connectivity-only", "--no-dangling"], { cwd: mirror });
   const hits = await metric(e.url, 'gitedge_mirror_total{result="hit"}');
   assert(await fetchesById(`${e.url}/${REPO}`, oldTip, dir.path), "the old tip");
@@ -329,7 +330,106 @@ Deno.test("mirror heal: what a process that died mid-seed or mid-layer left in t
     await Deno.mkdir(`${d}/objects/pack`, { recursive: true });
     await Deno.writeFile(`${d}/objects/pack/tmp`, new Uint8Array(4096));
   }
+  // And what an update killed with its process left inside the mirror: its quarantine, and a
+  // partial pack of a git that wrote into the mirror itself.
+  const inside = [`${mirror}/objects/incoming-${crypto.randomUUID()}`, `${mirror}/objects/pack`];
+  await Deno.mkdir(`${inside[0]}/pack`, { recursive: true });
+  await Deno.writeFile(`${inside[0]}/pack/tmp_pack_x1y2z3`, new Uint8Array(4096));
+  await Deno.writeFile(`${inside[1]}/tmp_pack_a1b2c3`, new Uint8Array(4096));
+  assertEquals(temporaries(mirror!).length, 2);
   await using again = await mirrorEdge(origin.url, { store });
   for (const d of leftovers) assert(!await Deno.stat(d).then(() => true, () => false), d);
   assertEquals(mirrorDirs(again.mirrors), [mirror!], "the mirror stays");
+  assertEquals(temporaries(mirror!), [], "the update's leftovers went");
+  await git(["fsck", "--full", "--no-dangling"], { cwd: mirror! });
+});
+
+/**
+ * A git for the mirrors whose runs that bring objects into a mirror (`fetch`, `index-pack`,
+ * `unpack-objects` in a `<id>.git` directory) cannot write a file past 64 blocks while the file
+ * `<dir>/disk-full` exists: `ulimit -f` with SIGXFSZ ignored, so the write that crosses it fails
+ * (EFBIG) the way a write to a full disk fails (ENOSPC), and git reports it and exits. (A real
+ * full filesystem needs a mount, which a CI container may not allow.)
+ */
+async function fullDiskGit(dir: string): Promise<string> {
+  const path = `${dir}/full-disk-git`;
+  await Deno.writeTextFile(`${dir}/disk-full`, "");
+  await Deno.writeTextFile(
+    path,
+    `#!/bin/sh
+case "$PWD" in *.git) ;; *) exec git "$@" ;; esac
+for a in "$@"; do
+  case "$a" in fetch|index-pack|unpack-objects)
+    if [ -e '${dir}/disk-full' ]; then
+      : > '${dir}/filled.mark'
+      trap '' XFSZ
+      ulimit -f 64
+      exec git "$@"
+    fi ;;
+  esac
+done
+exec git "$@"
+`,
+  );
+  await Deno.chmod(path, 0o755);
+  return path;
+}
+
+/** What an update leaves in `mirror` when cut short: quarantines and git's temporary files. */
+function temporaries(mirror: string): string[] {
+  const found: string[] = [];
+  const walk = (d: string, inQuarantine: boolean) => {
+    for (const e of Deno.readDirSync(d)) {
+      const quarantine = inQuarantine || e.name.startsWith("incoming-");
+      if (e.isDirectory) walk(`${d}/${e.name}`, quarantine);
+      else if (quarantine || e.name.startsWith("tmp_")) found.push(`${d}/${e.name}`);
+    }
+  };
+  walk(`${mirror}/objects`, false);
+  return found;
+}
+
+Deno.test("mirror heal: a disk filling up mid-update leaves the previous mirror serving and no partial pack behind; the fetch goes to the origin, the next update succeeds", async () => {
+  await using dir = await tempDir();
+  await using origin = await startOrigin();
+  await using e = await mirrorEdge(origin.url, { mirrorGit: await fullDiskGit(dir.path) });
+  await Deno.remove(`${dir.path}/disk-full`);
+  await makeRepo(origin, REPO, { commits: 8 });
+  await warm(e, REPO, ADMIN);
+  await e.edge.idle();
+  const [mirror] = mirrorDirs(e.mirrors);
+  const before = await refsOf(mirror);
+  const bytesBefore = await metric(e.url, "gitedge_mirror_disk_bytes");
+  // Three commits of 128 KiB of incompressible data each: the update's pack is far past the
+  // 32-64 KiB the disk has room for.
+  const pushed = await pushCommits(origin, REPO, dir.path, 3, 128 * 1024);
+  await Deno.writeTextFile(`${dir.path}/disk-full`, "");
+  await git(["clone", "-q", "--depth", "1", origin.repoUrl(REPO), `${dir.path}/direct`]);
+  await git(["clone", "-q", "--depth", "1", `${e.url}/${REPO}`, `${dir.path}/full`]);
+  await e.edge.idle();
+  await assertSameClone(`${dir.path}/direct`, `${dir.path}/full`);
+  assert(await Deno.stat(`${dir.path}/filled.mark`).then(() => true), "an update ran on it");
+  assert(await metric(e.url, "gitedge_mirror_update_failures_total") >= 1, "update failed");
+  // The previous mirror is there, whole, its refs as they were, without the pack it could not
+  // finish, and answers what it holds.
+  assertEquals(mirrorDirs(e.mirrors), [mirror], "kept");
+  assertEquals(await refsOf(mirror), before, "no ref moved");
+  assertEquals(temporaries(mirror), [], "no partial pack left filling the disk");
+  await git(["fsck", "--full", "--no-dangling"], { cwd: mirror });
+  assertEquals(await metric(e.url, "gitedge_mirror_disk_bytes"), bytesBefore);
+  const oldTip = before["refs/heads/main"];
+  const hits = await metric(e.url, 'gitedge_mirror_total{result="hit"}');
+  assert(await fetchesById(`${e.url}/${REPO}`, oldTip, dir.path), "the old tip");
+  assertEquals(
+    await metric(e.url, 'gitedge_mirror_total{result="hit"}'),
+    hits + 1,
+    "by the mirror",
+  );
+  // Room again: the next update brings the new tip, and the clone is the mirror's answer.
+  await Deno.remove(`${dir.path}/disk-full`);
+  await git(["clone", "-q", "--depth", "1", `${e.url}/${REPO}`, `${dir.path}/after`]);
+  await e.edge.idle();
+  await assertSameClone(`${dir.path}/direct`, `${dir.path}/after`);
+  assert(await metric(e.url, "gitedge_mirror_updates_total") >= 1, "an update succeeded");
+  assertEquals((await refsOf(mirror))["refs/heads/main"], pushed.tip);
 });
