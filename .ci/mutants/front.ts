@@ -26,4 +26,12 @@ export const FRONT_MUTANTS: Mutant[] = [
     tests: [FRONT],
     filter: "idle timeout",
   },
+  {
+    name: "front/nagle-on",
+    file: "edge/deno/front.ts",
+    from: "for (const c of [client, upstream]) c.setNoDelay(true);",
+    to: "",
+    tests: [FRONT],
+    filter: "Nagle",
+  },
 ];

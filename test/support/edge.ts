@@ -125,7 +125,8 @@ export const denoEdgeFactory: EdgeFactory = async (opts) => {
         for await (const e of Deno.readDir(dir)) {
           const k = rel ? `${rel}/${e.name}` : e.name;
           if (e.isDirectory) await walk(`${dir}/${e.name}`, k);
-          else if (k.startsWith(prefix)) out.push(k);
+          // A put under way is a `*.tmp` file until it is whole (FsPackStore): not an entry.
+          else if (k.startsWith(prefix) && !k.endsWith(".tmp")) out.push(k);
         }
       };
       await walk(store, "");

@@ -161,7 +161,7 @@ Deno.test("revocation within --auth-ttl: an ls-refs answer sent ahead does not r
   await using edge = await denoEdgeFactory({
     origin: origin.url,
     chunks: 2,
-    authTtlSeconds: 2,
+    authTtlSeconds: 4,
     lsRefsAheadSeconds: 20,
   });
   const { refs } = await makeRepo(origin, REPO, { commits: 4 });
@@ -194,19 +194,24 @@ Deno.test("revocation within --auth-ttl: an ls-refs answer sent ahead does not r
   assertEquals((await command(url, plainFetch(tips), headers)).status, 200);
   await new Promise((r) => setTimeout(r, 700));
   // The next clone: its info/refs sends the ls-refs ahead (alice's password still good)...
+  const listingsBefore = origin.stats.commands["ls-refs"] ?? 0;
   assertEquals(await infoRefs(), 200);
-  await new Promise((r) => setTimeout(r, 300));
+  for (const until = Date.now() + 10_000; Date.now() < until;) {
+    if ((origin.stats.commands["ls-refs"] ?? 0) > listingsBefore) break;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  assertEquals(origin.stats.commands["ls-refs"], listingsBefore + 1, "the ls-refs sent ahead");
   // ...then the origin revokes it. Past --auth-ttl after the revocation, the clone goes on.
   auth.password = "pw2";
   const revokedAt = Date.now();
-  await new Promise((r) => setTimeout(r, 2300));
+  await new Promise((r) => setTimeout(r, 4300));
   const listed = await command(url, lsRefs, headers);
   assertEquals(listed.status, 200, "the ls-refs answered ahead (before the revocation)");
   const fetched = await command(url, plainFetch(tips), headers);
   assertEquals(
     fetched.status,
     401,
-    `objects served ${(Date.now() - revokedAt) / 1000} s after the revocation (--auth-ttl 2)`,
+    `objects served ${(Date.now() - revokedAt) / 1000} s after the revocation (--auth-ttl 4)`,
   );
 });
 

@@ -316,20 +316,26 @@ Deno.test("front: a response whose body follows its headers is relayed at once, 
     metrics: new Metrics(),
   });
   try {
-    // One kept-alive connection (fetch reuses it); each request waits for the one before.
-    const url = `http://127.0.0.1:${front.addr.port}/`;
-    const times: number[] = [];
-    for (let i = 0; i < 30; i++) {
+    // One kept-alive connection per URL (fetch reuses it); each request waits for the one before.
+    // Held back by Nagle's algorithm until the client's delayed ACK (40 ms on Linux), a request
+    // through the front took 40-55 ms, in runs of them once the connection's quick ACKs were used
+    // up (a quarter to three quarters of 30 requests); relayed at once, about 1 ms. Counted beside
+    // the server answering directly, requests interleaved: a loaded machine slows both alike.
+    const slow = { front: 0, direct: 0 };
+    const timed = async (url: string) => {
       const t0 = performance.now();
       const res = await fetch(url);
       assertEquals((await res.bytes()).byteLength, 4096);
-      times.push(performance.now() - t0);
+      return performance.now() - t0;
+    };
+    for (let i = 0; i < 60; i++) {
+      if (await timed(`http://127.0.0.1:${inner.addr.port}/`) > 30) slow.direct++;
+      if (await timed(`http://127.0.0.1:${front.addr.port}/`) > 30) slow.front++;
     }
-    times.sort((a, b) => a - b);
-    const median = times[15];
-    // Held back by Nagle's algorithm until the client's delayed ACK, a request took ~20 ms here;
-    // relayed at once, well under 1 ms. The bound leaves room for a loaded machine.
-    assert(median < 8, `median ${median.toFixed(2)} ms per request through the front`);
+    assert(
+      slow.front <= slow.direct + 4,
+      `requests over 30 ms of 60: ${slow.front} through the front, ${slow.direct} direct`,
+    );
   } finally {
     await front.closeAll();
   }
