@@ -4,6 +4,7 @@
  * coordinator gone for a while).
  */
 import { withinDeadline } from "./deadline.ts";
+import { quietPort } from "./ports.ts";
 
 export interface RedisServer extends AsyncDisposable {
   url: string;
@@ -26,13 +27,6 @@ export async function redisMissing(): Promise<boolean> {
   }
 }
 
-function freePort(): number {
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const port = (listener.addr as Deno.NetAddr).port;
-  listener.close();
-  return port;
-}
-
 async function answers(port: number): Promise<boolean> {
   try {
     const conn = await Deno.connect({ hostname: "127.0.0.1", port });
@@ -50,7 +44,7 @@ async function answers(port: number): Promise<boolean> {
 }
 
 export async function startRedis(): Promise<RedisServer> {
-  const port = freePort();
+  const port = quietPort();
   let child: Deno.ChildProcess | null = null;
   const launch = async () => {
     child = new Deno.Command("redis-server", {
@@ -58,9 +52,16 @@ export async function startRedis(): Promise<RedisServer> {
       stdout: "null",
       stderr: "null",
     }).spawn();
+    const started = child;
+    let exited = false;
+    started.status.then(() => exited = true);
     await withinDeadline(
       (async () => {
-        while (!await answers(port)) await new Promise((r) => setTimeout(r, 50));
+        while (!await answers(port)) {
+          // One that could not bind its port exits at once: say so, not a 20 s wait.
+          if (exited) throw new Error(`redis-server exited at its start on port ${port}`);
+          await new Promise((r) => setTimeout(r, 50));
+        }
       })(),
       "redis-server's start",
       20_000,

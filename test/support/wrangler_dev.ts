@@ -19,6 +19,7 @@
  * local R2 and Durable Object state all live in `dir`, outside the checkout.
  */
 import { withinDeadline } from "./deadline.ts";
+import { quietPort } from "./ports.ts";
 
 const ROOT = new URL("../../", import.meta.url).pathname;
 
@@ -103,14 +104,6 @@ function signingKey(): string {
     (b) => b.toString(16).padStart(2, "0"),
   )
     .join("");
-}
-
-/** A free loopback port (wrangler takes a port number, not 0). */
-function freePort(): number {
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const { port } = listener.addr as Deno.NetAddr;
-  listener.close();
-  return port;
 }
 
 interface ProcInfo {
@@ -268,7 +261,8 @@ export async function startWranglerDev(opts: WranglerDevOptions): Promise<Wrangl
         `[[r2_buckets]]\nbinding = "PACKS"\nbucket_name = "control"\n`,
   );
   await Deno.writeTextFile(`${opts.dir}/.dev.vars`, `EDGE_SIGNING_KEY=${signingKey()}\n`);
-  const port = freePort();
+  // wrangler takes a port number, not 0.
+  const port = quietPort();
   const vars = { ORIGIN: opts.origin, ...opts.vars };
   const args = [
     "-c",
