@@ -8,7 +8,11 @@ import { assert, assertEquals, assertRejects } from "../../support/assert.ts";
 import { git, GitCommandError, tempDir } from "../../support/git.ts";
 import { type Origin, startOrigin } from "../../support/origin.ts";
 import { assertSameClone, makeRepo, refsOf } from "../../support/fixtures.ts";
-import { type MirrorEdgeOptions, startMirrorEdge } from "../../support/mirror_edge.ts";
+import {
+  type MirrorEdge,
+  type MirrorEdgeOptions,
+  startMirrorEdge,
+} from "../../support/mirror_edge.ts";
 import { URI_CLONE, warm } from "../../proxy/edge_suite.ts";
 import { tracedGit, urisFetched } from "../../support/traced_git.ts";
 import { pushCommits } from "../../support/pushed.ts";
@@ -192,24 +196,42 @@ Deno.test("mirror heal: a corrupted mirror (an update's pack garbled; an object 
 });
 
 /**
- * A git for the mirrors whose runs that bring objects into a mirror (`fetch`, `index-pack` or
- * `unpack-objects` in a `<id>.git` directory) are killed (SIGKILL, the whole process group)
- * `afterMs` after each has written its first object, while the file `<dir>/kill-updates` exists
- * (every update then fails: the one the clone's listing starts and the clone's own); every other
- * run is git itself.
+ * A git for the mirrors that runs `fault` (shell, with git's arguments in `$@`) in place of each
+ * run bringing objects into a mirror (`fetch`, `index-pack` or `unpack-objects` in a `<id>.git`
+ * directory) while the file `<dir>/<flag>` exists (created here); every other run is git itself.
  */
-async function killingGit(dir: string, afterMs: number): Promise<string> {
-  const path = `${dir}/killing-git`;
-  const mark = `${dir}/killed.mark`;
-  await Deno.writeTextFile(`${dir}/kill-updates`, "");
+async function faultyGit(dir: string, flag: string, fault: string): Promise<string> {
+  const path = `${dir}/${flag}-git`;
+  await Deno.writeTextFile(`${dir}/${flag}`, "");
   await Deno.writeTextFile(
     path,
     `#!/bin/sh
 case "$PWD" in *.git) ;; *) exec git "$@" ;; esac
 for a in "$@"; do
   case "$a" in fetch|index-pack|unpack-objects)
-    if [ -e '${dir}/kill-updates' ]; then
-      : > '${mark}'
+    if [ -e '${dir}/${flag}' ]; then
+${fault}
+    fi ;;
+  esac
+done
+exec git "$@"
+`,
+  );
+  await Deno.chmod(path, 0o755);
+  return path;
+}
+
+/**
+ * A git for the mirrors whose updates are killed (SIGKILL, the whole process group) `afterMs`
+ * after each has written its first object, while `<dir>/kill-updates` exists (every update then
+ * fails: the one the clone's listing starts and the clone's own).
+ */
+function killingGit(dir: string, afterMs: number): Promise<string> {
+  const mark = `${dir}/killed.mark`;
+  return faultyGit(
+    dir,
+    "kill-updates",
+    `      : > '${mark}'
       setsid git "$@" & pid=$!
       # Killed once its first objects are written (the commits come first), ${afterMs} ms later;
       # at the latest 3 s in (the origin's answer pauses longer).
@@ -220,15 +242,31 @@ for a in "$@"; do
       sleep ${afterMs / 1000}
       kill -9 -- -$pid 2>/dev/null || kill -9 $pid
       wait $pid
-      exit 137
-    fi ;;
-  esac
-done
-exec git "$@"
-`,
+      exit 137`,
   );
-  await Deno.chmod(path, 0o755);
-  return path;
+}
+
+/**
+ * After an update that failed: the previous mirror is there, whole, its refs `before`, nothing of
+ * the update left in it, and it answers what it holds (a fetch of its old tip by id).
+ */
+async function assertKept(
+  e: MirrorEdge,
+  mirror: string,
+  before: Record<string, string>,
+  dir: string,
+): Promise<void> {
+  assertEquals(mirrorDirs(e.mirrors), [mirror], "kept");
+  assertEquals(await refsOf(mirror), before, "no ref moved");
+  assertEquals(temporaries(mirror), [], "nothing of the update left behind");
+  await git(["fsck", "--full", "--no-dangling"], { cwd: mirror });
+  const hits = await metric(e.url, 'gitedge_mirror_total{result="hit"}');
+  assert(await fetchesById(`${e.url}/${REPO}`, before["refs/heads/main"], dir), "the old tip");
+  assertEquals(
+    await metric(e.url, 'gitedge_mirror_total{result="hit"}'),
+    hits + 1,
+    "by the mirror",
+  );
 }
 
 Deno.test("mirror heal: a git killed mid-update leaves the previous mirror serving; the fetch goes to the origin, the next update succeeds", async () => {
@@ -242,7 +280,6 @@ Deno.test("mirror heal: a git killed mid-update leaves the previous mirror servi
   await e.edge.idle();
   const [mirror] = mirrorDirs(e.mirrors);
   const before = await refsOf(mirror);
-  const oldTip = (await git(["rev-parse", "main"], { cwd: `${origin.root}/${REPO}` })).trim();
   const pushed = await pushCommits(origin, REPO, dir.path, 3, 128 * 1024);
   relay.setFaults({
     [`/${REPO}/git-upload-pack`]: { kind: "stall", afterBytes: 32 * 1024, ms: 5000, times: 100 },
@@ -254,18 +291,7 @@ Deno.test("mirror heal: a git killed mid-update leaves the previous mirror servi
   assert(await metric(e.url, "gitedge_mirror_update_failures_total") >= 1, "update failed");
   relay.setFaults({});
   await Deno.remove(`${dir.path}/kill-updates`);
-  // The previous mirror is there, whole, its refs as they were, and answers what it holds.
-  assertEquals(mirrorDirs(e.mirrors), [mirror], "kept");
-  assertEquals(await refsOf(mirror), before, "no ref moved");
-  assertEquals(temporaries(mirror), [], "no partial pack left behind");
-  await git(["fsck", "--connectivity-only", "--no-dangling"], { cwd: mirror });
-  const hits = await metric(e.url, 'gitedge_mirror_total{result="hit"}');
-  assert(await fetchesById(`${e.url}/${REPO}`, oldTip, dir.path), "the old tip");
-  assertEquals(
-    await metric(e.url, 'gitedge_mirror_total{result="hit"}'),
-    hits + 1,
-    "by the mirror",
-  );
+  await assertKept(e, mirror, before, dir.path);
   // The next update (not killed) brings the new tip: started by a listing (the fetch by id's or
   // the clone's) or by the clone's fetch; either way the clone is the mirror's answer.
   const served = async () =>
@@ -345,34 +371,20 @@ Deno.test("mirror heal: what a process that died mid-seed or mid-layer left in t
 });
 
 /**
- * A git for the mirrors whose runs that bring objects into a mirror (`fetch`, `index-pack`,
- * `unpack-objects` in a `<id>.git` directory) cannot write a file past 64 blocks while the file
- * `<dir>/disk-full` exists: `ulimit -f` with SIGXFSZ ignored, so the write that crosses it fails
- * (EFBIG) the way a write to a full disk fails (ENOSPC), and git reports it and exits. (A real
- * full filesystem needs a mount, which a CI container may not allow.)
+ * A git for the mirrors whose updates cannot write a file past 64 blocks while `<dir>/disk-full`
+ * exists: `ulimit -f` with SIGXFSZ ignored, so the write that crosses it fails (EFBIG) the way a
+ * write to a full disk fails (ENOSPC), and git reports it and exits. (A real full filesystem needs
+ * a mount, which a CI container may not allow.)
  */
-async function fullDiskGit(dir: string): Promise<string> {
-  const path = `${dir}/full-disk-git`;
-  await Deno.writeTextFile(`${dir}/disk-full`, "");
-  await Deno.writeTextFile(
-    path,
-    `#!/bin/sh
-case "$PWD" in *.git) ;; *) exec git "$@" ;; esac
-for a in "$@"; do
-  case "$a" in fetch|index-pack|unpack-objects)
-    if [ -e '${dir}/disk-full' ]; then
-      : > '${dir}/filled.mark'
+function fullDiskGit(dir: string): Promise<string> {
+  return faultyGit(
+    dir,
+    "disk-full",
+    `      : > '${dir}/filled.mark'
       trap '' XFSZ
       ulimit -f 64
-      exec git "$@"
-    fi ;;
-  esac
-done
-exec git "$@"
-`,
+      exec git "$@"`,
   );
-  await Deno.chmod(path, 0o755);
-  return path;
 }
 
 /** What an update leaves in `mirror` when cut short: quarantines and git's temporary files. */
@@ -410,21 +422,9 @@ Deno.test("mirror heal: a disk filling up mid-update leaves the previous mirror 
   await assertSameClone(`${dir.path}/direct`, `${dir.path}/full`);
   assert(await Deno.stat(`${dir.path}/filled.mark`).then(() => true), "an update ran on it");
   assert(await metric(e.url, "gitedge_mirror_update_failures_total") >= 1, "update failed");
-  // The previous mirror is there, whole, its refs as they were, without the pack it could not
-  // finish, and answers what it holds.
-  assertEquals(mirrorDirs(e.mirrors), [mirror], "kept");
-  assertEquals(await refsOf(mirror), before, "no ref moved");
-  assertEquals(temporaries(mirror), [], "no partial pack left filling the disk");
-  await git(["fsck", "--full", "--no-dangling"], { cwd: mirror });
+  // No partial pack left filling the disk.
   assertEquals(await metric(e.url, "gitedge_mirror_disk_bytes"), bytesBefore);
-  const oldTip = before["refs/heads/main"];
-  const hits = await metric(e.url, 'gitedge_mirror_total{result="hit"}');
-  assert(await fetchesById(`${e.url}/${REPO}`, oldTip, dir.path), "the old tip");
-  assertEquals(
-    await metric(e.url, 'gitedge_mirror_total{result="hit"}'),
-    hits + 1,
-    "by the mirror",
-  );
+  await assertKept(e, mirror, before, dir.path);
   // Room again: the next update brings the new tip, and the clone is the mirror's answer.
   await Deno.remove(`${dir.path}/disk-full`);
   await git(["clone", "-q", "--depth", "1", `${e.url}/${REPO}`, `${dir.path}/after`]);
