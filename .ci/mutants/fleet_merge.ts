@@ -142,4 +142,12 @@ export const FLEET_MERGE_MUTANTS: Mutant[] = [
     tests: [FLEET_MERGE],
     filter: "fleet store full",
   },
+  {
+    // S3 keeps whole seconds: of two snapshots written in one second, only one spared as fresh.
+    name: "fleet-merge/fresh-tie-spares-one",
+    file: "src/proxy/ops/store_eviction.ts",
+    from: "        if (fresh.has(id)) {",
+    to: "        if ([...fresh][0] === id) {",
+    tests: ["test/proxy/ops/store_eviction_ties_test.ts"],
+  },
 ];

@@ -291,17 +291,18 @@ export class StoreEvictor {
         ...lfsObjects.map((object) => ({ object, at: lfsUse(object) })),
       ].sort((a, b) => a.at - b.at);
       // The snapshot written last, when not cloned since and younger than freshMs, serves before
-      // it may go (older unserved ones go in their turn, least recently used first).
+      // it may go (older unserved ones go in their turn, least recently used first). Stores that
+      // keep whole seconds (S3's LastModified) can show two written last: each is spared.
       const freshMs = this.#deps.freshMs ?? DEFAULT_FRESH_MS;
       const now = clock.now();
-      const last = [...repos.entries()].reduce<[string, RepoUsage] | null>(
-        (best, e) => (best === null || e[1].newest > best[1].newest ? e : best),
-        null,
+      let lastAt = 0;
+      for (const r of repos.values()) lastAt = Math.max(lastAt, r.newest);
+      const fresh = new Set(
+        [...repos.entries()].filter(([id, r]) =>
+          r.newest === lastAt && (records.get(id)?.lastClonedAt ?? 0) < r.newest &&
+          now - r.newest < freshMs
+        ).map(([id]) => id),
       );
-      const fresh = last && (records.get(last[0])?.lastClonedAt ?? 0) < last[1].newest &&
-          now - last[1].newest < freshMs
-        ? last[0]
-        : null;
       for (const item of order) {
         if (total <= max) break;
         if ("object" in item) {
@@ -337,7 +338,7 @@ export class StoreEvictor {
           report.spared.push({ id, reason: "building" });
           continue;
         }
-        if (id === fresh) {
+        if (fresh.has(id)) {
           report.spared.push({ id, reason: "fresh" });
           pinnedBytes += usage.bytes;
           continue;
