@@ -679,7 +679,6 @@ export class GitMirrorHost implements MirrorHost {
   }
 }
 
-/** Bytes of the files under `path` (0 when there is nothing). */
 /**
  * Removes what a git that died writing into the mirror whose object directory is `objects` left
  * there: an update's quarantine (`incoming-*`) and git's temporary files in `pack/` (`tmp_*`).
@@ -718,6 +717,7 @@ async function migrate(from: string, to: string): Promise<void> {
   for (const name of names) await Deno.rename(`${from}/${name}`, `${to}/${name}`);
 }
 
+/** Bytes of the files under `path` (0 when there is nothing). */
 async function du(path: string): Promise<number> {
   let total = 0;
   try {
