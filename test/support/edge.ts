@@ -125,8 +125,9 @@ export const denoEdgeFactory: EdgeFactory = async (opts) => {
         for await (const e of Deno.readDir(dir)) {
           const k = rel ? `${rel}/${e.name}` : e.name;
           if (e.isDirectory) await walk(`${dir}/${e.name}`, k);
-          // A put under way is a `*.tmp` file until it is whole (FsPackStore): not an entry.
-          else if (k.startsWith(prefix) && !k.endsWith(".tmp")) out.push(k);
+          // A put under way (FsPackStore's `*.tmp`, renamed once whole) counts as its entry: a
+          // clone may end before the fill it streamed from is renamed.
+          else if (k.startsWith(prefix)) out.push(k);
         }
       };
       await walk(store, "");
