@@ -200,7 +200,7 @@ Deno.test("revocation within --auth-ttl: an ls-refs answer sent ahead does not r
     if ((origin.stats.commands["ls-refs"] ?? 0) > listingsBefore) break;
     await new Promise((r) => setTimeout(r, 20));
   }
-  assertEquals(origin.stats.commands["ls-refs"], listingsBefore + 1, "the ls-refs sent ahead");
+  assert((origin.stats.commands["ls-refs"] ?? 0) > listingsBefore, "the ls-refs sent ahead");
   // ...then the origin revokes it. Past --auth-ttl after the revocation, the clone goes on.
   auth.password = "pw2";
   const revokedAt = Date.now();
