@@ -53,6 +53,39 @@ export async function startMirrorEdge(opts: MirrorEdgeOptions): Promise<MirrorEd
   };
 }
 
+/** A protocol-v2 command (`lines`, pkt-lines) posted to `repoUrl`'s upload-pack with `headers`. */
+function postV2(
+  repoUrl: string,
+  lines: (string | "delim" | "flush")[],
+  headers: Record<string, string>,
+): Promise<Response> {
+  return fetch(`${repoUrl}/git-upload-pack`, {
+    method: "POST",
+    headers: {
+      "git-protocol": "version=2",
+      "content-type": "application/x-git-upload-pack-request",
+      ...headers,
+    },
+    body: encodePkts(lines) as Uint8Array<ArrayBuffer>,
+  });
+}
+
+/**
+ * An `ls-refs` of branches and tags posted to `repoUrl` with `headers`, its answer read whole as
+ * git reads it (a body cancelled early may cut the copy the edge reads on the side): the status.
+ */
+export async function rawLsRefs(repoUrl: string, headers: Record<string, string>): Promise<number> {
+  const res = await postV2(repoUrl, [
+    "command=ls-refs\n",
+    "delim",
+    "ref-prefix refs/heads/\n",
+    "ref-prefix refs/tags/\n",
+    "flush",
+  ], headers);
+  await res.bytes();
+  return res.status;
+}
+
 /**
  * A protocol-v2 fetch of `want` (ofs-delta, done) posted to `repoUrl` with `headers`, as git would
  * send it: the status, and whether the answer holds a pack (any byte of the mirror's).
@@ -62,23 +95,15 @@ export async function rawWantFetch(
   want: string,
   headers: Record<string, string>,
 ): Promise<{ status: number; pack: boolean }> {
-  const res = await fetch(`${repoUrl}/git-upload-pack`, {
-    method: "POST",
-    headers: {
-      "git-protocol": "version=2",
-      "content-type": "application/x-git-upload-pack-request",
-      ...headers,
-    },
-    body: encodePkts([
-      "command=fetch\n",
-      "delim",
-      "ofs-delta\n",
-      "no-progress\n",
-      `want ${want}\n`,
-      "done\n",
-      "flush",
-    ]) as Uint8Array<ArrayBuffer>,
-  });
+  const res = await postV2(repoUrl, [
+    "command=fetch\n",
+    "delim",
+    "ofs-delta\n",
+    "no-progress\n",
+    `want ${want}\n`,
+    "done\n",
+    "flush",
+  ], headers);
   const body = new Uint8Array(await res.arrayBuffer());
   return { status: res.status, pack: new TextDecoder("latin1").decode(body).includes("PACK") };
 }

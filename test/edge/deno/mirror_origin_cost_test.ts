@@ -10,9 +10,12 @@ import { assert, assertEquals } from "../../support/assert.ts";
 import { git, tempDir } from "../../support/git.ts";
 import { type Origin, startOrigin } from "../../support/origin.ts";
 import { addCommits, assertSameClone, makeRepo, refsOf } from "../../support/fixtures.ts";
-import { rawWantFetch, startMirrorEdge as mirrorEdge } from "../../support/mirror_edge.ts";
+import {
+  rawLsRefs,
+  rawWantFetch,
+  startMirrorEdge as mirrorEdge,
+} from "../../support/mirror_edge.ts";
 import { warm } from "../../proxy/edge_suite.ts";
-import { encodePkts } from "../../../src/git/pktline.ts";
 
 const REPO = "w.git";
 
@@ -149,29 +152,6 @@ Deno.test("mirror update: git fetch from a new state costs the origin what going
   }
 });
 
-/** A raw protocol-v2 `ls-refs` through the edge with `headers` (a clone's first request). */
-async function rawListing(url: string, headers: Record<string, string>) {
-  const res = await fetch(`${url}/git-upload-pack`, {
-    method: "POST",
-    headers: {
-      "git-protocol": "version=2",
-      "content-type": "application/x-git-upload-pack-request",
-      ...headers,
-    },
-    body: encodePkts([
-      "command=ls-refs\n",
-      "delim",
-      "ref-prefix refs/heads/\n",
-      "ref-prefix refs/tags/\n",
-      "flush",
-    ]) as Uint8Array<ArrayBuffer>,
-  });
-  // Read whole, as git reads it: a body cancelled early may cut the copy the edge reads on the
-  // side, and then no update starts (the test would depend on which side ran first).
-  await res.bytes();
-  return res.status;
-}
-
 Deno.test("mirror update: a private origin listing refs to anyone; a refused credential's listing fetches nothing into the mirror, and its fetch gets the origin's 401, before and after the mirror has the state", async () => {
   const auth = { user: "ci", password: "s3cret" };
   await using origin = await startOrigin({ requireAuth: auth, authScope: "fetch" });
@@ -189,7 +169,7 @@ Deno.test("mirror update: a private origin listing refs to anyone; a refused cre
 
   // The wrong credential's listing (the origin lists refs to anyone) starts an update with it:
   // refused, nothing fetched, and its fetch is the origin's 401.
-  assertEquals(await rawListing(url, wrong), 200);
+  assertEquals(await rawLsRefs(url, wrong), 200);
   await e.edge.idle();
   assertEquals(await updates(), 0, "a refused credential brought nothing into the mirror");
   let res = await rawWantFetch(url, tip, wrong);
@@ -198,7 +178,7 @@ Deno.test("mirror update: a private origin listing refs to anyone; a refused cre
 
   // The good credential's listing brings the state in: one origin fetch, and its fetch served.
   origin.stats.reset();
-  assertEquals(await rawListing(url, good), 200);
+  assertEquals(await rawLsRefs(url, good), 200);
   res = await rawWantFetch(url, tip, good);
   assertEquals(res.status, 200);
   assert(res.pack, "a pack for the good credential");
@@ -208,7 +188,7 @@ Deno.test("mirror update: a private origin listing refs to anyone; a refused cre
   // A newer state: the refused credential's listing starts an update with it (refused again);
   // its fetch of the state the mirror holds is still the origin's 401, never the mirror's.
   await addCommits(origin, REPO, { commits: 1 });
-  assertEquals(await rawListing(url, wrong), 200);
+  assertEquals(await rawLsRefs(url, wrong), 200);
   // Its update has ended (refused) before the fetch: what it recorded is what the fetch finds.
   await e.edge.idle();
   res = await rawWantFetch(url, tip, wrong);
