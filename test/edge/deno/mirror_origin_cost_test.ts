@@ -186,7 +186,10 @@ Deno.test("mirror update: a private origin listing refs to anyone; a refused cre
   assert(await metric(e.url, 'gitedge_mirror_total{result="hit"}') >= 1, "the mirror answered");
 
   // A newer state: the refused credential's listing starts an update with it (refused again);
-  // its fetch of the state the mirror holds is still the origin's 401, never the mirror's.
+  // its fetch of the state the mirror holds is still the origin's 401, never the mirror's. The
+  // refresh the good fetch started has ended first: pushed during it, the new commit came in by
+  // that build's update (the good credential's), and the refused one's had nothing to ask.
+  await e.edge.idle();
   await addCommits(origin, REPO, { commits: 1 });
   assertEquals(await rawLsRefs(url, wrong), 200);
   // Its update has ended (refused) before the fetch: what it recorded is what the fetch finds.
